@@ -1,0 +1,90 @@
+/* /api-keys: named API keys of the caller. A key is shown once, at creation;
+ * afterwards only its public prefix. Deleting a key revokes it at once (the row
+ * is gone, so the next lookup fails). */
+#include "routes.h"
+#include "core/util.h"
+#include "crypto/crypto.h"
+
+#include <string.h>
+
+static const char SQL_LIST[] =
+	"SELECT id, name, key_id, created_at, last_used_at FROM api_keys WHERE user_id = ?"
+	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
+static const char SQL_COUNT[] = "SELECT COUNT(*) FROM api_keys WHERE user_id = ?";
+static const char SQL_GET[] =
+	"SELECT id, name, key_id, created_at, last_used_at FROM api_keys WHERE id = ?";
+static const char SQL_INSERT[] =
+	"INSERT INTO api_keys (id, user_id, name, key_id, key_hash, created_at)"
+	" VALUES (?, ?, ?, ?, ?, NOW(3))";
+static const char SQL_DELETE[] = "DELETE FROM api_keys WHERE id = ? AND user_id = ?";
+
+static json_object *key_json(ah_req *r, char **v)
+{
+	json_object *o = json_object_new_object();
+	ah_json_str(o, "id", v[0]);
+	ah_json_str(o, "name", v[1]);
+	ah_json_str(o, "prefix", ah_sprintf(r->arena, "ahk_%s", v[2]));
+	ah_json_time(r, o, "created_at", v[3]);
+	ah_json_time(r, o, "last_used_at", v[4]);
+	return o;
+}
+
+static int list_keys(ah_req *r)
+{
+	long long limit, offset, total = 0;
+	ah_rows rows, count;
+	if (ah_page(r, &limit, &offset) != 0)
+		return AH_EDONE;
+	if (ah_db_query(r->db, r->arena, &count, SQL_COUNT, "s", r->user->id) != 0 ||
+	    ah_db_query(r->db, r->arena, &rows, SQL_LIST, "sii", r->user->id, limit, offset) != 0)
+		return AH_EFAIL;
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < rows.n; i++)
+		json_object_array_add(arr, key_json(r, rows.v[i]));
+	ah_parse_ll(&total, ah_cell(&count, 0, 0));
+	return ah_reply_list(r, arr, total);
+}
+
+static int create_key(ah_req *r)
+{
+	static const char *const fields[] = {"name", NULL};
+	json_object *o = NULL;
+	const char *name = NULL;
+	/* The body is optional: POST with no body makes a key named "Default". */
+	if (r->body_len > 0) {
+		if (ah_body_object(r, &o, fields) != 0)
+			return AH_EDONE;
+		ah_field_str(r, o, "name", AH_F_NULLABLE, 1, 255, &name, NULL);
+		if (ah_verr_reply(r) != 0)
+			return AH_EDONE;
+	}
+	char *key_id;
+	const char *key = ah_crypto_new_api_key(r->arena, &key_id);
+	const char *id = ah_id_new(r->arena, "key");
+	unsigned char hash[AH_KEYHASH_BYTES];
+	ah_rows rows;
+	ah_crypto_key_hash(hash, key, strlen(key));
+	if (ah_db_exec(r->db, NULL, SQL_INSERT, "ssssb", id, r->user->id, name ? name : "Default",
+	               key_id, hash, sizeof(hash)) != 0 ||
+	    ah_db_query(r->db, r->arena, &rows, SQL_GET, "s", id) != 0 || rows.n != 1)
+		return AH_EFAIL;
+	json_object *out = json_object_new_object();
+	json_object_object_add(out, "api_key", key_json(r, rows.v[0]));
+	ah_json_str(out, "key", key);
+	return ah_reply_json(r, 201, out);
+}
+
+static int delete_key(ah_req *r)
+{
+	unsigned long long n = 0;
+	if (ah_db_exec(r->db, &n, SQL_DELETE, "ss", r->params[0], r->user->id) != 0)
+		return AH_EFAIL;
+	return n ? ah_reply_no_content(r) : ah_reply_error(r, 404, "API key not found");
+}
+
+const ah_route ah_api_keys_routes[] = {
+	{"GET", "/api-keys", list_keys, 0, 0},
+	{"POST", "/api-keys", create_key, 0, 0},
+	{"DELETE", "/api-keys/{id}", delete_key, 0, 0},
+	{NULL, NULL, NULL, 0, 0},
+};

@@ -1,0 +1,39 @@
+/* /health: for load balancers, without authentication or rate limiting.
+ * 200 while the database answers (status "degraded" when no runner has sent a
+ * heartbeat lately, since CRUD still works then); 503 when it does not. */
+#include "routes.h"
+#include "core/util.h"
+
+static const char SQL_RUNNER_AGE[] =
+	"SELECT TIMESTAMPDIFF(SECOND, MAX(heartbeat_at), NOW(3)) FROM runners";
+
+static int health(ah_req *r)
+{
+	ah_rows rows;
+	if (ah_db_ping(r->db) != 0 ||
+	    ah_db_query(r->db, r->arena, &rows, SQL_RUNNER_AGE, "") != 0) {
+		json_object *o = json_object_new_object();
+		ah_json_str(o, "detail", "Database unreachable");
+		ah_json_str(o, "status", "unavailable");
+		ah_json_str(o, "database", "unreachable");
+		return ah_reply_json(r, 503, o);
+	}
+	const char *age = ah_cell(&rows, 0, 0);
+	long long secs = -1;
+	if (age)
+		ah_parse_ll(&secs, age);
+	long long stale = ah_config_int(r->cfg, "runner_stale_seconds", 30, 1, 86400);
+	json_object *o = json_object_new_object();
+	ah_json_str(o, "status", (secs >= 0 && secs <= stale) ? "ok" : "degraded");
+	ah_json_str(o, "database", "ok");
+	if (secs >= 0)
+		ah_json_int(o, "runner_heartbeat_age_seconds", secs);
+	else
+		ah_json_str(o, "runner_heartbeat_age_seconds", NULL);
+	return ah_reply_json(r, 200, o);
+}
+
+const ah_route ah_health_routes[] = {
+	{"GET", "/health", health, AH_R_PUBLIC | AH_R_NO_RATE, 0},
+	{NULL, NULL, NULL, 0, 0},
+};

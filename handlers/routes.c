@@ -1,0 +1,16 @@
+/* Every resource's route table, merged by the router. One line per file. */
+#include "routes.h"
+
+const ah_route *const ah_route_tables[] = {
+	ah_agents_routes,
+	ah_code_routes,
+	ah_secrets_routes,
+	ah_api_keys_routes,
+	ah_users_routes,
+	ah_health_routes,
+	ah_openapi_routes,
+	ah_invoke_routes,
+	ah_sessions_routes,
+	ah_usage_routes,
+	NULL,
+};

@@ -1,0 +1,18 @@
+/* The route table of every resource; handlers/routes.c lists them for the router. */
+#ifndef AH_HANDLERS_ROUTES_H
+#define AH_HANDLERS_ROUTES_H
+
+#include "http/router.h"
+
+extern const ah_route ah_agents_routes[];
+extern const ah_route ah_code_routes[];
+extern const ah_route ah_secrets_routes[];
+extern const ah_route ah_api_keys_routes[];
+extern const ah_route ah_users_routes[];
+extern const ah_route ah_health_routes[];
+extern const ah_route ah_openapi_routes[];
+extern const ah_route ah_invoke_routes[];
+extern const ah_route ah_sessions_routes[];
+extern const ah_route ah_usage_routes[];
+
+#endif

@@ -1,0 +1,117 @@
+/* /agents/{slug}/secrets: per-agent environment variables, sealed at rest with
+ * the master key (crypto_secretbox, a fresh nonce per value). Values are never
+ * returned and never logged; only names and times are. */
+#include "agents.h"
+#include "routes.h"
+#include "crypto/crypto.h"
+
+#include <string.h>
+
+#define SECRET_MAX (64 * 1024)
+
+static const char SQL_LIST[] =
+	"SELECT name, created_at, updated_at FROM secrets WHERE agent_id = ? ORDER BY name";
+static const char SQL_UPSERT[] =
+	"INSERT INTO secrets (agent_id, name, nonce, ciphertext, created_at, updated_at)"
+	" VALUES (?, ?, ?, ?, NOW(3), NOW(3))"
+	" ON DUPLICATE KEY UPDATE nonce = VALUES(nonce), ciphertext = VALUES(ciphertext),"
+	" updated_at = NOW(3)";
+static const char SQL_GET[] =
+	"SELECT name, created_at, updated_at FROM secrets WHERE agent_id = ? AND name = ?";
+static const char SQL_DELETE[] = "DELETE FROM secrets WHERE agent_id = ? AND name = ?";
+
+static bool key_shape_ok(const char *k)
+{
+	size_t n = strlen(k);
+	if (n < 1 || n > 128 || !((k[0] >= 'A' && k[0] <= 'Z') || (k[0] >= 'a' && k[0] <= 'z') || k[0] == '_'))
+		return false;
+	for (size_t i = 1; i < n; i++) {
+		char c = k[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+			return false;
+	}
+	return true;
+}
+
+/* Names the sandbox sets itself: a secret must never override them. */
+static bool key_reserved(ah_req *r, const char *k)
+{
+	const char *model = ah_config_get(r->cfg, "model_key_name", "ANTHROPIC_API_KEY");
+	return strcmp(k, model) == 0 || strcmp(k, "PATH") == 0 || strcmp(k, "HOME") == 0 ||
+	       strcmp(k, "NODE_OPTIONS") == 0 || strncmp(k, "AGENTHOST_", 10) == 0;
+}
+
+static json_object *secret_json(ah_req *r, char **v)
+{
+	json_object *o = json_object_new_object();
+	ah_json_str(o, "key", v[0]);
+	ah_json_time(r, o, "created_at", v[1]);
+	ah_json_time(r, o, "updated_at", v[2]);
+	return o;
+}
+
+static int list_secrets(ah_req *r)
+{
+	char **a;
+	ah_rows rows;
+	int rc = ah_agent_load(r, &a);
+	if (rc != 0)
+		return rc;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_LIST, "s", a[AG_ID]) != 0)
+		return AH_EFAIL;
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < rows.n; i++)
+		json_object_array_add(arr, secret_json(r, rows.v[i]));
+	return ah_reply_list(r, arr, (long long)rows.n);
+}
+
+static int set_secret(ah_req *r)
+{
+	static const char *const fields[] = {"key", "value", NULL};
+	char **a;
+	json_object *o;
+	const char *key, *value;
+	int rc = ah_agent_load(r, &a);
+	if (rc != 0 || (rc = ah_body_object(r, &o, fields)) != 0)
+		return rc;
+	if (ah_field_str(r, o, "key", AH_F_REQUIRED, 1, 128, &key, NULL) == 0) {
+		if (!key_shape_ok(key))
+			ah_verr(r, "body", "key", "String should match pattern '^[A-Za-z_][A-Za-z0-9_]{0,127}$'",
+			        "string_pattern_mismatch");
+		else if (key_reserved(r, key))
+			ah_verr(r, "body", "key", "This name is reserved by the sandbox", "value_error");
+	}
+	ah_field_str(r, o, "value", AH_F_REQUIRED, 0, SECRET_MAX, &value, NULL);
+	if (value && strlen(value) > SECRET_MAX)
+		ah_verr(r, "body", "value", "Value should be at most 65536 bytes", "string_too_long");
+	if (ah_verr_reply(r) != 0)
+		return AH_EDONE;
+	unsigned char nonce[AH_NONCE_BYTES], *ct;
+	size_t ctlen;
+	ah_rows rows;
+	if (ah_crypto_seal(r->arena, nonce, &ct, &ctlen, value, strlen(value)) != 0 ||
+	    ah_db_exec(r->db, NULL, SQL_UPSERT, "ssbb", a[AG_ID], key, nonce, (size_t)AH_NONCE_BYTES,
+	               ct, ctlen) != 0 ||
+	    ah_db_query(r->db, r->arena, &rows, SQL_GET, "ss", a[AG_ID], key) != 0 || rows.n != 1)
+		return AH_EFAIL;
+	return ah_reply_json(r, 201, secret_json(r, rows.v[0]));
+}
+
+static int delete_secret(ah_req *r)
+{
+	char **a;
+	unsigned long long n = 0;
+	int rc = ah_agent_load(r, &a);
+	if (rc != 0)
+		return rc;
+	if (ah_db_exec(r->db, &n, SQL_DELETE, "ss", a[AG_ID], r->params[1]) != 0)
+		return AH_EFAIL;
+	return n ? ah_reply_no_content(r) : ah_reply_error(r, 404, "Secret not found");
+}
+
+const ah_route ah_secrets_routes[] = {
+	{"GET", "/agents/{slug}/secrets", list_secrets, 0, 0},
+	{"POST", "/agents/{slug}/secrets", set_secret, 0, 0},
+	{"DELETE", "/agents/{slug}/secrets/{key}", delete_secret, 0, 0},
+	{NULL, NULL, NULL, 0, 0},
+};

@@ -1,0 +1,21 @@
+/* Commands of agenthost-admin; each returns a process exit status. */
+#ifndef AH_ADMIN_ADMIN_H
+#define AH_ADMIN_ADMIN_H
+
+#include "core/arena.h"
+#include "core/config.h"
+#include "db/db.h"
+
+typedef struct ah_admin {
+	ah_config *cfg;
+	ah_db *db;
+	ah_arena *arena;
+} ah_admin;
+
+const char *ah_admin_opt(int argc, char **argv, const char *name, const char *def);
+int ah_admin_migrate(ah_admin *ad);
+int ah_admin_user_create(ah_admin *ad, const char *email, int argc, char **argv);
+int ah_admin_user_set_disabled(ah_admin *ad, const char *email, int disabled);
+int ah_admin_key_create(ah_admin *ad, const char *email, const char *name);
+
+#endif

@@ -1,0 +1,65 @@
+/* agenthost-admin: the operator's command line.
+ *   agenthost-admin migrate
+ *   agenthost-admin user create EMAIL [--plan free|pro|enterprise] [--quota-bytes N]
+ *   agenthost-admin user disable EMAIL | user enable EMAIL
+ *   agenthost-admin key create EMAIL [--name NAME]
+ * `user create` and `key create` print the new API key as their last line, so
+ * scripts can take it with `tail -n 1`. */
+#include "admin/admin.h"
+#include "core/log.h"
+#include "crypto/crypto.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int usage(void)
+{
+	fputs("usage: agenthost-admin migrate\n"
+	      "       agenthost-admin user create EMAIL [--plan free|pro|enterprise] [--quota-bytes N]\n"
+	      "       agenthost-admin user disable|enable EMAIL\n"
+	      "       agenthost-admin key create EMAIL [--name NAME]\n", stderr);
+	return 2;
+}
+
+/* Value of --name in argv, or def. */
+const char *ah_admin_opt(int argc, char **argv, const char *name, const char *def)
+{
+	for (int i = 0; i + 1 < argc; i++)
+		if (strcmp(argv[i], name) == 0)
+			return argv[i + 1];
+	return def;
+}
+
+static int dispatch(ah_admin *ad, int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "migrate") == 0)
+		return ah_admin_migrate(ad);
+	if (argc >= 4 && strcmp(argv[1], "user") == 0 && strcmp(argv[2], "create") == 0)
+		return ah_admin_user_create(ad, argv[3], argc, argv);
+	if (argc >= 4 && strcmp(argv[1], "user") == 0 &&
+	    (strcmp(argv[2], "disable") == 0 || strcmp(argv[2], "enable") == 0))
+		return ah_admin_user_set_disabled(ad, argv[3], strcmp(argv[2], "disable") == 0);
+	if (argc >= 4 && strcmp(argv[1], "key") == 0 && strcmp(argv[2], "create") == 0)
+		return ah_admin_key_create(ad, argv[3], ah_admin_opt(argc, argv, "--name", "Default"));
+	return usage();
+}
+
+int main(int argc, char **argv)
+{
+	ah_admin ad = {0};
+	ah_err err = {0};
+	ah_log_set_program("agenthost-admin");
+	if (argc < 2)
+		return usage();
+	if (ah_config_load(&ad.cfg, NULL, &err) != 0 || ah_crypto_init(ad.cfg, 1, &err) != 0 ||
+	    ah_db_open(&ad.db, ad.cfg, &err) != 0) {
+		fprintf(stderr, "agenthost-admin: %s\n", err.msg);
+		return 1;
+	}
+	ad.arena = ah_arena_new();
+	int rc = dispatch(&ad, argc, argv);
+	ah_arena_destroy(ad.arena);
+	ah_db_close(ad.db);
+	ah_config_free(ad.cfg);
+	return rc;
+}

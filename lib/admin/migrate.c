@@ -1,0 +1,86 @@
+/* Numbered migrations from schema/, applied in name order, each recorded in
+ * schema_migrations so running migrate again changes nothing. A named lock keeps
+ * two hosts that start at once from applying the same file twice. */
+#include "admin/admin.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef AH_SCHEMA_DIR
+#define AH_SCHEMA_DIR "schema"
+#endif
+
+static const char SQL_TABLE[] =
+	"CREATE TABLE IF NOT EXISTS schema_migrations (version VARCHAR(255) NOT NULL PRIMARY KEY,"
+	" applied_at DATETIME(3) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+static const char SQL_APPLIED[] = "SELECT 1 FROM schema_migrations WHERE version = ?";
+static const char SQL_RECORD[] =
+	"INSERT INTO schema_migrations (version, applied_at) VALUES (?, NOW(3))";
+static const char SQL_LOCK[] = "SELECT GET_LOCK('agenthost_migrate', 60)";
+static const char SQL_UNLOCK[] = "SELECT RELEASE_LOCK('agenthost_migrate')";
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static char *slurp(ah_arena *a, const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *buf = ah_alloc(a, (size_t)(n < 0 ? 0 : n) + 1);
+	size_t got = fread(buf, 1, (size_t)(n < 0 ? 0 : n), f);
+	buf[got] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static int apply(ah_admin *ad, const char *dir, const char *file)
+{
+	ah_rows rows;
+	ah_err err = {0};
+	if (ah_db_query(ad->db, ad->arena, &rows, SQL_APPLIED, "s", file) != 0)
+		return 1;
+	if (rows.n > 0)
+		return 0;
+	char *sql = slurp(ad->arena, ah_sprintf(ad->arena, "%s/%s", dir, file));
+	if (!sql || ah_db_exec_script(ad->db, sql, &err) != 0) {
+		fprintf(stderr, "agenthost-admin: migration %s failed: %s\n", file,
+		        sql ? err.msg : "cannot read file");
+		return 1;
+	}
+	if (ah_db_exec(ad->db, NULL, SQL_RECORD, "s", file) != 0)
+		return 1;
+	printf("applied %s\n", file);
+	return 0;
+}
+
+int ah_admin_migrate(ah_admin *ad)
+{
+	const char *dir = ah_config_get(ad->cfg, "schema_dir", AH_SCHEMA_DIR);
+	struct dirent **list;
+	ah_rows rows;
+	int n = scandir(dir, &list, NULL, by_name), rc = 0;
+	if (n < 0) {
+		fprintf(stderr, "agenthost-admin: cannot read %s\n", dir);
+		return 1;
+	}
+	if (ah_db_exec(ad->db, NULL, SQL_TABLE, "") != 0 ||
+	    ah_db_query(ad->db, ad->arena, &rows, SQL_LOCK, "") != 0)
+		rc = 1;
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(list[i]->d_name);
+		if (rc == 0 && len > 4 && strcmp(list[i]->d_name + len - 4, ".sql") == 0)
+			rc = apply(ad, dir, list[i]->d_name);
+		free(list[i]);
+	}
+	free(list);
+	ah_db_query(ad->db, ad->arena, &rows, SQL_UNLOCK, "");
+	return rc;
+}

@@ -1,0 +1,95 @@
+/* User and key commands of agenthost-admin. */
+#include "admin/admin.h"
+#include "core/util.h"
+#include "crypto/crypto.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char SQL_USER_INSERT[] =
+	"INSERT INTO users (id, email, plan, quota_bytes, created_at, updated_at)"
+	" VALUES (?, ?, ?, ?, NOW(3), NOW(3))";
+static const char SQL_USER_BY_EMAIL[] = "SELECT id FROM users WHERE email = ?";
+static const char SQL_USER_DISABLE[] =
+	"UPDATE users SET disabled = ?, updated_at = NOW(3) WHERE email = ?";
+static const char SQL_KEY_INSERT[] =
+	"INSERT INTO api_keys (id, user_id, name, key_id, key_hash, created_at)"
+	" VALUES (?, ?, ?, ?, ?, NOW(3))";
+
+static long long plan_quota(const char *plan)
+{
+	if (strcmp(plan, "free") == 0)
+		return 100LL * 1024 * 1024;
+	if (strcmp(plan, "pro") == 0)
+		return 10LL * 1024 * 1024 * 1024;
+	if (strcmp(plan, "enterprise") == 0)
+		return 1024LL * 1024 * 1024 * 1024;
+	return -1;
+}
+
+static bool email_ok(const char *e)
+{
+	const char *at = strchr(e, '@');
+	return at && at != e && at[1] && !strchr(at + 1, '@') && strlen(e) <= 320 &&
+	       !strpbrk(e, " \t\r\n");
+}
+
+static int insert_key(ah_admin *ad, const char *user_id, const char *name)
+{
+	char *key_id;
+	const char *key = ah_crypto_new_api_key(ad->arena, &key_id);
+	unsigned char hash[AH_KEYHASH_BYTES];
+	ah_crypto_key_hash(hash, key, strlen(key));
+	if (ah_db_exec(ad->db, NULL, SQL_KEY_INSERT, "ssssb", ah_id_new(ad->arena, "key"), user_id,
+	               name, key_id, hash, sizeof(hash)) != 0) {
+		fprintf(stderr, "agenthost-admin: cannot store the key: %s\n", ah_db_error(ad->db));
+		return 1;
+	}
+	printf("%s\n", key);
+	return 0;
+}
+
+int ah_admin_user_create(ah_admin *ad, const char *email, int argc, char **argv)
+{
+	const char *plan = ah_admin_opt(argc, argv, "--plan", "free");
+	long long quota = plan_quota(plan);
+	const char *q = ah_admin_opt(argc, argv, "--quota-bytes", NULL);
+	if (quota < 0 || !email_ok(email) || (q && (ah_parse_ll(&quota, q) != 0 || quota < 0))) {
+		fprintf(stderr, "agenthost-admin: need a valid EMAIL, --plan free|pro|enterprise "
+		        "and a non-negative --quota-bytes\n");
+		return 2;
+	}
+	const char *id = ah_id_new(ad->arena, "usr");
+	int rc = ah_db_exec(ad->db, NULL, SQL_USER_INSERT, "sssi", id, email, plan, quota);
+	if (rc == AH_ECONFLICT) {
+		fprintf(stderr, "agenthost-admin: a user with email %s exists; "
+		        "use `key create` for another key\n", email);
+		return 1;
+	}
+	if (rc != 0) {
+		fprintf(stderr, "agenthost-admin: %s\n", ah_db_error(ad->db));
+		return 1;
+	}
+	printf("created user %s (%s, plan %s)\n", id, email, plan);
+	return insert_key(ad, id, "Default");
+}
+
+int ah_admin_user_set_disabled(ah_admin *ad, const char *email, int disabled)
+{
+	unsigned long long n = 0;
+	if (ah_db_exec(ad->db, &n, SQL_USER_DISABLE, "is", (long long)disabled, email) != 0 || n == 0) {
+		fprintf(stderr, "agenthost-admin: no user %s\n", email);
+		return 1;
+	}
+	return 0;
+}
+
+int ah_admin_key_create(ah_admin *ad, const char *email, const char *name)
+{
+	ah_rows rows;
+	if (ah_db_query(ad->db, ad->arena, &rows, SQL_USER_BY_EMAIL, "s", email) != 0 || rows.n != 1) {
+		fprintf(stderr, "agenthost-admin: no user %s\n", email);
+		return 1;
+	}
+	return insert_key(ad, rows.v[0][0], name);
+}

@@ -1,0 +1,141 @@
+/* One request from accept to response: parse → route → authenticate →
+ * rate-limit → read body → handler. Every exit path writes exactly one response
+ * in the contract's shape. */
+#include "api/dispatch.h"
+#include "auth/auth.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "http/router.h"
+#include "ratelimit/ratelimit.h"
+
+#include <fcgiapp.h>
+#include <stdio.h>
+#include <string.h>
+
+#define API_PREFIX "/api/v1"
+
+/* Splits REQUEST_URI into the path below /api/v1 and the query string. */
+static int split_uri(ah_req *r)
+{
+	const char *uri = ah_param_env(r, "REQUEST_URI");
+	if (!uri || strncmp(uri, API_PREFIX, strlen(API_PREFIX)) != 0)
+		return AH_ENOTFOUND;
+	uri += strlen(API_PREFIX);
+	const char *q = strchr(uri, '?');
+	r->path = q ? ah_strndup(r->arena, uri, (size_t)(q - uri)) : uri;
+	r->query = q ? q + 1 : "";
+	if (r->path[0] == '\0')
+		r->path = "/";
+	return r->path[0] == '/' ? 0 : AH_ENOTFOUND;
+}
+
+static void init_req(ah_req *r)
+{
+	r->method = ah_param_env(r, "REQUEST_METHOD");
+	if (!r->method)
+		r->method = "GET";
+	r->request_id = ah_param_env(r, "REQUEST_ID");
+	if (!r->request_id || !*r->request_id || strlen(r->request_id) > 64)
+		r->request_id = ah_id_new(r->arena, "req");
+	r->remote_addr = ah_param_env(r, "REMOTE_ADDR");
+	if (!r->remote_addr)
+		r->remote_addr = "unknown";
+	r->content_type = ah_param_env(r, "CONTENT_TYPE");
+	const char *cl = ah_param_env(r, "CONTENT_LENGTH");
+	if (!cl || !*cl || ah_parse_ll(&r->content_length, cl) != 0)
+		r->content_length = -1;
+	ah_log_set_request_id(r->request_id);
+}
+
+static int rate_limit(ah_req *r, const ah_route *rt)
+{
+	if (rt && (rt->flags & AH_R_NO_RATE))
+		return 0;
+	bool invoke = rt && (rt->flags & AH_R_INVOKE) && r->user;
+	long long limit = invoke ? ah_config_int(r->cfg, "rate_limit_invoke", 10, 1, 1000000000)
+	                         : ah_config_int(r->cfg, "rate_limit_crud", 100, 1, 1000000000);
+	const char *subject = r->user ? ah_sprintf(r->arena, "u:%s", r->user->id)
+	                              : ah_sprintf(r->arena, "ip:%s", r->remote_addr);
+	bool over;
+	if (ah_ratelimit_hit(r, subject, invoke ? 'i' : 'c', limit, &over) != 0)
+		return ah_reply_error(r, 500, "Internal server error");
+	if (!over)
+		return 0;
+	long long wait = r->rate.reset - ah_now_ms() / 1000;
+	if (wait < 1)
+		wait = 1;
+	ah_header(r, "Retry-After", ah_sprintf(r->arena, "%lld", wait));
+	return ah_reply_error(r, 429, ah_sprintf(r->arena,
+	                      "Rate limit exceeded. Try again in %lld seconds.", wait));
+}
+
+/* Reads the whole body (up to the route's limit) into r->body. */
+static int read_body(ah_req *r, const ah_route *rt)
+{
+	size_t limit = rt->body_limit ? rt->body_limit : AH_BODY_DEFAULT;
+	if (r->content_length > (long long)limit)
+		return ah_reply_error(r, 413, ah_sprintf(r->arena,
+		                      "Request body too large (limit %zu bytes)", limit));
+	if (r->content_length <= 0)
+		return 0;
+	r->body = ah_alloc(r->arena, (size_t)r->content_length + 1);
+	int n = FCGX_GetStr(r->body, (int)r->content_length, r->fcgi->in);
+	r->body_len = n > 0 ? (size_t)n : 0;
+	r->body[r->body_len] = '\0';
+	return 0;
+}
+
+static int authenticate(ah_req *r, const ah_route *rt, const char **why)
+{
+	*why = NULL;
+	/* Public routes still honour a key for per-user counting, but never require one. */
+	if (rt && (rt->flags & AH_R_PUBLIC))
+		return 0;
+	int rc = ah_auth_request(r, why);
+	if (rc == AH_EFAIL)
+		return AH_EFAIL;
+	return 0;
+}
+
+static int route_and_run(ah_req *r)
+{
+	const ah_route *rt = NULL;
+	const char *allow = NULL, *why = NULL;
+	if (split_uri(r) != 0)
+		return ah_reply_error(r, 404, "Not Found");
+	int m = ah_route_match(r, r->method, r->path, &rt, &allow);
+	if (m == AH_MATCH_OK && authenticate(r, rt, &why) != 0)
+		return ah_reply_error(r, 500, "Internal server error");
+	if (rate_limit(r, m == AH_MATCH_OK ? rt : NULL) != 0)
+		return AH_EDONE;
+	if (m == AH_MATCH_NO_PATH)
+		return ah_reply_error(r, 404, "Not Found");
+	if (m == AH_MATCH_NO_METHOD) {
+		ah_header(r, "Allow", allow);
+		return ah_reply_error(r, 405, "Method Not Allowed");
+	}
+	if (why) {
+		ah_header(r, "WWW-Authenticate", "Bearer");
+		return ah_reply_error(r, 401, why);
+	}
+	if (r->user && r->user->disabled)
+		return ah_reply_error(r, 403, "User account is disabled");
+	if (!(rt->flags & AH_R_STREAM) && read_body(r, rt) != 0)
+		return AH_EDONE;
+	return rt->fn(r);
+}
+
+void ah_dispatch(ah_req *r)
+{
+	int64_t start = ah_now_ms();
+	init_req(r);
+	int rc = route_and_run(r);
+	if (!r->responded) {
+		if (rc != AH_EDONE && rc != 0)
+			ah_log_error("handler for %s %s failed (%d)", r->method, r->path ? r->path : "?", rc);
+		ah_reply_error(r, 500, "Internal server error");
+	}
+	ah_log_info("%s %s %d %lldms", r->method, r->path ? r->path : "?", r->status,
+	            (long long)(ah_now_ms() - start));
+	ah_log_set_request_id(NULL);
+}

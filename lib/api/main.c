@@ -1,0 +1,131 @@
+/* agenthost-api: the FastCGI front of the service. A master process opens two
+ * unix sockets (CRUD and invoke), forks a pool of single-threaded workers on
+ * each, respawns any that die, and on SIGTERM lets every worker finish its
+ * current request before exiting. Invocations wait up to 600 s, so they get a
+ * pool of their own and can never starve the short requests. */
+#include "api/dispatch.h"
+#include "api/worker.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "crypto/crypto.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_WORKERS 512
+
+struct slot {
+	pid_t pid;
+	int pool;        /* 0 CRUD, 1 invoke */
+	time_t started;
+};
+
+static volatile sig_atomic_t stopping;
+static struct slot slots[MAX_WORKERS];
+static int nslots;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stopping = 1;
+}
+
+static pid_t spawn(const ah_config *cfg, int fd, int pool)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
+		_exit(ah_worker_run(cfg, fd, pool));
+	}
+	if (pid < 0)
+		ah_log_error("fork failed: %s", strerror(errno));
+	return pid;
+}
+
+static void respawn(const ah_config *cfg, const int fds[2], pid_t dead, int status)
+{
+	for (int i = 0; i < nslots; i++) {
+		if (slots[i].pid != dead)
+			continue;
+		if (WIFSIGNALED(status))
+			ah_log_error("worker %d died of signal %d; respawning", (int)dead, WTERMSIG(status));
+		else
+			ah_log_warn("worker %d exited with %d; respawning", (int)dead, WEXITSTATUS(status));
+		/* A worker that dies at once (database down) must not spin the CPU. */
+		if (time(NULL) - slots[i].started < 1)
+			sleep(1);
+		slots[i].pid = spawn(cfg, fds[slots[i].pool], slots[i].pool);
+		slots[i].started = time(NULL);
+		return;
+	}
+}
+
+static void drain(void)
+{
+	for (int i = 0; i < nslots; i++)
+		if (slots[i].pid > 0)
+			kill(slots[i].pid, SIGTERM);
+	time_t deadline = time(NULL) + 620; /* an invocation may run 600 s */
+	int alive = nslots;
+	while (alive > 0 && time(NULL) < deadline) {
+		pid_t p = waitpid(-1, NULL, 0);
+		if (p > 0)
+			alive--;
+		else if (errno == ECHILD)
+			break;
+	}
+	for (int i = 0; i < nslots; i++)
+		if (slots[i].pid > 0)
+			kill(slots[i].pid, SIGKILL);
+}
+
+int main(int argc, char **argv)
+{
+	ah_config *cfg;
+	ah_err err = {0};
+	ah_log_set_program("agenthost-api");
+	if (ah_config_load(&cfg, argc > 1 ? argv[1] : NULL, &err) != 0 ||
+	    ah_crypto_init(cfg, 0, &err) != 0) {
+		ah_log_error("%s", err.msg);
+		return 1;
+	}
+	int fds[2];
+	const char *paths[2] = {ah_config_get(cfg, "fcgi_socket", "var/run/api.sock"),
+	                        ah_config_get(cfg, "fcgi_invoke_socket", "var/run/api-invoke.sock")};
+	int counts[2] = {(int)ah_config_int(cfg, "crud_workers", 24, 1, 256),
+	                 (int)ah_config_int(cfg, "invoke_workers", 16, 1, 256)};
+	for (int p = 0; p < 2; p++)
+		if ((fds[p] = ah_worker_listen(cfg, paths[p], &err)) < 0) {
+			ah_log_error("%s", err.msg);
+			return 1;
+		}
+	struct sigaction sa = {.sa_handler = on_term};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	for (int p = 0; p < 2; p++)
+		for (int i = 0; i < counts[p]; i++) {
+			slots[nslots] = (struct slot){spawn(cfg, fds[p], p), p, time(NULL)};
+			nslots++;
+		}
+	ah_log_info("listening on %s (%d workers) and %s (%d workers)", paths[0], counts[0],
+	            paths[1], counts[1]);
+	while (!stopping) {
+		int status;
+		pid_t p = waitpid(-1, &status, 0);
+		if (p > 0 && !stopping)
+			respawn(cfg, fds, p, status);
+	}
+	ah_log_info("SIGTERM: draining workers");
+	drain();
+	unlink(paths[0]);
+	unlink(paths[1]);
+	ah_config_free(cfg);
+	return 0;
+}

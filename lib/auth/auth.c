@@ -1,0 +1,89 @@
+/* API-key authentication: the key's public 8-character id finds the row, the keyed
+ * hash of the whole key is compared in constant time, and last_used_at is written
+ * at most once a minute so that reads stay reads. */
+#include "auth/auth.h"
+#include "crypto/crypto.h"
+#include "core/util.h"
+
+#include <sodium.h>
+#include <string.h>
+#include <strings.h>
+
+static bool is_b62(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+			return false;
+	}
+	return true;
+}
+
+bool ah_auth_key_shape_ok(const char *s)
+{
+	return strlen(s) == 23 && memcmp(s, "ahk_", 4) == 0 && is_b62(s + 4, 8) && s[12] == '_' &&
+	       is_b62(s + 13, 10);
+}
+
+static const char *bearer_token(ah_req *r)
+{
+	const char *h = ah_param_env(r, "HTTP_AUTHORIZATION");
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+		return NULL;
+	h += 7;
+	while (*h == ' ')
+		h++;
+	return h;
+}
+
+static const char SQL_KEY[] =
+	"SELECT k.id, k.key_hash,"
+	" (k.last_used_at IS NULL OR k.last_used_at < NOW(3) - INTERVAL 60 SECOND),"
+	" (k.expires_at IS NOT NULL AND k.expires_at < NOW(3)),"
+	" u.id, u.email, u.plan, u.quota_bytes, u.disabled, u.created_at"
+	" FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.key_id = ?";
+
+static const char SQL_TOUCH[] =
+	"UPDATE api_keys SET last_used_at = NOW(3) WHERE id = ?";
+
+int ah_auth_request(ah_req *r, const char **why)
+{
+	const char *tok = bearer_token(r);
+	if (!tok) {
+		*why = "Not authenticated";
+		return AH_EDENIED;
+	}
+	if (!ah_auth_key_shape_ok(tok)) {
+		*why = "Invalid API key";
+		return AH_EDENIED;
+	}
+	char key_id[9];
+	memcpy(key_id, tok + 4, 8);
+	key_id[8] = '\0';
+	ah_rows rows;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_KEY, "s", key_id) != 0)
+		return AH_EFAIL;
+	unsigned char want[AH_KEYHASH_BYTES];
+	ah_crypto_key_hash(want, tok, strlen(tok));
+	if (rows.n != 1 || rows.len[0][1] != AH_KEYHASH_BYTES ||
+	    sodium_memcmp(want, rows.v[0][1], AH_KEYHASH_BYTES) != 0) {
+		*why = "Invalid API key";
+		return AH_EDENIED;
+	}
+	char **v = rows.v[0];
+	if (strcmp(v[3], "1") == 0) {
+		*why = "API key expired";
+		return AH_EDENIED;
+	}
+	if (strcmp(v[2], "1") == 0)
+		ah_db_exec(r->db, NULL, SQL_TOUCH, "s", v[0]); /* best effort */
+	ah_user *u = ah_alloc(r->arena, sizeof(*u));
+	u->id = v[4];
+	u->email = v[5];
+	u->plan = v[6];
+	ah_parse_ll(&u->quota_bytes, v[7]);
+	u->disabled = strcmp(v[8], "1") == 0;
+	u->created_at = v[9];
+	r->user = u;
+	return 0;
+}

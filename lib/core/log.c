@@ -1,0 +1,65 @@
+/* One line per call, written with a single write(2) so lines of concurrent
+ * workers sharing the log file never interleave. */
+#include "core/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static char request_id[64];
+static const char *program = "agenthost";
+
+void ah_log_set_request_id(const char *id)
+{
+	if (!id) {
+		request_id[0] = '\0';
+		return;
+	}
+	snprintf(request_id, sizeof(request_id), "%s", id);
+}
+
+void ah_log_set_program(const char *name)
+{
+	program = name;
+}
+
+static void vlog(const char *level, const char *fmt, va_list ap)
+{
+	char line[2048];
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s[%d]%s%s ",
+	                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+	                 tm.tm_sec, ts.tv_nsec / 1000000, level, program, (int)getpid(),
+	                 request_id[0] ? " req=" : "", request_id);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		n = 0;
+	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+	if (len > sizeof(line) - 2)
+		len = sizeof(line) - 2;
+	/* One line per entry: a newline inside the message would forge a line. */
+	for (size_t i = (size_t)n; i < len; i++)
+		if (line[i] == '\n' || line[i] == '\r')
+			line[i] = ' ';
+	line[len++] = '\n';
+	ssize_t w = write(STDERR_FILENO, line, len);
+	(void)w;
+}
+
+#define DEFINE_LOG(name, level)                    \
+	void name(const char *fmt, ...)                \
+	{                                              \
+		va_list ap;                                \
+		va_start(ap, fmt);                         \
+		vlog(level, fmt, ap);                      \
+		va_end(ap);                                \
+	}
+
+DEFINE_LOG(ah_log_info, "INFO")
+DEFINE_LOG(ah_log_warn, "WARN")
+DEFINE_LOG(ah_log_error, "ERROR")

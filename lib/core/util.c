@@ -1,0 +1,98 @@
+/* See util.h. */
+#include "core/util.h"
+#include "core/err.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char B62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+int ah_parse_ll(long long *out, const char *s)
+{
+	if (!s || !*s)
+		return AH_EINVALID;
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return AH_EINVALID;
+	*out = v;
+	return 0;
+}
+
+void ah_base62_random(char *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = B62[randombytes_uniform(62)]; /* uniform: no modulo bias */
+	out[n] = '\0';
+}
+
+char *ah_id_new(ah_arena *a, const char *prefix)
+{
+	size_t pl = strlen(prefix);
+	char *id = ah_alloc(a, pl + 1 + 22 + 1);
+	memcpy(id, prefix, pl);
+	id[pl] = '_';
+	ah_base62_random(id + pl + 1, 22);
+	return id;
+}
+
+int64_t ah_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+char *ah_now_rfc3339(ah_arena *a)
+{
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	return ah_sprintf(a, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+	                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	                  ts.tv_nsec / 1000000);
+}
+
+char *ah_db_time_to_rfc3339(ah_arena *a, const char *t)
+{
+	if (!t || strlen(t) < 19)
+		return NULL;
+	char ms[4] = "000";
+	if (t[19] == '.')
+		for (int i = 0; i < 3 && t[20 + i] >= '0' && t[20 + i] <= '9'; i++)
+			ms[i] = t[20 + i];
+	return ah_sprintf(a, "%.10sT%.8s.%sZ", t, t + 11, ms);
+}
+
+bool ah_utf8_valid(const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0;
+	while (i < len) {
+		unsigned c = s[i];
+		size_t n;
+		unsigned min;
+		if (c < 0x80) { i++; continue; }
+		else if ((c & 0xE0) == 0xC0) { n = 1; min = 0x80; c &= 0x1F; }
+		else if ((c & 0xF0) == 0xE0) { n = 2; min = 0x800; c &= 0x0F; }
+		else if ((c & 0xF8) == 0xF0) { n = 3; min = 0x10000; c &= 0x07; }
+		else return false;
+		if (n > len - i - 1) /* truncated sequence */
+			return false;
+		for (size_t k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xC0) != 0x80)
+				return false;
+			c = (c << 6) | (s[i + k] & 0x3F);
+		}
+		if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+			return false;
+		i += n + 1;
+	}
+	return true;
+}

@@ -1,0 +1,28 @@
+/* Small helpers: checked number parsing, ids, time formatting, base62. */
+#ifndef AH_CORE_UTIL_H
+#define AH_CORE_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+
+/* Whole-string decimal parse; 0 or AH_EINVALID. */
+int ah_parse_ll(long long *out, const char *s);
+
+/* n random base62 characters into out (n+1 bytes). Uses libsodium's CSPRNG. */
+void ah_base62_random(char *out, size_t n);
+/* "<prefix>_" + 22 random base62 characters, from the arena. */
+char *ah_id_new(ah_arena *a, const char *prefix);
+
+/* Current UTC time as RFC 3339 with milliseconds, e.g. 2026-11-21T23:59:59.123Z. */
+char *ah_now_rfc3339(ah_arena *a);
+/* MariaDB DATETIME(3) text "YYYY-MM-DD HH:MM:SS[.fff]" → RFC 3339 with ms, or NULL. */
+char *ah_db_time_to_rfc3339(ah_arena *a, const char *dbtime);
+int64_t ah_now_ms(void);
+
+/* True if s[0..len) is valid UTF-8 (no overlongs, no surrogates). */
+bool ah_utf8_valid(const char *s, size_t len);
+
+#endif

@@ -1,0 +1,109 @@
+/* One HTTP request as the FastCGI workers see it, and everything a handler uses
+ * to answer it: path/query parameters, the JSON body, field validation that
+ * collects 422 entries, and the response writers. All memory comes from the
+ * request's arena. */
+#ifndef AH_HTTP_HTTP_H
+#define AH_HTTP_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <json-c/json.h>
+
+#include "core/arena.h"
+#include "core/config.h"
+#include "core/err.h"
+#include "db/db.h"
+
+struct FCGX_Request;
+
+typedef struct ah_user {
+	const char *id, *email, *plan, *created_at;
+	long long quota_bytes;
+	bool disabled;
+} ah_user;
+
+typedef struct ah_rate {
+	bool counted;
+	long long limit, remaining, reset;
+} ah_rate;
+
+#define AH_MAX_PARAMS 4
+
+typedef struct ah_req {
+	ah_arena *arena;
+	struct FCGX_Request *fcgi;
+	ah_db *db;
+	const ah_config *cfg;
+
+	const char *method;
+	const char *path;         /* raw path below /api/v1, e.g. "/agents/x" */
+	const char *query;        /* raw query string, "" when none */
+	const char *request_id;
+	const char *remote_addr;
+	const char *content_type;
+	long long content_length; /* -1 when absent */
+	const char *params[AH_MAX_PARAMS]; /* decoded {name} path segments in order */
+	size_t nparams;
+
+	char *body;               /* read by the dispatcher unless the route streams */
+	size_t body_len;
+
+	ah_user *user;            /* set by authentication */
+	ah_rate rate;
+
+	/* response state */
+	bool responded;
+	int status;
+	char *extra_headers;      /* "Name: value\r\n"... */
+	json_object *errors;      /* pending 422 entries */
+} ah_req;
+
+/* ---- reading ---- */
+const char *ah_param_env(ah_req *r, const char *name);          /* FastCGI param */
+/* Decoded value of a query parameter, NULL when absent. */
+const char *ah_query_get(ah_req *r, const char *name);
+
+/* Parses the body as a JSON object; rejects keys not in `allowed` (NULL-terminated)
+ * as extra_forbidden. Writes the 422 itself and returns AH_EDONE on any problem. */
+int ah_body_object(ah_req *r, json_object **out, const char *const *allowed);
+
+/* Field readers: record a 422 entry (loc body.<name>) on a problem and return
+ * AH_EINVALID; *present tells whether the key was there. */
+enum { AH_F_REQUIRED = 1, AH_F_NULLABLE = 2 };
+int ah_field_str(ah_req *r, json_object *o, const char *name, unsigned flags,
+                 size_t minlen, size_t maxlen, const char **out, bool *present);
+int ah_field_int(ah_req *r, json_object *o, const char *name, unsigned flags,
+                 long long min, long long max, long long *out, bool *present);
+int ah_field_bool(ah_req *r, json_object *o, const char *name, unsigned flags,
+                  bool *out, bool *present);
+
+/* Adds one 422 entry: loc = [where, field] (field may be NULL). */
+void ah_verr(ah_req *r, const char *where, const char *field, const char *msg, const char *type);
+/* If entries are pending, answers 422 with them and returns AH_EDONE; else 0. */
+int ah_verr_reply(ah_req *r);
+
+/* limit (1–100, default 20) and offset (≥ 0); writes the 422 itself → AH_EDONE. */
+int ah_page(ah_req *r, long long *limit, long long *offset);
+
+/* ---- writing ---- */
+void ah_header(ah_req *r, const char *name, const char *value);
+/* Writes status and body; takes ownership of body (may be NULL for no body). */
+int ah_reply_json(ah_req *r, int status, json_object *body);
+/* {"detail": detail} */
+int ah_reply_error(ah_req *r, int status, const char *detail);
+int ah_reply_no_content(ah_req *r);
+/* A bare JSON array plus X-Total-Count. Takes ownership of arr. */
+int ah_reply_list(ah_req *r, json_object *arr, long long total);
+/* Raw bytes with a content type. */
+int ah_reply_raw(ah_req *r, int status, const char *content_type, const void *body, size_t len);
+
+/* ---- JSON building helpers (values copied; NULL becomes JSON null) ---- */
+void ah_json_str(json_object *o, const char *key, const char *val);
+void ah_json_int(json_object *o, const char *key, long long val);
+void ah_json_bool(json_object *o, const char *key, bool val);
+/* DB DATETIME text → RFC 3339 string or null. */
+void ah_json_time(ah_req *r, json_object *o, const char *key, const char *dbtime);
+/* Keeps a parsed/created root object alive until the request ends. */
+json_object *ah_json_own(ah_req *r, json_object *o);
+
+#endif

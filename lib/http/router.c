@@ -1,0 +1,63 @@
+/* Segment-by-segment matching of the merged route tables. Path segments are
+ * percent-decoded one by one, so an encoded '/' never splits a segment. */
+#include "http/router.h"
+#include "http/internal.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+/* Matches one pattern against a path; fills params on success. */
+static bool match(ah_req *r, const char *pat, const char *path, const char **params, size_t *np)
+{
+	*np = 0;
+	while (*pat && *path) {
+		if (*pat != '/' || *path != '/')
+			return false;
+		pat++;
+		path++;
+		const char *pe = strchr(pat, '/'), *se = strchr(path, '/');
+		size_t pl = pe ? (size_t)(pe - pat) : strlen(pat);
+		size_t sl = se ? (size_t)(se - path) : strlen(path);
+		if (pat[0] == '{') {
+			size_t dl;
+			char *seg = ah_url_decode(r->arena, path, sl, false, &dl);
+			/* Empty segments and embedded NULs never name a resource. */
+			if (sl == 0 || strlen(seg) != dl || *np >= AH_MAX_PARAMS)
+				return false;
+			params[(*np)++] = seg;
+		} else if (pl != sl || memcmp(pat, path, pl) != 0) {
+			return false;
+		}
+		pat += pl;
+		path += sl;
+	}
+	return *pat == '\0' && *path == '\0';
+}
+
+int ah_route_match(ah_req *r, const char *method, const char *path,
+                   const ah_route **out, const char **allow)
+{
+	const char *params[AH_MAX_PARAMS];
+	size_t np;
+	char *methods = NULL;
+	/* A trailing slash names the same resource. */
+	size_t len = strlen(path);
+	if (len > 1 && path[len - 1] == '/')
+		path = ah_strndup(r->arena, path, len - 1);
+	for (size_t t = 0; ah_route_tables[t]; t++) {
+		for (const ah_route *rt = ah_route_tables[t]; rt->method; rt++) {
+			if (!match(r, rt->pattern, path, params, &np))
+				continue;
+			if (strcmp(rt->method, method) == 0) {
+				memcpy(r->params, params, sizeof(params[0]) * np);
+				r->nparams = np;
+				*out = rt;
+				return AH_MATCH_OK;
+			}
+			methods = ah_sprintf(r->arena, "%s%s%s", methods ? methods : "",
+			                     methods ? ", " : "", rt->method);
+		}
+	}
+	*allow = methods;
+	return methods ? AH_MATCH_NO_METHOD : AH_MATCH_NO_PATH;
+}

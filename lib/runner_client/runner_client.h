@@ -1,0 +1,18 @@
+/* The API workers' side of the runner protocol (docs/runner-protocol.md): one
+ * JSON request per connection to the runner's unix socket. */
+#ifndef AH_RUNNER_CLIENT_H
+#define AH_RUNNER_CLIENT_H
+
+#include <json-c/json.h>
+
+#include "http/http.h"
+
+/* Sends req (not consumed) and parses the answer into *resp (owned by the
+ * request's arena). AH_ETIMEOUT when no answer came within timeout_ms;
+ * AH_EFAIL when the runner is unreachable or answered garbage. */
+int ah_runner_call(ah_req *r, json_object *req, json_object **resp, int timeout_ms);
+
+/* Destroys every sandbox of the agent (redeploy, stop, delete). 0 on success. */
+int ah_runner_destroy_agent(ah_req *r, const char *agent_id);
+
+#endif

@@ -1,0 +1,200 @@
+# Shared set-up for scripts/run, scripts/test and the benchmarks: packages, build,
+# a private MariaDB under $VAR, the runner, the API workers and nginx, each started
+# in the background with a PID file under $VAR/run and stopped by that PID.
+# Source it with ROOT, VAR, PORT and BUILD set.
+
+PACKAGES="meson ninja-build pkg-config gcc git ca-certificates openssl
+  libfcgi-dev libjson-c-dev libmariadb-dev libgit2-dev libsodium-dev libcurl4-openssl-dev
+  libpcre2-dev libseccomp-dev libarchive-dev
+  mariadb-server mariadb-client nginx-light
+  nodejs npm iproute2 iptables e2fsprogs util-linux procps psmisc
+  python3 python3-pytest python3-requests python3-yaml
+  wrk hyperfine"
+
+log() { printf '[agenthost] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+install_packages() {
+    local missing=()
+    for p in $PACKAGES; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    # Debian's npm is only needed where node came from Debian too.
+    if command -v npm >/dev/null 2>&1; then
+        missing=("${missing[@]/#npm/}"); missing=("${missing[@]/#nodejs/}")
+    fi
+    local want=()
+    for p in "${missing[@]}"; do [ -n "$p" ] && want+=("$p"); done
+    [ ${#want[@]} -eq 0 ] && return 0
+    log "installing ${want[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq </dev/null >/dev/null
+    apt-get install -y -qq --no-install-recommends "${want[@]}" </dev/null >/dev/null \
+        || die "apt-get install failed"
+}
+
+build() { # build DIR [meson options…]
+    local dir=$1; shift
+    if [ ! -f "$dir/build.ninja" ]; then
+        meson setup "$dir" "$ROOT" "$@" >/dev/null || die "meson setup $dir failed"
+    fi
+    ninja -C "$dir" >/dev/null || { ninja -C "$dir"; die "build failed"; }
+}
+
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+wait_for() { # wait_for SECONDS DESCRIPTION COMMAND…
+    local n=$(( $1 * 10 )) what=$2; shift 2
+    while ! "$@" >/dev/null 2>&1; do
+        n=$((n - 1)); [ $n -le 0 ] && die "timed out waiting for $what"
+        sleep 0.1
+    done
+}
+
+stop_pid() { # stop_pid PIDFILE [SECONDS]
+    local f=$1 t=${2:-30}
+    pid_alive "$f" || { rm -f "$f"; return 0; }
+    local pid; pid=$(cat "$f")
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq $((t * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null
+    rm -f "$f"
+}
+
+mysql_cli() { mariadb --no-defaults --socket="$VAR/run/mysql.sock" -uroot "$@"; }
+
+start_mariadb() {
+    mkdir -p "$VAR/run" "$VAR/log"
+    if [ ! -d "$VAR/mysql/mysql" ]; then
+        log "initialising MariaDB in $VAR/mysql"
+        mariadb-install-db --no-defaults --datadir="$VAR/mysql" --user=root \
+            --auth-root-authentication-method=socket >"$VAR/log/mysql-install.log" 2>&1 \
+            || die "mariadb-install-db failed (see $VAR/log/mysql-install.log)"
+    fi
+    if ! pid_alive "$VAR/run/mysql.pid"; then
+        # --skip-networking: reachable only through its own socket, never the system's.
+        mariadbd --no-defaults --datadir="$VAR/mysql" --socket="$VAR/run/mysql.sock" \
+            --pid-file="$VAR/run/mysql.pid" --skip-networking --user=root \
+            --log-error="$VAR/log/mysql.log" --innodb-buffer-pool-size=256M \
+            --innodb-flush-log-at-trx-commit=2 --max-connections=500 \
+            --character-set-server=utf8mb4 --collation-server=utf8mb4_bin </dev/null >/dev/null 2>&1 &
+        wait_for 60 MariaDB mysql_cli -e 'SELECT 1'
+    fi
+}
+
+write_config() {
+    local conf=$VAR/agenthost.conf
+    [ -f "$conf" ] && return 0
+    local pw; pw=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+    mysql_cli -e "CREATE DATABASE IF NOT EXISTS agenthost CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+        CREATE USER IF NOT EXISTS 'agenthost'@'localhost' IDENTIFIED BY '$pw';
+        ALTER USER 'agenthost'@'localhost' IDENTIFIED BY '$pw';
+        GRANT ALL ON agenthost.* TO 'agenthost'@'localhost';" || die "cannot create the database"
+    mkdir -p "$VAR/data" "$VAR/run"
+    umask 077
+    cat >"$conf" <<CONF
+# agenthost configuration (written by scripts/run; every key can be overridden by
+# an AGENTHOST_<KEY> environment variable).
+db_socket = $VAR/run/mysql.sock
+db_name = agenthost
+db_user = agenthost
+db_password = $pw
+master_key_file = $VAR/master.key
+data_dir = $VAR/data
+fcgi_socket = $VAR/run/api.sock
+fcgi_invoke_socket = $VAR/run/api-invoke.sock
+runner_socket = $VAR/run/runner.sock
+openapi_file = $BUILD/docs/openapi.json
+crud_workers = 24
+invoke_workers = 16
+rate_limit_crud = 100
+rate_limit_invoke = 10
+# Developers deploy from a git daemon on this machine.
+git_allow_private = true
+sandbox_root = $VAR/data/sandboxes
+model_key_name = ANTHROPIC_API_KEY
+price_input_per_mtok = 3.00
+price_output_per_mtok = 15.00
+CONF
+    umask 022
+}
+
+admin() { AGENTHOST_CONFIG="$VAR/agenthost.conf" "$BUILD/lib/admin/agenthost-admin" "$@"; }
+
+start_runner() {
+    pid_alive "$VAR/run/runner.pid" && return 0
+    local cmd="$BUILD/lib/runner/agenthost-runner"
+    # The command line is kept so tests can restart a runner they killed.
+    printf 'AGENTHOST_CONFIG=%q %q\n' "$VAR/agenthost.conf" "$cmd" >"$VAR/run/runner.cmd"
+    AGENTHOST_CONFIG="$VAR/agenthost.conf" setsid "$cmd" </dev/null >>"$VAR/log/runner.log" 2>&1 &
+    echo $! >"$VAR/run/runner.pid"
+}
+
+start_api() {
+    pid_alive "$VAR/run/api.pid" && return 0
+    AGENTHOST_CONFIG="$VAR/agenthost.conf" setsid "$BUILD/lib/api/agenthost-api" \
+        </dev/null >>"$VAR/log/api.log" 2>&1 &
+    echo $! >"$VAR/run/api.pid"
+    wait_for 20 "the API socket" test -S "$VAR/run/api.sock"
+}
+
+nginx_conf() {
+    local d=$VAR/nginx
+    local snip=$d/snippets
+    mkdir -p "$snip" "$d/logs" "$d/tmp"
+    local subst="s|@LISTEN@|127.0.0.1:$PORT|g; s|@API_SOCKET@|$VAR/run/api.sock|g;
+                 s|@INVOKE_SOCKET@|$VAR/run/api-invoke.sock|g; s|@SNIPPETS@|$snip|g"
+    for f in "$ROOT"/nginx/snippets/*.conf; do sed "$subst" "$f" >"$snip/$(basename "$f")"; done
+    sed "$subst" "$ROOT/nginx/agenthost.conf" >"$d/site.conf"
+    cat >"$d/nginx.conf" <<CONF
+user www-data;
+worker_processes auto;
+pid $VAR/run/nginx.pid;
+error_log $d/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log $d/logs/access.log;
+    client_body_temp_path $d/tmp/body;
+    fastcgi_temp_path $d/tmp/fastcgi;
+    proxy_temp_path $d/tmp/proxy;
+    uwsgi_temp_path $d/tmp/uwsgi;
+    scgi_temp_path $d/tmp/scgi;
+    include /etc/nginx/mime.types;
+    include $snip/http.conf;
+    include $d/site.conf;
+    # Reference for the benchmarks: nginx answering a static 200 by itself.
+    server {
+        listen 127.0.0.1:$((PORT + 1));
+        access_log off;
+        location / { return 200 "ok\n"; }
+    }
+}
+CONF
+}
+
+start_nginx() {
+    pid_alive "$VAR/run/nginx.pid" && return 0
+    nginx_conf
+    nginx -t -q -c "$VAR/nginx/nginx.conf" -p "$VAR/nginx" || die "nginx config test failed"
+    nginx -c "$VAR/nginx/nginx.conf" -p "$VAR/nginx" </dev/null || die "nginx did not start"
+    wait_for 10 nginx curl -fsS "http://127.0.0.1:$PORT/api/v1/health"
+}
+
+start_stack() {
+    mkdir -p "$VAR/run" "$VAR/log" "$VAR/data"
+    # nginx's workers (www-data) must reach the FastCGI sockets under $VAR/run.
+    chmod 755 "$VAR" "$VAR/run"
+    start_mariadb
+    write_config
+    admin migrate >/dev/null || die "migrations failed"
+    start_runner
+    start_api
+    start_nginx
+}
+
+stop_stack() {
+    stop_pid "$VAR/run/nginx.pid" 10
+    stop_pid "$VAR/run/api.pid" 30
+    stop_pid "$VAR/run/runner.pid" 30
+    stop_pid "$VAR/run/mysql.pid" 60
+}
