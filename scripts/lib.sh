@@ -76,7 +76,7 @@ start_mariadb() {
         mariadbd --no-defaults --datadir="$VAR/mysql" --socket="$VAR/run/mysql.sock" \
             --pid-file="$VAR/run/mysql.pid" --skip-networking --user=root \
             --log-error="$VAR/log/mysql.log" --innodb-buffer-pool-size=256M \
-            --innodb-flush-log-at-trx-commit=2 --max-connections=500 \
+            --innodb-flush-log-at-trx-commit=2 --max-connections=500 --thread-handling=pool-of-threads \
             --character-set-server=utf8mb4 --collation-server=utf8mb4_bin </dev/null >/dev/null 2>&1 &
         wait_for 60 MariaDB mysql_cli -e 'SELECT 1'
     fi
@@ -123,7 +123,7 @@ admin() { AGENTHOST_CONFIG="$VAR/agenthost.conf" "$BUILD/lib/admin/agenthost-adm
 
 start_runner() {
     pid_alive "$VAR/run/runner.pid" && return 0
-    local cmd="$BUILD/lib/runner/agenthost-runner"
+    local cmd="${RUNNER_BUILD:-$BUILD}/lib/runner/agenthost-runner"
     # The command line is kept so tests can restart a runner they killed.
     printf 'AGENTHOST_CONFIG=%q %q\n' "$VAR/agenthost.conf" "$cmd" >"$VAR/run/runner.cmd"
     AGENTHOST_CONFIG="$VAR/agenthost.conf" setsid "$cmd" </dev/null >>"$VAR/log/runner.log" 2>&1 &
@@ -143,7 +143,8 @@ nginx_conf() {
     local snip=$d/snippets
     mkdir -p "$snip" "$d/logs" "$d/tmp"
     local subst="s|@LISTEN@|127.0.0.1:$PORT|g; s|@API_SOCKET@|$VAR/run/api.sock|g;
-                 s|@INVOKE_SOCKET@|$VAR/run/api-invoke.sock|g; s|@SNIPPETS@|$snip|g"
+                 s|@INVOKE_SOCKET@|$VAR/run/api-invoke.sock|g; s|@SNIPPETS@|$snip|g;
+                 s|@FLOOD_RATE@|${AGENTHOST_FLOOD_RATE:-2000r/s}|g"
     for f in "$ROOT"/nginx/snippets/*.conf; do sed "$subst" "$f" >"$snip/$(basename "$f")"; done
     sed "$subst" "$ROOT/nginx/agenthost.conf" >"$d/site.conf"
     cat >"$d/nginx.conf" <<CONF
@@ -161,6 +162,7 @@ http {
     scgi_temp_path $d/tmp/scgi;
     include /etc/nginx/mime.types;
     include $snip/http.conf;
+$( [ "${AGENTHOST_TRUST_XFF:-0}" = 1 ] && printf '    set_real_ip_from 127.0.0.0/8;\n    real_ip_header X-Forwarded-For;\n' )
     include $d/site.conf;
     # Reference for the benchmarks: nginx answering a static 200 by itself.
     server {
