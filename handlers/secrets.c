@@ -3,6 +3,7 @@
  * returned and never logged; only names and times are. */
 #include "agents.h"
 #include "routes.h"
+#include "core/util.h"
 #include "crypto/crypto.h"
 
 #include <string.h>
@@ -10,7 +11,9 @@
 #define SECRET_MAX (64 * 1024)
 
 static const char SQL_LIST[] =
-	"SELECT name, created_at, updated_at FROM secrets WHERE agent_id = ? ORDER BY name";
+	"SELECT name, created_at, updated_at FROM secrets WHERE agent_id = ? ORDER BY name"
+	" LIMIT ? OFFSET ?";
+static const char SQL_COUNT[] = "SELECT COUNT(*) FROM secrets WHERE agent_id = ?";
 static const char SQL_UPSERT[] =
 	"INSERT INTO secrets (agent_id, name, nonce, ciphertext, created_at, updated_at)"
 	" VALUES (?, ?, ?, ?, NOW(3), NOW(3))"
@@ -53,16 +56,19 @@ static json_object *secret_json(ah_req *r, char **v)
 static int list_secrets(ah_req *r)
 {
 	char **a;
-	ah_rows rows;
+	ah_rows rows, count;
+	long long limit, offset, total = 0;
 	int rc = ah_agent_load(r, &a);
-	if (rc != 0)
+	if (rc != 0 || (rc = ah_page(r, &limit, &offset)) != 0)
 		return rc;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_LIST, "s", a[AG_ID]) != 0)
+	if (ah_db_query(r->db, r->arena, &count, SQL_COUNT, "s", a[AG_ID]) != 0 ||
+	    ah_db_query(r->db, r->arena, &rows, SQL_LIST, "sii", a[AG_ID], limit, offset) != 0)
 		return AH_EFAIL;
 	json_object *arr = json_object_new_array();
 	for (size_t i = 0; i < rows.n; i++)
 		json_object_array_add(arr, secret_json(r, rows.v[i]));
-	return ah_reply_list(r, arr, (long long)rows.n);
+	ah_parse_ll(&total, ah_cell(&count, 0, 0));
+	return ah_reply_list(r, arr, total);
 }
 
 static int set_secret(ah_req *r)

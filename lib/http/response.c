@@ -22,6 +22,7 @@ static const char *reason(int status)
 	case 405: return "Method Not Allowed";
 	case 409: return "Conflict";
 	case 413: return "Content Too Large";
+	case 415: return "Unsupported Media Type";
 	case 422: return "Unprocessable Content";
 	case 429: return "Too Many Requests";
 	case 500: return "Internal Server Error";
