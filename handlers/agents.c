@@ -267,10 +267,13 @@ static int patch_agent(ah_req *r)
 	if (rc != 0 || (rc = ah_body_object(r, &o, AGENT_FIELDS)) != 0)
 		return rc;
 	check_agent_fields(r, o, &in, false);
+	/* A field that failed validation is present but NULL: never read it below. */
+	if (ah_verr_reply(r) != 0)
+		return AH_EDONE;
 	const char *type = in.has_source_type ? in.source_type : a[AG_SOURCE_TYPE];
 	const char *repo = in.has_repo ? in.git_repo_url : a[AG_GIT_REPO_URL];
 	const char *branch = in.has_branch ? in.git_branch : a[AG_GIT_BRANCH];
-	if (strcmp(type, "git") == 0 && !repo && !r->errors)
+	if (strcmp(type, "git") == 0 && !repo)
 		ah_verr(r, "body", "git_repo_url", "Field required for git agents", "missing");
 	if (ah_verr_reply(r) != 0)
 		return AH_EDONE;

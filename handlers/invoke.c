@@ -1,18 +1,436 @@
-/* POST /agents/{slug}/invoke (placeholder until invocations land). */
+/* POST /agents/{slug}/invoke: run the agent once with the prompt on stdin, in an
+ * ephemeral sandbox or the sandbox of a session, and answer the contract's
+ * invocation result. Served by the invoke worker pool (its own FastCGI socket),
+ * so a 10-minute call never holds up CRUD requests.
+ *
+ * Order of work: validate → collect the environment (secrets decrypted now, so
+ * a secret set a moment ago applies) → claim the session → ask the runner →
+ * count tokens and price them → record the invocation, the user's daily usage
+ * and the session in one transaction → answer. Failed and timed-out runs are
+ * recorded and priced the same way. */
 #include "agents.h"
+#include "invocations.h"
 #include "routes.h"
+#include "crypto/crypto.h"
+#include "runner_client/runner_client.h"
+#include "tokenize/tokenize.h"
+#include "core/log.h"
+#include "core/util.h"
 
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+#define PROMPT_CAP_DEFAULT (2 * 1024 * 1024)
+#define OUTPUT_CAP_DEFAULT (10 * 1024 * 1024)
+#define RUNNER_SLACK_MS 30000 /* sandbox set-up, a wait for a free slot, the kill */
+#define MODEL_KEY_MAX 4096
+
+static const char SQL_SECRETS[] = "SELECT name, nonce, ciphertext FROM secrets WHERE agent_id = ?";
+static const char SQL_SESSION_STATE[] = "SELECT state FROM sessions WHERE agent_id = ? AND id = ?";
+static const char SQL_SESSION_LOCK[] =
+	"SELECT state FROM sessions WHERE agent_id = ? AND id = ? FOR UPDATE";
+static const char SQL_SESSION_CREATE[] =
+	"INSERT IGNORE INTO sessions (agent_id, id, state, created_at) VALUES (?, ?, 'active', NOW(3))";
+static const char SQL_SESSION_RESTART[] =
+	"UPDATE sessions SET state = 'active', sandbox_id = NULL, created_at = NOW(3),"
+	" last_invoked_at = NULL, invocation_count = 0 WHERE agent_id = ? AND id = ?";
+static const char SQL_RECORD[] =
+	"INSERT INTO invocations (id, agent_id, user_id, session_id, sandbox_id, prompt,"
+	" response_content, input_tokens, output_tokens, total_cost_usd, duration_ms, status, error,"
+	" created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+static const char SQL_USAGE[] =
+	"INSERT INTO usage_daily (user_id, day, invocations, input_tokens, output_tokens, total_cost_usd)"
+	" VALUES (?, ?, 1, ?, ?, ?) ON DUPLICATE KEY UPDATE invocations = invocations + 1,"
+	" input_tokens = input_tokens + VALUES(input_tokens),"
+	" output_tokens = output_tokens + VALUES(output_tokens),"
+	" total_cost_usd = total_cost_usd + VALUES(total_cost_usd)";
+/* A session ended meanwhile (stop, redeploy) keeps its state and no sandbox id. */
+static const char SQL_SESSION_TOUCH[] =
+	"UPDATE sessions SET last_invoked_at = ?, invocation_count = invocation_count + 1,"
+	" sandbox_id = IF(state = 'active', ?, NULL) WHERE agent_id = ? AND id = ?";
+
+typedef struct invoke_in {
+	const char *prompt;
+	size_t prompt_len;
+	const char *session_id; /* the client's; NULL for an ephemeral sandbox */
+	long long timeout_s;
+} invoke_in;
+
+typedef struct run_out {
+	int http;              /* 200, 500 or 504 */
+	const char *error;     /* NULL on success; the result's "error" */
+	const char *detail;    /* the error response's "detail" */
+	const char *sandbox_id;
+	char *out;             /* stdout bytes; NULL when the agent never ran */
+	size_t out_len;
+} run_out;
+
+/* ---- input ---- */
+
+static bool session_id_valid(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 1 || n > 128)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || strchr("._:-", s[i])))
+			return false;
+	return true;
+}
+
+/* The prompt is bytes: NUL is allowed, so ah_field_str (which refuses NUL) is not
+ * used; the cap counts bytes because that is what the sandbox receives. */
+static void read_prompt(ah_req *r, json_object *o, invoke_in *in)
+{
+	json_object *v;
+	size_t cap = (size_t)ah_config_int(r->cfg, "max_prompt_bytes", PROMPT_CAP_DEFAULT, 0,
+	                                   16 * 1024 * 1024);
+	if (!json_object_object_get_ex(o, "prompt", &v)) {
+		ah_verr(r, "body", "prompt", "Field required", "missing");
+	} else if (!v || !json_object_is_type(v, json_type_string)) {
+		ah_verr(r, "body", "prompt", "Input should be a valid string", "string_type");
+	} else if ((size_t)json_object_get_string_len(v) > cap) {
+		ah_verr(r, "body", "prompt", ah_sprintf(r->arena, "String should have at most %zu bytes", cap),
+		        "string_too_long");
+	} else {
+		in->prompt = json_object_get_string(v);
+		in->prompt_len = (size_t)json_object_get_string_len(v);
+	}
+}
+
+static int read_input(ah_req *r, char **a, invoke_in *in)
+{
+	static const char *const fields[] = {"prompt", "session_id", "timeout_seconds", NULL};
+	json_object *o;
+	int rc = ah_body_object(r, &o, fields);
+	if (rc != 0)
+		return rc;
+	read_prompt(r, o, in);
+	if (ah_field_str(r, o, "session_id", AH_F_NULLABLE, 1, 128, &in->session_id, NULL) == 0 &&
+	    in->session_id && !session_id_valid(in->session_id))
+		ah_verr(r, "body", "session_id", "String should match pattern '^[A-Za-z0-9._:-]{1,128}$'",
+		        "string_pattern_mismatch");
+	in->timeout_s = 0;
+	ah_field_int(r, o, "timeout_seconds", AH_F_NULLABLE, 1, 600, &in->timeout_s, NULL);
+	if (in->timeout_s == 0 && ah_parse_ll(&in->timeout_s, a[AG_TIMEOUT]) != 0)
+		in->timeout_s = 120;
+	return ah_verr_reply(r);
+}
+
+/* ---- environment ---- */
+
+/* The model-provider key from the configuration: a value, or a file holding it. */
+static const char *model_key_value(ah_req *r)
+{
+	const char *v = ah_config_get(r->cfg, "model_key_value", "");
+	const char *path = ah_config_get(r->cfg, "model_key_file", "");
+	if (*v || !*path)
+		return v;
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		ah_log_warn("cannot read model_key_file %s", path);
+		return "";
+	}
+	char *buf = ah_alloc(r->arena, MODEL_KEY_MAX + 1);
+	size_t n = fread(buf, 1, MODEL_KEY_MAX, f);
+	fclose(f);
+	while (n > 0 && strchr(" \t\r\n", buf[n - 1]))
+		n--;
+	buf[n] = '\0';
+	return buf;
+}
+
+/* The agent's secrets as they are now, plus the model key; never logged. */
+static int build_env(ah_req *r, const char *agent_id, json_object **out)
+{
+	ah_rows rows;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_SECRETS, "s", agent_id) != 0)
+		return AH_EFAIL;
+	json_object *env = json_object_new_object();
+	for (size_t i = 0; i < rows.n; i++) {
+		char *plain;
+		size_t len;
+		if (rows.len[i][1] != AH_NONCE_BYTES ||
+		    ah_crypto_open(r->arena, &plain, &len, (const unsigned char *)rows.v[i][1],
+		                   (const unsigned char *)rows.v[i][2], rows.len[i][2]) != 0) {
+			ah_log_error("secret %s of agent %s does not decrypt; left out", rows.v[i][0], agent_id);
+			continue;
+		}
+		json_object_object_add(env, rows.v[i][0], json_object_new_string_len(plain, (int)len));
+	}
+	const char *key = model_key_value(r);
+	if (*key)
+		ah_json_str(env, ah_config_get(r->cfg, "model_key_name", "ANTHROPIC_API_KEY"), key);
+	*out = ah_json_own(r, env);
+	return 0;
+}
+
+/* ---- sessions ---- */
+
+/* Asks the runner to drop whatever sandbox a session had. */
+static int forget_sandbox(ah_req *r, const char *agent_id, const char *sid)
+{
+	json_object *req = ah_json_own(r, json_object_new_object()), *resp, *ok;
+	ah_json_str(req, "op", "destroy_session");
+	ah_json_str(req, "agent_id", agent_id);
+	ah_json_str(req, "session", sid);
+	if (ah_runner_call(r, req, &resp, 30000) != 0 ||
+	    !json_object_object_get_ex(resp, "ok", &ok) || !json_object_get_boolean(ok))
+		return AH_EFAIL;
+	return 0;
+}
+
+/* Makes the session row exist and be active. A session that ended (stop,
+ * redeploy) or expired (idle reclaim) starts anew with a fresh sandbox. The row
+ * lock makes a concurrent call of the same session wait until the old sandbox is
+ * gone, so it never runs in a sandbox that is being destroyed. */
+static int claim_session(ah_req *r, const char *agent_id, const char *sid)
+{
+	ah_rows rows;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_SESSION_STATE, "ss", agent_id, sid) != 0)
+		return AH_EFAIL;
+	if (rows.n == 1 && strcmp(rows.v[0][0], "active") == 0)
+		return 0; /* the common case: no transaction, no lock */
+	if (ah_db_begin(r->db) != 0)
+		return AH_EFAIL;
+	int rc = ah_db_exec(r->db, NULL, SQL_SESSION_CREATE, "ss", agent_id, sid);
+	if (rc == 0)
+		rc = ah_db_query(r->db, r->arena, &rows, SQL_SESSION_LOCK, "ss", agent_id, sid);
+	if (rc == 0 && rows.n == 1 && strcmp(rows.v[0][0], "active") != 0) {
+		if (forget_sandbox(r, agent_id, sid) != 0)
+			ah_log_warn("agent=%s session=%s: runner did not confirm the old sandbox is gone",
+			            agent_id, sid);
+		rc = ah_db_exec(r->db, NULL, SQL_SESSION_RESTART, "ss", agent_id, sid);
+	}
+	if (rc == 0 && (rc = ah_db_commit(r->db)) == 0)
+		return 0;
+	ah_db_rollback(r->db);
+	return AH_EFAIL;
+}
+
+/* ---- running ---- */
+
+static json_object *run_request(ah_req *r, char **a, const invoke_in *in, const char *inv_id,
+                                json_object *env)
+{
+	size_t cap = sodium_base64_ENCODED_LEN(in->prompt_len, sodium_base64_VARIANT_ORIGINAL);
+	char *b64 = ah_alloc(r->arena, cap);
+	sodium_bin2base64(b64, cap, (const unsigned char *)in->prompt, in->prompt_len,
+	                  sodium_base64_VARIANT_ORIGINAL);
+	json_object *q = ah_json_own(r, json_object_new_object());
+	ah_json_str(q, "op", "run");
+	ah_json_str(q, "invocation_id", inv_id);
+	ah_json_str(q, "agent_id", a[AG_ID]);
+	ah_json_str(q, "image", a[AG_IMAGE_PATH]);
+	ah_json_str(q, "entrypoint", a[AG_ENTRYPOINT]);
+	ah_json_str(q, "session", in->session_id);
+	json_object_object_add(q, "env", json_object_get(env));
+	ah_json_str(q, "stdin_b64", b64);
+	ah_json_int(q, "timeout_ms", in->timeout_s * 1000);
+	ah_json_int(q, "max_output_bytes",
+	            ah_config_int(r->cfg, "max_output_bytes", OUTPUT_CAP_DEFAULT, 1, 16 * 1024 * 1024));
+	return q;
+}
+
+static json_object *get(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+	json_object_object_get_ex(o, key, &v);
+	return v;
+}
+
+static void fail(ah_req *r, run_out *o, const char *error)
+{
+	o->http = 500;
+	o->error = error;
+	o->detail = ah_sprintf(r->arena, "Invocation failed: %s", error);
+}
+
+static void timed_out(ah_req *r, run_out *o, long long secs)
+{
+	o->http = 504;
+	o->error = ah_sprintf(r->arena, "agent timed out after %lld seconds", secs);
+	o->detail = ah_sprintf(r->arena, "Invocation timed out after %lld seconds", secs);
+}
+
+static void decode_stdout(ah_req *r, json_object *ans, run_out *o)
+{
+	const char *b64 = json_object_get_string(get(ans, "stdout_b64"));
+	size_t len = b64 ? strlen(b64) : 0;
+	o->out = ah_alloc(r->arena, len / 4 * 3 + 4);
+	o->out_len = 0;
+	if (len && sodium_base642bin((unsigned char *)o->out, len / 4 * 3 + 4, b64, len, NULL,
+	                             &o->out_len, NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
+		ah_log_error("runner sent stdout that is not base64");
+		o->out_len = 0;
+	}
+}
+
+/* The runner's answer → outcome, most specific cause first. */
+static void map_answer(ah_req *r, json_object *ans, const invoke_in *in, long long out_cap,
+                       run_out *o)
+{
+	if (!json_object_get_boolean(get(ans, "ok"))) {
+		const char *e = json_object_get_string(get(ans, "error"));
+		fail(r, o, ah_sprintf(r->arena, "sandbox runner error: %s", e ? e : "unknown"));
+		return;
+	}
+	o->sandbox_id = json_object_get_string(get(ans, "sandbox_id"));
+	decode_stdout(r, ans, o);
+	int code = json_object_get_int(get(ans, "exit_code"));
+	int sig = json_object_get_int(get(ans, "signal"));
+	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
+	if (json_object_get_boolean(get(ans, "timed_out")))
+		timed_out(r, o, in->timeout_s);
+	else if (json_object_get_boolean(get(ans, "output_truncated")))
+		fail(r, o, ah_sprintf(r->arena, "output exceeded %lld bytes", out_cap));
+	else if (json_object_get_boolean(get(ans, "oom_killed")))
+		fail(r, o, ah_sprintf(r->arena, "killed by signal %d (out of memory)", sig ? sig : SIGKILL));
+	else if (sig > 0)
+		fail(r, o, ah_sprintf(r->arena, "killed by signal %d (SIG%s)", sig, abbrev ? abbrev : "?"));
+	else if (code != 0)
+		fail(r, o, ah_sprintf(r->arena, "agent exited with status %d", code));
+	else
+		o->http = 200;
+}
+
+static void run_agent(ah_req *r, char **a, const invoke_in *in, const char *inv_id,
+                      json_object *env, run_out *o)
+{
+	json_object *q = run_request(r, a, in, inv_id, env), *ans;
+	long long out_cap = json_object_get_int64(get(q, "max_output_bytes"));
+	int rc = ah_runner_call(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS));
+	if (rc == AH_ETIMEOUT) {
+		ah_log_error("inv=%s: no answer from the runner in time", inv_id);
+		timed_out(r, o, in->timeout_s);
+	} else if (rc != 0) {
+		ah_log_error("inv=%s: runner unreachable or answer unreadable", inv_id);
+		fail(r, o, "sandbox runner unavailable");
+	} else {
+		map_answer(r, ans, in, out_cap, o);
+	}
+}
+
+/* ---- accounting and recording ---- */
+
+/* Tokens and exact cost; prices are checked at start-up (pool_init.c). */
+static void account(ah_req *r, ah_invocation *inv)
+{
+	long long pin = 3000000, pout = 15000000, pico = 0;
+	size_t n = 0;
+	ah_price_parse(&pin, ah_config_get(r->cfg, "price_input_per_mtok", "3.00"));
+	ah_price_parse(&pout, ah_config_get(r->cfg, "price_output_per_mtok", "15.00"));
+	if (inv->response && ah_tokenize_count(&n, inv->response, inv->response_len) != 0)
+		ah_log_error("inv=%s: cannot count output tokens", inv->id);
+	inv->output_tokens = (long long)n;
+	if (ah_cost_pico(&pico, inv->input_tokens, inv->output_tokens, pin, pout) != 0)
+		ah_log_error("inv=%s: cost overflows", inv->id);
+	inv->cost = ah_money_text(r->arena, pico);
+}
+
+/* The UTC day of usage_daily: the date part of the invocation's created_at. */
+static void usage_day(char out[11], const char *created_at)
+{
+	snprintf(out, 11, "%.10s", created_at);
+}
+
+static int record_once(ah_req *r, const char *agent_id, const invoke_in *in, const ah_invocation *v)
+{
+	char day[11];
+	usage_day(day, v->created_at);
+	if (ah_db_begin(r->db) != 0)
+		return AH_EFAIL;
+	int rc = ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisisss", v->id, agent_id, r->user->id,
+	                    v->session_id, v->sandbox_id, in->prompt, in->prompt_len, v->response,
+	                    v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
+	                    v->status, v->error, v->created_at);
+	if (rc == 0)
+		rc = ah_db_exec(r->db, NULL, SQL_USAGE, "ssiis", r->user->id, day, v->input_tokens,
+		                v->output_tokens, v->cost);
+	if (rc == 0 && in->session_id)
+		rc = ah_db_exec(r->db, NULL, SQL_SESSION_TOUCH, "ssss", v->created_at, v->sandbox_id,
+		                agent_id, in->session_id);
+	if (rc == 0 && (rc = ah_db_commit(r->db)) == 0)
+		return 0;
+	ah_db_rollback(r->db);
+	return AH_EFAIL;
+}
+
+/* One transaction, retried: a deadlock with the runner's session updates is
+ * possible and harmless to repeat. If the history row cannot be written (the
+ * agent was deleted during the call), the user's usage is still counted. */
+static void record(ah_req *r, const char *agent_id, const invoke_in *in, const ah_invocation *v)
+{
+	for (int attempt = 0; attempt < 3; attempt++)
+		if (record_once(r, agent_id, in, v) == 0)
+			return;
+	ah_log_error("inv=%s: cannot record the invocation: %s", v->id, ah_db_error(r->db));
+	char day[11];
+	usage_day(day, v->created_at);
+	if (ah_db_exec(r->db, NULL, SQL_USAGE, "ssiis", r->user->id, day, v->input_tokens,
+	               v->output_tokens, v->cost) != 0)
+		ah_log_error("inv=%s: cannot count the usage either: %s", v->id, ah_db_error(r->db));
+}
+
+/* "YYYY-MM-DD HH:MM:SS.mmm" (UTC) for DATETIME(3) columns. */
+static char *db_time(ah_arena *a, int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char buf[32];
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+	return ah_sprintf(a, "%s.%03d", buf, (int)(ms % 1000));
+}
+
+static int reply(ah_req *r, const run_out *o, const ah_invocation *inv)
+{
+	json_object *res = ah_invocation_json(r, inv, false);
+	if (o->http == 200)
+		return ah_reply_json(r, 200, res);
+	json_object *body = json_object_new_object();
+	ah_json_str(body, "detail", o->detail);
+	json_object_object_add(body, "invocation", res);
+	return ah_reply_json(r, o->http, body);
+}
 
 static int invoke(ah_req *r)
 {
 	char **a;
+	invoke_in in = {0};
+	json_object *env;
+	run_out o = {0};
 	int rc = ah_agent_load(r, &a);
-	if (rc != 0)
+	if (rc != 0 || (rc = read_input(r, a, &in)) != 0)
 		return rc;
 	if (strcmp(a[AG_STATUS], "active") != 0)
 		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Agent is not active (status: %s)", a[AG_STATUS]));
-	return ah_reply_error(r, 503, "Invocations are not available yet");
+	if (!a[AG_IMAGE_PATH] || !a[AG_ENTRYPOINT])
+		return ah_reply_error(r, 409, "Agent has no deployed image; deploy it again");
+	int64_t start = ah_now_ms();
+	size_t in_tokens;
+	ah_invocation inv = {.id = ah_id_new(r->arena, "inv"), .created_at = db_time(r->arena, start)};
+	inv.session_id = in.session_id ? in.session_id : ah_id_new(r->arena, "ses");
+	if (ah_tokenize_count(&in_tokens, in.prompt, in.prompt_len) != 0 ||
+	    build_env(r, a[AG_ID], &env) != 0)
+		return AH_EFAIL;
+	if (in.session_id && claim_session(r, a[AG_ID], in.session_id) != 0)
+		return AH_EFAIL;
+	run_agent(r, a, &in, inv.id, env, &o);
+	inv.duration_ms = ah_now_ms() - start;
+	inv.sandbox_id = o.sandbox_id;
+	inv.response = o.out;
+	inv.response_len = o.out_len;
+	inv.input_tokens = (long long)in_tokens;
+	inv.status = o.http == 200 ? "completed" : "failed";
+	inv.error = o.error;
+	account(r, &inv);
+	record(r, a[AG_ID], &in, &inv);
+	return reply(r, &o, &inv);
 }
 
 const ah_route ah_invoke_routes[] = {

@@ -1,6 +1,227 @@
-/* Sessions and invocation history (placeholder until invocations land). */
+/* /agents/{slug}/sessions and /agents/{slug}/invocations: the sessions whose
+ * sandboxes keep state between calls, and the invocation history, newest first.
+ * Also the contract's invocation result, shared with invoke.c, and the UTF-8
+ * repair that makes any agent output a valid JSON string. */
+#include "agents.h"
+#include "invocations.h"
 #include "routes.h"
+#include "runner_client/runner_client.h"
+#include "core/util.h"
+
+#include <string.h>
+
+static const char SQL_SESSIONS[] =
+	"SELECT id, sandbox_id, created_at, last_invoked_at, invocation_count FROM sessions"
+	" WHERE agent_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
+static const char SQL_SESSIONS_COUNT[] = "SELECT COUNT(*) FROM sessions WHERE agent_id = ?";
+static const char SQL_SESSION_GET[] = "SELECT 1 FROM sessions WHERE agent_id = ? AND id = ?";
+static const char SQL_SESSION_DELETE[] = "DELETE FROM sessions WHERE agent_id = ? AND id = ?";
+static const char SQL_HISTORY[] =
+	"SELECT id, session_id, sandbox_id, prompt, response_content, input_tokens, output_tokens,"
+	" total_cost_usd, duration_ms, status, error, created_at FROM invocations"
+	" WHERE agent_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
+static const char SQL_HISTORY_COUNT[] = "SELECT COUNT(*) FROM invocations WHERE agent_id = ?";
+
+enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_DURATION,
+       H_STATUS, H_ERROR, H_CREATED };
+
+/* ---- UTF-8 repair ---- */
+
+/* Length of the well-formed sequence at s[0..n), or 0 with *bad set to the length
+ * of its maximal invalid subpart (Unicode 3.9), which becomes one U+FFFD. */
+static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad)
+{
+	unsigned c = s[0], lo = 0x80, hi = 0xBF;
+	size_t need, k;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		need = 1;
+	else if (c >= 0xE0 && c <= 0xEF)
+		need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+	else if (c >= 0xF0 && c <= 0xF4)
+		need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+	else {
+		*bad = 1;
+		return 0;
+	}
+	for (k = 1; k <= need && k < n && s[k] >= lo && s[k] <= hi; k++)
+		lo = 0x80, hi = 0xBF; /* only the second byte has a narrower range */
+	if (k > need)
+		return need + 1;
+	*bad = k;
+	return 0;
+}
+
+const char *ah_utf8_repair(ah_arena *a, const char *str, size_t len, size_t *outlen)
+{
+	*outlen = len;
+	if (ah_utf8_valid(str, len))
+		return str;
+	const unsigned char *s = (const unsigned char *)str;
+	/* Worst case: every byte becomes the 3-byte replacement character. */
+	char *out = ah_alloc(a, len * 3 + 1);
+	size_t o = 0;
+	for (size_t i = 0; i < len;) {
+		size_t bad = 0, n = utf8_seq(s + i, len - i, &bad);
+		if (n) {
+			memcpy(out + o, s + i, n);
+			o += n;
+			i += n;
+		} else {
+			memcpy(out + o, "\xEF\xBF\xBD", 3);
+			o += 3;
+			i += bad;
+		}
+	}
+	*outlen = o;
+	return out;
+}
+
+/* ---- the invocation result ---- */
+
+json_object *ah_invocation_json(ah_req *r, const ah_invocation *inv, bool with_prompt)
+{
+	json_object *o = json_object_new_object();
+	ah_json_str(o, "invocation_id", inv->id);
+	ah_json_str(o, "session_id", inv->session_id);
+	ah_json_str(o, "sandbox_id", inv->sandbox_id);
+	if (inv->response) {
+		size_t n;
+		const char *s = ah_utf8_repair(r->arena, inv->response, inv->response_len, &n);
+		json_object_object_add(o, "response_content", json_object_new_string_len(s, (int)n));
+	} else {
+		json_object_object_add(o, "response_content", NULL);
+	}
+	ah_json_int(o, "input_tokens", inv->input_tokens);
+	ah_json_int(o, "output_tokens", inv->output_tokens);
+	json_object_object_add(o, "total_cost_usd", ah_money_json(r->arena, inv->cost));
+	ah_json_int(o, "duration_ms", inv->duration_ms);
+	ah_json_str(o, "status", inv->status);
+	ah_json_str(o, "error", inv->error);
+	ah_json_time(r, o, "created_at", inv->created_at);
+	if (with_prompt) {
+		/* Prompts arrived as JSON strings, so they are valid UTF-8 already. */
+		size_t n;
+		const char *s = ah_utf8_repair(r->arena, inv->prompt ? inv->prompt : "", inv->prompt_len, &n);
+		json_object_object_add(o, "prompt", json_object_new_string_len(s, (int)n));
+	}
+	return o;
+}
+
+static long long cell_ll(const char *s)
+{
+	long long v = 0;
+	ah_parse_ll(&v, s);
+	return v;
+}
+
+static int count_rows(ah_req *r, const char *sql, const char *agent_id, long long *total)
+{
+	ah_rows rows;
+	if (ah_db_query(r->db, r->arena, &rows, sql, "s", agent_id) != 0 || rows.n != 1)
+		return AH_EFAIL;
+	*total = cell_ll(ah_cell(&rows, 0, 0));
+	return 0;
+}
+
+/* ---- handlers ---- */
+
+static json_object *session_json(ah_req *r, char **v)
+{
+	json_object *o = json_object_new_object();
+	ah_json_str(o, "id", v[0]);
+	ah_json_str(o, "sandbox_id", v[1]);
+	ah_json_time(r, o, "created_at", v[2]);
+	ah_json_time(r, o, "last_invoked_at", v[3]);
+	ah_json_int(o, "invocation_count", cell_ll(v[4]));
+	return o;
+}
+
+static int list_sessions(ah_req *r)
+{
+	char **a;
+	long long limit, offset, total;
+	ah_rows rows;
+	int rc = ah_agent_load(r, &a);
+	if (rc != 0 || (rc = ah_page(r, &limit, &offset)) != 0)
+		return rc;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_SESSIONS, "sii", a[AG_ID], limit, offset) != 0 ||
+	    count_rows(r, SQL_SESSIONS_COUNT, a[AG_ID], &total) != 0)
+		return AH_EFAIL;
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < rows.n; i++)
+		json_object_array_add(arr, session_json(r, rows.v[i]));
+	return ah_reply_list(r, arr, total);
+}
+
+/* Asks the runner to destroy the session's sandbox; 0 when it did. */
+static int destroy_session_sandbox(ah_req *r, const char *agent_id, const char *session)
+{
+	json_object *req = ah_json_own(r, json_object_new_object()), *resp, *ok;
+	ah_json_str(req, "op", "destroy_session");
+	ah_json_str(req, "agent_id", agent_id);
+	ah_json_str(req, "session", session);
+	if (ah_runner_call(r, req, &resp, 30000) != 0)
+		return AH_EFAIL;
+	if (!json_object_object_get_ex(resp, "ok", &ok) || !json_object_get_boolean(ok))
+		return AH_EFAIL;
+	return 0;
+}
+
+static int delete_session(ah_req *r)
+{
+	char **a;
+	ah_rows rows;
+	int rc = ah_agent_load(r, &a);
+	if (rc != 0)
+		return rc;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_SESSION_GET, "ss", a[AG_ID], r->params[1]) != 0)
+		return AH_EFAIL;
+	if (rows.n == 0)
+		return ah_reply_error(r, 404, "Session not found");
+	/* The sandbox first: a row deleted while its sandbox lives would leak it. */
+	if (destroy_session_sandbox(r, a[AG_ID], r->params[1]) != 0)
+		return ah_reply_error(r, 503, "The sandbox runner is not reachable; try again");
+	if (ah_db_exec(r->db, NULL, SQL_SESSION_DELETE, "ss", a[AG_ID], r->params[1]) != 0)
+		return AH_EFAIL;
+	return ah_reply_no_content(r);
+}
+
+static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
+{
+	char **v = rows->v[i];
+	ah_invocation inv = {
+		.id = v[H_ID], .session_id = v[H_SESSION], .sandbox_id = v[H_SANDBOX],
+		.status = v[H_STATUS], .error = v[H_ERROR], .created_at = v[H_CREATED], .cost = v[H_COST],
+		.response = v[H_RESPONSE], .response_len = rows->len[i][H_RESPONSE],
+		.prompt = v[H_PROMPT], .prompt_len = rows->len[i][H_PROMPT],
+		.input_tokens = cell_ll(v[H_IN]), .output_tokens = cell_ll(v[H_OUT]),
+		.duration_ms = cell_ll(v[H_DURATION]),
+	};
+	return ah_invocation_json(r, &inv, true);
+}
+
+static int list_invocations(ah_req *r)
+{
+	char **a;
+	long long limit, offset, total;
+	ah_rows rows;
+	int rc = ah_agent_load(r, &a);
+	if (rc != 0 || (rc = ah_page(r, &limit, &offset)) != 0)
+		return rc;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_HISTORY, "sii", a[AG_ID], limit, offset) != 0 ||
+	    count_rows(r, SQL_HISTORY_COUNT, a[AG_ID], &total) != 0)
+		return AH_EFAIL;
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < rows.n; i++)
+		json_object_array_add(arr, history_json(r, &rows, i));
+	return ah_reply_list(r, arr, total);
+}
 
 const ah_route ah_sessions_routes[] = {
+	{"GET", "/agents/{slug}/sessions", list_sessions, 0, 0},
+	{"DELETE", "/agents/{slug}/sessions/{id}", delete_session, 0, 0},
+	{"GET", "/agents/{slug}/invocations", list_invocations, 0, 0},
 	{NULL, NULL, NULL, 0, 0},
 };

@@ -55,9 +55,9 @@ stop_pid() { # stop_pid PIDFILE [SECONDS]
     local f=$1 t=${2:-30}
     pid_alive "$f" || { rm -f "$f"; return 0; }
     local pid; pid=$(cat "$f")
-    kill -TERM "$pid" 2>/dev/null
+    kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq $((t * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
+    kill -KILL "$pid" 2>/dev/null || true
     rm -f "$f"
 }
 

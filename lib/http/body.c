@@ -1,6 +1,7 @@
 /* The JSON request body and field-by-field validation in the contract's 422 shape:
  * {"detail": [{"loc": ["body","name"], "msg": "...", "type": "..."}]}. */
 #include "http/http.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <string.h>
@@ -62,7 +63,8 @@ static int parse_json(ah_req *r, json_object **out)
 	json_tokener_free(tok);
 	ah_json_own(r, o);
 	/* Trailing non-space after the value is as malformed as a missing brace. */
-	while (o && used < r->body_len && strchr(" \t\r\n", r->body[used]))
+	/* (strchr also finds the terminator: a NUL byte is not whitespace.) */
+	while (o && used < r->body_len && r->body[used] && strchr(" \t\r\n", r->body[used]))
 		used++;
 	if (!o || jerr != json_tokener_success || used != r->body_len) {
 		const char *why = jerr == json_tokener_error_depth      ? "JSON nested too deeply"
@@ -71,6 +73,12 @@ static int parse_json(ah_req *r, json_object **out)
 		                                                        : json_tokener_error_desc(jerr);
 		ah_verr(r, "body", NULL, ah_sprintf(r->arena, "JSON decode error: %s", why),
 		        "json_invalid");
+		return AH_EINVALID;
+	}
+	/* json-c's UTF-8 check lets overlongs, encoded surrogates and code points past
+	 * U+10FFFF through; MariaDB would refuse some (a 500) and store others. */
+	if (!ah_utf8_valid(r->body, r->body_len)) {
+		ah_verr(r, "body", NULL, "JSON decode error: invalid utf-8 string", "json_invalid");
 		return AH_EINVALID;
 	}
 	*out = o;
