@@ -234,11 +234,16 @@ static int create_agent(ah_req *r)
 	if (ah_verr_reply(r) != 0)
 		return AH_EDONE;
 	const char *slug = in.slug;
-	if (!slug && free_slug(r, in.name, &slug) != 0)
-		return AH_EFAIL;
 	const char *id = ah_id_new(r->arena, "agt");
-	int rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssssi", id, r->user->id, in.name, slug,
-	                    in.description, type, in.git_repo_url, in.git_branch, in.timeout);
+	int rc = AH_ECONFLICT;
+	/* A derived slug can be taken between the check and the insert by a concurrent
+	 * create: derive again rather than answer 409 for a slug the client never chose. */
+	for (int attempt = 0; rc == AH_ECONFLICT && attempt < (in.slug ? 1 : 5); attempt++) {
+		if (!in.slug && free_slug(r, in.name, &slug) != 0)
+			return AH_EFAIL;
+		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssssi", id, r->user->id, in.name, slug,
+		                in.description, type, in.git_repo_url, in.git_branch, in.timeout);
+	}
 	if (rc == AH_ECONFLICT)
 		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Slug '%s' is already taken", slug));
 	if (rc != 0)

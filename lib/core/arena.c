@@ -120,8 +120,9 @@ char *ah_strdup(ah_arena *a, const char *s)
 char *ah_sprintf(ah_arena *a, const char *fmt, ...)
 {
 	va_list ap;
+	char probe[1];
 	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
+	int n = vsnprintf(probe, sizeof(probe), fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return ah_strdup(a, "");

@@ -1,0 +1,265 @@
+"""The prefork master and its workers: a killed worker is respawned and service
+goes on; SIGTERM drains (idle workers leave at once, a busy one finishes its
+response first); X-Request-Id on every response and in the log; /health and
+/openapi.json without authentication."""
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+import pytest
+import requests
+
+from conftest import BUILD, CONFIG, VAR, api_pids, db_query, wait_until
+
+REQ_ID = re.compile(r"^[0-9A-Za-z_]{8,64}$")
+
+
+def log_lines_for(request_id):
+    with open(os.path.join(VAR, "log", "api.log"), errors="replace") as f:
+        return [line for line in f if f"req={request_id}" in line]
+
+
+# ---- health and OpenAPI ----
+
+def test_health_without_auth(anon):
+    r = anon.get("/health")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] in ("ok", "degraded")
+    assert body["database"] == "ok"
+    assert "runner_heartbeat_age_seconds" in body
+    assert REQ_ID.match(r.headers["X-Request-Id"])
+
+
+def test_openapi_without_auth(anon):
+    r = anon.get("/openapi.json")
+    assert r.status_code == 200
+    assert r.headers["Content-Type"].startswith("application/json")
+    doc = r.json()
+    assert doc["openapi"].startswith("3.")
+    assert isinstance(doc.get("paths"), dict)
+    assert isinstance(doc.get("info"), dict)
+
+
+# ---- X-Request-Id ----
+
+def test_request_id_on_every_response_and_in_the_log(client, make_agent, anon):
+    a = make_agent()
+    responses = [
+        (client.get("/agents"), 200),
+        (client.post("/agents", json={"name": "x", "git_repo_url": "https://e.com/x"}), 201),
+        (client.delete(f"/agents/{a['slug']}"), 204),
+        (client.get("/agents/missing"), 404),
+        (client.post("/agents", json={}), 422),
+        (client.post("/agents", data=b"{", headers={"Content-Type": "application/json"}), 422),
+        (client.put("/agents"), 405),
+        (client.get("/nope"), 404),
+        (anon.get("/users/me"), 401),
+        (anon.get("/health"), 200),
+    ]
+    ids = []
+    for r, status in responses:
+        assert r.status_code == status, (r.url, r.status_code, r.text)
+        rid = r.headers.get("X-Request-Id")
+        assert rid and REQ_ID.match(rid), (r.url, dict(r.headers))
+        ids.append((rid, r))
+    assert len({rid for rid, _ in ids}) == len(ids), "request ids are unique"
+    for rid, r in ids:
+        lines = wait_until(lambda: log_lines_for(rid), timeout=3)
+        assert lines, f"request id {rid} of {r.request.method} {r.url} is not in api.log"
+        assert any(f" {r.status_code} " in line for line in lines), lines
+
+
+def test_client_cannot_choose_the_request_id(client):
+    r = client.get("/users/me", headers={"X-Request-Id": "forged-id-123"})
+    assert r.headers["X-Request-Id"] != "forged-id-123"
+    assert not log_lines_for("forged-id-123")
+
+
+def test_log_line_cannot_be_forged_through_the_path(client):
+    marker = uuid.uuid4().hex
+    r = client.get(f"/agents/x%0A2026-01-01T00:00:00.000Z%20INFO%20forged-{marker}")
+    assert r.status_code == 404
+    with open(os.path.join(VAR, "log", "api.log"), errors="replace") as f:
+        for line in f:
+            if marker in line:
+                assert not line.startswith("2026-01-01T00:00:00.000Z"), line
+
+
+# ---- respawn ----
+
+def worker_of(request_id):
+    lines = wait_until(lambda: log_lines_for(request_id), timeout=3)
+    assert lines, request_id
+    return int(re.search(r"\[(\d+)\] req=", lines[0]).group(1))
+
+
+def test_killed_worker_is_respawned(client):
+    master, workers = api_pids()
+    r = client.get("/users/me")
+    victim = worker_of(r.headers["X-Request-Id"])
+    assert victim in workers
+    os.kill(victim, signal.SIGKILL)
+    # service goes on at once, also on the connection nginx kept to the dead worker
+    for _ in range(30):
+        r = client.get("/agents")
+        assert r.status_code == 200, r.text
+    def respawned():
+        m, w = api_pids()
+        return (m, w) if len(w) == len(workers) and victim not in w else None
+    after = wait_until(respawned, timeout=5)
+    assert after, f"worker {victim} was not replaced: {api_pids()} vs {workers}"
+    assert after[0] == master
+    assert set(workers) - {victim} <= set(after[1]), "only the dead worker is replaced"
+    lines = open(os.path.join(VAR, "log", "api.log"), errors="replace").read()
+    assert f"worker {victim} died of signal 9" in lines
+
+
+def test_concurrent_requests_all_answered(client):
+    """More concurrent clients than nginx keeps idle upstream connections: none
+    may starve behind a kept-alive connection."""
+    results, lock = [], threading.Lock()
+
+    def one():
+        s = requests.Session()
+        s.headers.update(client.s.headers)
+        r = s.get(client.url("/users/me"), timeout=20)
+        with lock:
+            results.append(r.status_code)
+    threads = [threading.Thread(target=one) for _ in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [200] * 40, results
+
+
+# ---- SIGTERM drain, on a private master with its own sockets ----
+
+def fcgi_record(rtype, content, req_id=1):
+    return struct.pack("!BBHHBB", 1, rtype, req_id, len(content), 0, 0) + content
+
+
+def fcgi_params(params):
+    out = b""
+    for k, v in params.items():
+        k, v = k.encode(), v.encode()
+        for n in (len(k), len(v)):
+            out += struct.pack("!B", n) if n < 128 else struct.pack("!I", n | 0x80000000)
+        out += k + v
+    return out
+
+
+def fcgi_read_response(sock, timeout=15):
+    """Reads records until FCGI_END_REQUEST; returns the stdout bytes."""
+    sock.settimeout(timeout)
+    buf, out = b"", b""
+    while True:
+        while len(buf) < 8:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed before END_REQUEST")
+            buf += chunk
+        _v, rtype, _id, clen, plen, _r = struct.unpack("!BBHHBB", buf[:8])
+        while len(buf) < 8 + clen + plen:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed inside a record")
+            buf += chunk
+        content, buf = buf[8:8 + clen], buf[8 + clen + plen:]
+        if rtype == 6:
+            out += content
+        elif rtype == 3:
+            return out
+
+
+def fcgi_begin(path, params):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.sendall(fcgi_record(1, struct.pack("!HB5x", 1, 0)))  # BEGIN_REQUEST, responder, no keep-conn
+    s.sendall(fcgi_record(4, fcgi_params(params)) + fcgi_record(4, b""))
+    return s
+
+
+@pytest.fixture
+def private_api():
+    """An agenthost-api master of its own (same database, own sockets, 2+1
+    workers), so SIGTERM can be tested without touching the shared stack."""
+    d = tempfile.mkdtemp(prefix="ahqa-")
+    env = dict(os.environ, AGENTHOST_CONFIG=CONFIG,
+               AGENTHOST_FCGI_SOCKET=os.path.join(d, "api.sock"),
+               AGENTHOST_FCGI_INVOKE_SOCKET=os.path.join(d, "inv.sock"),
+               AGENTHOST_CRUD_WORKERS="2", AGENTHOST_INVOKE_WORKERS="1")
+    log = open(os.path.join(d, "api.log"), "wb")
+    p = subprocess.Popen([os.path.join(BUILD, "lib", "api", "agenthost-api")], env=env,
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    try:
+        assert wait_until(lambda: os.path.exists(os.path.join(d, "api.sock")), timeout=10)
+        yield p, d
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        log.close()
+
+
+def children(pid):
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return sorted(int(x) for x in out)
+
+
+def test_sigterm_drains_and_busy_worker_finishes(private_api, client):
+    proc, d = private_api
+    sock_path = os.path.join(d, "api.sock")
+    assert wait_until(lambda: len(children(proc.pid)) == 3, timeout=10)
+    # a plain request works
+    s = fcgi_begin(sock_path, {"REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/health",
+                               "REMOTE_ADDR": "10.0.0.1", "REQUEST_ID": "drain-health"})
+    s.sendall(fcgi_record(5, b""))
+    assert fcgi_read_response(s).startswith(b"Status: 200")
+    s.close()
+    # a request whose body is still on its way when SIGTERM arrives
+    slug = "drain-" + uuid.uuid4().hex[:8]
+    body = json.dumps({"name": "drain", "slug": slug, "git_repo_url": "https://e.com/x"}).encode()
+    s = fcgi_begin(sock_path, {
+        "REQUEST_METHOD": "POST", "REQUEST_URI": "/api/v1/agents", "REMOTE_ADDR": "10.0.0.1",
+        "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
+        "HTTP_AUTHORIZATION": "Bearer " + client.key, "REQUEST_ID": "drain-busy"})
+    s.sendall(fcgi_record(5, body[:10]))
+    # Once the request is counted for the user, a worker is inside it (reading the body).
+    uid = db_query(f"SELECT id FROM users WHERE email = '{client.email}'")[0][0]
+    assert wait_until(lambda: db_query(f"SELECT hits FROM rate_limits WHERE subject = 'u:{uid}'"),
+                      timeout=10)
+    proc.send_signal(signal.SIGTERM)
+    # the idle workers leave at once; the master waits for the busy one
+    assert wait_until(lambda: len(children(proc.pid)) == 1, timeout=5), children(proc.pid)
+    assert proc.poll() is None, "the master must wait for the busy worker"
+    s.sendall(fcgi_record(5, body[10:]) + fcgi_record(5, b""))
+    out = fcgi_read_response(s)
+    s.close()
+    assert out.startswith(b"Status: 201"), out[:200]
+    assert json.loads(out.split(b"\r\n\r\n", 1)[1])["slug"] == slug
+    assert proc.wait(timeout=10) == 0
+    assert not os.path.exists(sock_path), "the master removes its sockets"
+    # what the drained worker did was committed
+    assert client.get(f"/agents/{slug}").status_code == 200
+
+
+def test_sigterm_on_idle_master_exits_quickly(private_api):
+    proc, d = private_api
+    assert wait_until(lambda: len(children(proc.pid)) == 3, timeout=10)
+    workers = children(proc.pid)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    assert time.monotonic() - t0 < 5
+    for w in workers:
+        assert not os.path.exists(f"/proc/{w}") or open(f"/proc/{w}/stat").read().split()[2] == "Z"

@@ -1,0 +1,271 @@
+/* Unit test of lib/core: checked number parsing, UTF-8 validation, time
+ * formatting, ids, the request arena and configuration lookup. Table-driven,
+ * printed as TAP. */
+#include "core/arena.h"
+#include "core/config.h"
+#include "core/err.h"
+#include "core/util.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int ntest, nfail;
+
+static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ok(int cond, const char *fmt, ...)
+{
+	va_list ap;
+	printf("%sok %d - ", cond ? "" : "not ", ++ntest);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	if (!cond)
+		nfail++;
+}
+
+/* ---- ah_parse_ll ---- */
+
+static const struct {
+	const char *in;
+	int rc;
+	long long want;
+} parse_cases[] = {
+	{"0", 0, 0},
+	{"42", 0, 42},
+	{"-7", 0, -7},
+	{"9223372036854775807", 0, LLONG_MAX},
+	{"-9223372036854775808", 0, LLONG_MIN},
+	{"9223372036854775808", AH_EINVALID, 0},   /* overflow */
+	{"-9223372036854775809", AH_EINVALID, 0},  /* underflow */
+	{"", AH_EINVALID, 0},
+	{"abc", AH_EINVALID, 0},
+	{"12abc", AH_EINVALID, 0},
+	{"1.5", AH_EINVALID, 0},
+	{"1e3", AH_EINVALID, 0},
+	{"5 ", AH_EINVALID, 0},
+	{"0x10", AH_EINVALID, 0},
+	{"-", AH_EINVALID, 0},
+};
+
+static void test_parse_ll(void)
+{
+	for (size_t i = 0; i < sizeof(parse_cases) / sizeof(parse_cases[0]); i++) {
+		long long v = 12345;
+		int rc = ah_parse_ll(&v, parse_cases[i].in);
+		if (parse_cases[i].rc == 0)
+			ok(rc == 0 && v == parse_cases[i].want, "parse_ll(\"%s\") = %lld", parse_cases[i].in,
+			   parse_cases[i].want);
+		else
+			ok(rc == parse_cases[i].rc && v == 12345, "parse_ll(\"%s\") is invalid and leaves out alone",
+			   parse_cases[i].in);
+	}
+	long long v = 1;
+	ok(ah_parse_ll(&v, NULL) == AH_EINVALID, "parse_ll(NULL) is invalid");
+}
+
+/* ---- ah_utf8_valid ---- */
+
+static const struct {
+	const char *desc;
+	const char *s;
+	size_t len;
+	int valid;
+} utf8_cases[] = {
+	{"empty", "", 0, 1},
+	{"ASCII", "hello", 5, 1},
+	{"NUL byte is valid UTF-8", "a\0b", 3, 1},
+	{"two-byte e-acute", "\xc3\xa9", 2, 1},
+	{"three-byte euro", "\xe2\x82\xac", 3, 1},
+	{"four-byte emoji", "\xf0\x9f\x98\x80", 4, 1},
+	{"U+10FFFF", "\xf4\x8f\xbf\xbf", 4, 1},
+	{"U+D7FF below surrogates", "\xed\x9f\xbf", 3, 1},
+	{"U+E000 above surrogates", "\xee\x80\x80", 3, 1},
+	{"lone continuation byte", "\x80", 1, 0},
+	{"0xFF", "\xff", 1, 0},
+	{"0xFE", "\xfe", 1, 0},
+	{"overlong slash (2 bytes)", "\xc0\xaf", 2, 0},
+	{"overlong NUL (2 bytes)", "\xc0\x80", 2, 0},
+	{"overlong slash (3 bytes)", "\xe0\x80\xaf", 3, 0},
+	{"overlong (4 bytes)", "\xf0\x80\x80\xaf", 4, 0},
+	{"high surrogate U+D800", "\xed\xa0\x80", 3, 0},
+	{"low surrogate U+DFFF", "\xed\xbf\xbf", 3, 0},
+	{"past U+10FFFF", "\xf4\x90\x80\x80", 4, 0},
+	{"five-byte form", "\xf8\x88\x80\x80\x80", 5, 0},
+	{"truncated two-byte", "\xc3", 1, 0},
+	{"truncated three-byte", "\xe2\x82", 2, 0},
+	{"truncated four-byte", "\xf0\x9f\x98", 3, 0},
+	{"bad continuation", "\xc3\x28", 2, 0},
+	{"valid then invalid", "ok\xc3\xa9\xff", 5, 0},
+};
+
+static void test_utf8(void)
+{
+	for (size_t i = 0; i < sizeof(utf8_cases) / sizeof(utf8_cases[0]); i++)
+		ok(ah_utf8_valid(utf8_cases[i].s, utf8_cases[i].len) == (utf8_cases[i].valid != 0),
+		   "utf8_valid: %s is %s", utf8_cases[i].desc, utf8_cases[i].valid ? "valid" : "invalid");
+	/* the length bounds the check: a valid prefix of an invalid buffer */
+	ok(ah_utf8_valid("ab\xff", 2), "utf8_valid stops at len");
+}
+
+/* ---- ah_db_time_to_rfc3339 ---- */
+
+static const struct {
+	const char *in, *want;
+} time_cases[] = {
+	{"2026-11-21 23:59:59.123", "2026-11-21T23:59:59.123Z"},
+	{"2026-11-21 23:59:59", "2026-11-21T23:59:59.000Z"},
+	{"2026-01-02 03:04:05.1", "2026-01-02T03:04:05.100Z"},
+	{"2026-01-02 03:04:05.123456", "2026-01-02T03:04:05.123Z"},
+	{"1970-01-01 00:00:00.000", "1970-01-01T00:00:00.000Z"},
+	{"2026-01-02", NULL},
+	{"", NULL},
+	{NULL, NULL},
+};
+
+static void test_time(ah_arena *a)
+{
+	for (size_t i = 0; i < sizeof(time_cases) / sizeof(time_cases[0]); i++) {
+		const char *got = ah_db_time_to_rfc3339(a, time_cases[i].in);
+		const char *want = time_cases[i].want;
+		ok(want ? (got && strcmp(got, want) == 0) : got == NULL, "db_time(\"%s\") -> %s",
+		   time_cases[i].in ? time_cases[i].in : "NULL", want ? want : "NULL");
+	}
+	const char *now = ah_now_rfc3339(a);
+	ok(strlen(now) == 24 && now[10] == 'T' && now[19] == '.' && now[23] == 'Z',
+	   "now_rfc3339 has the shape YYYY-MM-DDTHH:MM:SS.mmmZ (%s)", now);
+}
+
+/* ---- ids ---- */
+
+static int is_b62(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')))
+			return 0;
+	return 1;
+}
+
+static void test_ids(ah_arena *a)
+{
+	static const char *const prefixes[] = {"agt", "key", "usr", "file", "inv"};
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		const char *id = ah_id_new(a, prefixes[i]);
+		size_t pl = strlen(prefixes[i]);
+		ok(strncmp(id, prefixes[i], pl) == 0 && id[pl] == '_' && strlen(id) == pl + 23 &&
+		   is_b62(id + pl + 1, 22), "id_new(\"%s\") = prefix_ + 22 base62 (%s)", prefixes[i], id);
+	}
+	const char *x = ah_id_new(a, "agt"), *y = ah_id_new(a, "agt");
+	ok(strcmp(x, y) != 0, "two ids differ");
+	/* every base62 character shows up: not a narrower alphabet */
+	char buf[4001];
+	ah_base62_random(buf, 4000);
+	int seen[128] = {0}, distinct = 0;
+	for (size_t i = 0; i < 4000; i++)
+		if (!seen[(unsigned char)buf[i]]++)
+			distinct++;
+	ok(buf[4000] == '\0' && is_b62(buf, 4000) && distinct == 62,
+	   "base62_random uses all 62 characters (%d seen) and terminates", distinct);
+}
+
+/* ---- arena ---- */
+
+static char order[16];
+static size_t norder;
+
+static void hook(void *p)
+{
+	order[norder++] = *(char *)p;
+}
+
+static void test_arena(void)
+{
+	ah_arena *a = ah_arena_new();
+	char *p = ah_alloc(a, 100);
+	int zero = 1;
+	for (int i = 0; i < 100; i++)
+		zero &= p[i] == 0;
+	ok(zero, "alloc returns zeroed memory");
+	ok(((uintptr_t)ah_alloc(a, 3) % sizeof(max_align_t)) == 0 &&
+	   ((uintptr_t)ah_alloc(a, 1) % sizeof(max_align_t)) == 0, "allocations are max-aligned");
+	char *big = ah_alloc(a, 1 << 20);
+	big[(1 << 20) - 1] = 'x';
+	ok(big[0] == 0, "a 1 MiB allocation (larger than a block) works");
+	for (int i = 0; i < 2000; i++)
+		ah_alloc(a, 100); /* several blocks */
+	ok(strcmp(ah_strdup(a, "hello"), "hello") == 0, "strdup");
+	ok(ah_strdup(a, NULL) == NULL, "strdup(NULL) is NULL");
+	ok(strcmp(ah_strndup(a, "hello", 3), "hel") == 0, "strndup cuts");
+	ok(strcmp(ah_sprintf(a, "%s-%d-%zu", "x", -4, (size_t)7), "x--4-7") == 0, "sprintf formats");
+	char *longs = ah_sprintf(a, "%0*d", 100000, 1);
+	ok(strlen(longs) == 100000 && longs[99999] == '1', "sprintf of 100000 characters");
+	static char ca = 'a', cb = 'b', cc = 'c';
+	norder = 0;
+	ah_arena_on_cleanup(a, hook, &ca);
+	ah_arena_on_cleanup(a, hook, &cb);
+	ah_arena_on_cleanup(a, hook, &cc);
+	ah_arena_reset(a);
+	ok(norder == 3 && memcmp(order, "cba", 3) == 0, "reset runs the hooks newest first");
+	ah_arena_reset(a);
+	ok(norder == 3, "hooks run once");
+	p = ah_alloc(a, 10);
+	ok(p != NULL && p[0] == 0, "the arena is usable after reset");
+	ah_arena_on_cleanup(a, hook, &ca);
+	ah_arena_destroy(a);
+	ok(norder == 4 && order[3] == 'a', "destroy runs pending hooks");
+	ah_arena_destroy(NULL);
+	ok(1, "destroy(NULL) is harmless");
+}
+
+/* ---- config ---- */
+
+static void test_config(void)
+{
+	char path[] = "/tmp/ah-test-config-XXXXXX";
+	int fd = mkstemp(path);
+	FILE *f = fdopen(fd, "w");
+	fputs("# comment\n\n  spaced_key   =   spaced value  \nnumber = 17\nbad_number = 12x\n"
+	      "dup = first\ndup = second\nenv_key = from-file\n", f);
+	fclose(f);
+	ah_config *c = NULL;
+	ah_err err = {0};
+	ok(ah_config_load(&c, path, &err) == 0 && c, "config_load reads the file");
+	ok(strcmp(ah_config_get(c, "spaced_key", "x"), "spaced value") == 0, "keys and values are trimmed");
+	ok(strcmp(ah_config_get(c, "missing", "def"), "def") == 0, "missing key gives the default");
+	ok(strcmp(ah_config_get(c, "dup", ""), "second") == 0, "the last occurrence wins");
+	setenv("AGENTHOST_ENV_KEY", "from-env", 1);
+	ok(strcmp(ah_config_get(c, "env_key", ""), "from-env") == 0, "AGENTHOST_<KEY> overrides the file");
+	unsetenv("AGENTHOST_ENV_KEY");
+	ok(ah_config_int(c, "number", 5, 1, 100) == 17, "config_int reads an integer");
+	ok(ah_config_int(c, "number", 5, 1, 10) == 5, "config_int out of range gives the default");
+	ok(ah_config_int(c, "bad_number", 5, 1, 100) == 5, "config_int of a non-number gives the default");
+	ok(ah_config_int(c, "missing", 9, 1, 100) == 9, "config_int of a missing key gives the default");
+	ah_config_free(c);
+	unlink(path);
+	c = NULL;
+	ok(ah_config_load(&c, "/nonexistent/agenthost.conf", &err) == AH_ENOTFOUND && c == NULL,
+	   "a missing config file is AH_ENOTFOUND");
+}
+
+int main(void)
+{
+	if (sodium_init() < 0)
+		return 1;
+	ah_arena *a = ah_arena_new();
+	test_parse_ll();
+	test_utf8();
+	test_time(a);
+	test_ids(a);
+	ah_arena_destroy(a);
+	test_arena();
+	test_config();
+	printf("1..%d\n", ntest);
+	return nfail != 0;
+}
