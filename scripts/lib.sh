@@ -7,7 +7,7 @@ PACKAGES="meson ninja-build pkg-config gcc git ca-certificates openssl
   libfcgi-dev libjson-c-dev libmariadb-dev libgit2-dev libsodium-dev libcurl4-openssl-dev
   libpcre2-dev libseccomp-dev libarchive-dev
   mariadb-server mariadb-client nginx-light
-  nodejs npm iproute2 iptables e2fsprogs util-linux procps psmisc
+  nodejs npm iproute2 nftables e2fsprogs util-linux procps psmisc
   python3 python3-pytest python3-requests python3-yaml
   wrk hyperfine"
 

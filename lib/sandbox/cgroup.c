@@ -1,0 +1,292 @@
+/* Cgroups: memory, cpu and pids limits, on cgroup v1 (one hierarchy per
+ * controller, as on these machines) or v2 (one unified tree, most hosts).
+ *
+ * Each sandbox gets <hierarchy>/agenthost/slot<N>. The keeper is put in it
+ * before it runs anything (v2: clone3 CLONE_INTO_CGROUP, free; v1: writing
+ * cgroup.procs, ~11 ms for an RCU grace period, which is why the pool does it
+ * ahead of time), and then unshares its cgroup namespace so the sandbox sees its
+ * own cgroup as the root. The memory cap makes the kernel OOM-kill inside the
+ * sandbox, never on the host; the oom_kill counter tells exec what happened.
+ * Runs in the runner. */
+#include "sandbox/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { CG_MEM, CG_CPU, CG_PIDS, CG_N };
+static const char *const V1_NAMES[CG_N] = { "memory", "cpu", "pids" };
+
+/* True if the comma-separated list opts contains word. */
+static bool has_word(const char *opts, const char *word)
+{
+	size_t wl = strlen(word);
+	for (const char *p = opts; p && *p;) {
+		const char *c = strchr(p, ',');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+		if (l == wl && memcmp(p, word, wl) == 0)
+			return true;
+		p = c ? c + 1 : NULL;
+	}
+	return false;
+}
+
+static bool file_has_word(const char *path, const char *word)
+{
+	char buf[512] = "";
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool found = false;
+	if (fgets(buf, sizeof buf, f)) {
+		for (char *p = buf; *p; p++)
+			if (*p == ' ' || *p == '\n')
+				*p = ',';
+		found = has_word(buf, word);
+	}
+	fclose(f);
+	return found;
+}
+
+/* One mountinfo line: mount point (field 5) and, after " - ", fs type and
+ * super options. */
+static void scan_mount(char *line, char v2[256])
+{
+	char *f[6] = { 0 }, *sep = strstr(line, " - ");
+	if (!sep)
+		return;
+	*sep = '\0';
+	char *p = line;
+	for (int i = 0; i < 5 && p; i++) {
+		f[i] = p;
+		p = strchr(p, ' ');
+		if (p)
+			*p++ = '\0';
+	}
+	char *type = sep + 3, *src = strchr(type, ' ');
+	if (!f[4] || !src)
+		return;
+	*src++ = '\0';
+	char *opts = strchr(src, ' ');
+	if (!opts)
+		return;
+	opts++;
+	opts[strcspn(opts, "\n")] = '\0';
+	if (strcmp(type, "cgroup2") == 0 && !v2[0])
+		snprintf(v2, 256, "%s", f[4]);
+	if (strcmp(type, "cgroup") == 0)
+		for (int i = 0; i < CG_N; i++)
+			if (has_word(opts, V1_NAMES[i]) && !sb_g.cg_v1[i][0])
+				snprintf(sb_g.cg_v1[i], sizeof sb_g.cg_v1[i], "%s/agenthost", f[4]);
+}
+
+int sb_write_file(const char *path, const char *data)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, data, strlen(data));
+	int e = errno;
+	close(fd);
+	errno = e;
+	return n == (ssize_t)strlen(data) ? 0 : -1;
+}
+
+static int init_v2(const char *mnt, ah_err *err)
+{
+	char path[300];
+	snprintf(sb_g.cg_v2, sizeof sb_g.cg_v2, "%s/agenthost", mnt);
+	if (mkdir(sb_g.cg_v2, 0755) < 0 && errno != EEXIST)
+		return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", sb_g.cg_v2, strerror(errno));
+	/* Controllers must be enabled on every level down to the sandboxes. */
+	snprintf(path, sizeof path, "%s/cgroup.subtree_control", mnt);
+	sb_write_file(path, "+memory +cpu +pids");
+	snprintf(path, sizeof path, "%s/cgroup.subtree_control", sb_g.cg_v2);
+	if (sb_write_file(path, "+memory +cpu +pids") < 0)
+		return ah_err_set(err, AH_EFAIL, "enable controllers in %s: %s", sb_g.cg_v2, strerror(errno));
+	sb_g.cg = SB_CG_V2;
+	return 0;
+}
+
+int sb_cgroup_init(ah_err *err)
+{
+	char v2[256] = "", line[2048], ctl[300];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return ah_err_set(err, AH_EFAIL, "mountinfo: %s", strerror(errno));
+	while (fgets(line, sizeof line, f))
+		scan_mount(line, v2);
+	fclose(f);
+	snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", v2);
+	/* A hybrid host mounts cgroup2 without controllers: then v1 rules. */
+	if (v2[0] && file_has_word(ctl, "memory") && file_has_word(ctl, "pids"))
+		return init_v2(v2, err);
+	for (int i = 0; i < CG_N; i++) {
+		if (!sb_g.cg_v1[i][0])
+			return ah_err_set(err, AH_EFAIL, "no cgroup %s controller mounted (v1 or v2)", V1_NAMES[i]);
+		if (mkdir(sb_g.cg_v1[i], 0755) < 0 && errno != EEXIST)
+			return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", sb_g.cg_v1[i], strerror(errno));
+	}
+	sb_g.cg = SB_CG_V1;
+	return 0;
+}
+
+static void cg_path(char *out, size_t n, const struct ah_sandbox *sb, int ctl, const char *file)
+{
+	const char *base = sb_g.cg == SB_CG_V2 ? sb_g.cg_v2 : sb_g.cg_v1[ctl];
+	snprintf(out, n, "%s/slot%d%s%s", base, sb->plan.slot, file ? "/" : "", file ? file : "");
+}
+
+static int ncg(void)
+{
+	return sb_g.cg == SB_CG_V2 ? 1 : CG_N;
+}
+
+static int set(const struct ah_sandbox *sb, int ctl, const char *file, const char *val,
+               bool optional, ah_err *err)
+{
+	char path[400];
+	cg_path(path, sizeof path, sb, ctl, file);
+	if (sb_write_file(path, val) < 0 && !(optional && errno == ENOENT))
+		return ah_err_set(err, AH_EFAIL, "write %s: %s", path, strerror(errno));
+	return 0;
+}
+
+int sb_cgroup_set_limits(struct ah_sandbox *sb, ah_err *err)
+{
+	const sb_plan *p = &sb->plan;
+	char mem[32], cpu[48], pids[32];
+	snprintf(mem, sizeof mem, "%lld", p->memory_bytes);
+	snprintf(pids, sizeof pids, "%d", p->pids_max);
+	int rc;
+	if (sb_g.cg == SB_CG_V2) {
+		snprintf(cpu, sizeof cpu, "%d 100000", p->cpus * 100000);
+		if ((rc = set(sb, 0, "memory.max", mem, false, err)) ||
+		    (rc = set(sb, 0, "memory.swap.max", "0", true, err)) ||
+		    (rc = set(sb, 0, "cpu.max", cpu, false, err)))
+			return rc;
+		return set(sb, 0, "pids.max", pids, false, err);
+	}
+	snprintf(cpu, sizeof cpu, "%d", p->cpus * 100000);
+	/* memsw must stay >= the memory limit: set memory first. */
+	if ((rc = set(sb, CG_MEM, "memory.limit_in_bytes", mem, false, err)) ||
+	    (rc = set(sb, CG_MEM, "memory.memsw.limit_in_bytes", mem, true, err)) ||
+	    (rc = set(sb, CG_CPU, "cpu.cfs_period_us", "100000", false, err)) ||
+	    (rc = set(sb, CG_CPU, "cpu.cfs_quota_us", cpu, false, err)))
+		return rc;
+	return set(sb, CG_PIDS, "pids.max", pids, false, err);
+}
+
+int sb_cgroup_setup(struct ah_sandbox *sb, ah_err *err)
+{
+	char path[400];
+	for (int i = 0; i < ncg(); i++) {
+		cg_path(path, sizeof path, sb, i, NULL);
+		if (mkdir(path, 0755) < 0)
+			return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", path, strerror(errno));
+	}
+	if (sb_g.cg == SB_CG_V2) {
+		cg_path(path, sizeof path, sb, 0, NULL);
+		sb->cg_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sb->cg_fd < 0)
+			return ah_err_set(err, AH_EFAIL, "open %s: %s", path, strerror(errno));
+	}
+	return sb_cgroup_set_limits(sb, err);
+}
+
+int sb_cgroup_attach(struct ah_sandbox *sb, ah_err *err)
+{
+	if (sb_g.cg == SB_CG_V2)
+		return 0; /* clone3 put the keeper there */
+	char pid[32];
+	snprintf(pid, sizeof pid, "%d", (int)sb->keeper);
+	for (int i = 0; i < CG_N; i++) {
+		int rc = set(sb, i, "cgroup.procs", pid, false, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+long long sb_cgroup_oom_count(const struct ah_sandbox *sb)
+{
+	char path[400], line[128];
+	cg_path(path, sizeof path, sb, CG_MEM,
+	        sb_g.cg == SB_CG_V2 ? "memory.events" : "memory.oom_control");
+	FILE *f = fopen(path, "re");
+	long long n = 0;
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, "oom_kill ", 9) == 0) {
+			char *end;
+			long long v = strtoll(line + 9, &end, 10);
+			if (end != line + 9 && (*end == '\n' || *end == '\0'))
+				n = v;
+		}
+	fclose(f);
+	return n;
+}
+
+/* rmdir fails with EBUSY while the last exiting task is still being
+ * accounted; it is a matter of milliseconds. */
+static void rmdir_retry(const char *path)
+{
+	for (int i = 0; i < 200; i++) {
+		if (rmdir(path) == 0 || errno == ENOENT)
+			return;
+		if (errno != EBUSY)
+			break;
+		nanosleep(&(struct timespec){ 0, 5 * 1000 * 1000 }, NULL);
+	}
+}
+
+void sb_cgroup_teardown(struct ah_sandbox *sb)
+{
+	char path[400];
+	if (sb->cg_fd >= 0)
+		close(sb->cg_fd);
+	sb->cg_fd = -1;
+	for (int i = 0; i < ncg(); i++) {
+		cg_path(path, sizeof path, sb, i, NULL);
+		rmdir_retry(path);
+	}
+}
+
+static void kill_procs(const char *dir)
+{
+	char path[700], line[64];
+	snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof line, f)) {
+		long long pid;
+		line[strcspn(line, "\n")] = '\0';
+		char *end;
+		pid = strtoll(line, &end, 10);
+		if (end != line && pid > 1)
+			kill((pid_t)pid, SIGKILL);
+	}
+	fclose(f);
+}
+
+/* What a dead owner of this slot left: its keeper died with it (PDEATHSIG),
+ * so the cgroup is normally empty; kill whatever is left, then remove it. */
+void sb_cgroup_clear_slot(struct ah_sandbox *sb)
+{
+	char path[400];
+	for (int i = 0; i < ncg(); i++) {
+		cg_path(path, sizeof path, sb, i, NULL);
+		if (access(path, F_OK) < 0)
+			continue;
+		kill_procs(path);
+		rmdir_retry(path);
+	}
+}

@@ -1,0 +1,350 @@
+/* Exec, runner side: one program run in a claimed sandbox.
+ *
+ * The runner makes the three pipes, fills stdin (all of it, up front, when the
+ * pipe can be grown to hold it), and hands the sandbox ends to the spawner with
+ * argv/envp in one message. It then polls stdout (capped), stderr (logged line
+ * by line with the log tag, last 4 KiB kept), the rest of stdin, the spawner's
+ * socket (exit status) and the deadline. Timeout or output over the cap: the
+ * spawner kills the program's pid namespace, i.e. the whole tree, which no
+ * signal handling inside can resist. SIGPIPE is blocked in this thread while
+ * writing stdin, so a program that exits without reading cannot kill the
+ * runner. */
+#include "sandbox/sandbox.h"
+#include "sandbox/internal.h"
+
+#include "core/log.h"
+#include "core/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TAIL_MAX 4096
+#define LOG_MAX (64 * 1024)   /* stderr bytes logged per exec; the rest only in the tail */
+#define KILL_GRACE_MS 5000    /* after KILL, the spawner must answer within this */
+
+typedef struct io {
+	const char *in; size_t in_len, in_off;
+	char *out; size_t out_len, out_cap, max_out; bool truncated;
+	char tail[TAIL_MAX]; size_t tail_len;
+	char line[1024]; size_t line_len; size_t logged;
+	const char *tag;
+	int fd_in, fd_out, fd_err;
+} io;
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int pack(const ah_sandbox_exec_spec *x, char **body, size_t *blen, int *argc, int *envc)
+{
+	size_t n = 0;
+	*argc = *envc = 0;
+	for (const char *const *a = x->argv; *a; a++, (*argc)++)
+		n += strlen(*a) + 1;
+	for (const char *const *e = x->envp; e && *e; e++, (*envc)++)
+		n += strlen(*e) + 1;
+	if (n > SB_MSG_MAX || *argc >= 1024 || *envc >= 1024)
+		return -1;
+	char *b = malloc(n ? n : 1), *p = b;
+	if (!b)
+		return -1;
+	for (const char *const *a = x->argv; *a; a++)
+		p = (char *)memcpy(p, *a, strlen(*a) + 1) + strlen(*a) + 1;
+	for (const char *const *e = x->envp; e && *e; e++)
+		p = (char *)memcpy(p, *e, strlen(*e) + 1) + strlen(*e) + 1;
+	*body = b;
+	*blen = n;
+	return 0;
+}
+
+static void log_line(io *s)
+{
+	if (s->logged < LOG_MAX)
+		ah_log_info("[%s] %.*s", s->tag ? s->tag : "sandbox", (int)s->line_len, s->line);
+	else if (s->logged < LOG_MAX + s->line_len + 1)
+		ah_log_info("[%s] (more stderr not logged)", s->tag ? s->tag : "sandbox");
+	s->logged += s->line_len + 1;
+	s->line_len = 0;
+}
+
+static void on_stderr(io *s, const char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (b[i] == '\n' || s->line_len == sizeof s->line)
+			log_line(s);
+		if (b[i] != '\n')
+			s->line[s->line_len++] = b[i];
+	}
+	if (n >= TAIL_MAX) {
+		memcpy(s->tail, b + n - TAIL_MAX, TAIL_MAX);
+		s->tail_len = TAIL_MAX;
+		return;
+	}
+	if (s->tail_len + n > TAIL_MAX) {
+		size_t drop = s->tail_len + n - TAIL_MAX;
+		memmove(s->tail, s->tail + drop, s->tail_len - drop);
+		s->tail_len -= drop;
+	}
+	memcpy(s->tail + s->tail_len, b, n);
+	s->tail_len += n;
+}
+
+/* Returns false when the cap is exceeded. */
+static bool on_stdout(io *s, const char *b, size_t n)
+{
+	if (s->out_len + n > s->max_out) {
+		n = s->max_out - s->out_len;
+		s->truncated = true;
+	}
+	if (s->out_len + n + 1 > s->out_cap) {
+		size_t cap = s->out_cap ? s->out_cap : 16384;
+		while (cap < s->out_len + n + 1)
+			cap *= 2;
+		char *o = realloc(s->out, cap);
+		if (!o) {
+			s->truncated = true;
+			return false;
+		}
+		s->out = o;
+		s->out_cap = cap;
+	}
+	memcpy(s->out + s->out_len, b, n);
+	s->out_len += n;
+	return !s->truncated;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* Writes what the pipe takes; EPIPE (the program closed stdin) just stops. */
+static void feed_stdin(io *s)
+{
+	while (s->in_off < s->in_len) {
+		ssize_t n = write(s->fd_in, s->in + s->in_off, s->in_len - s->in_off);
+		if (n > 0) {
+			s->in_off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n < 0 && errno == EPIPE) {
+			/* Consume the SIGPIPE pending on this thread (it is blocked). */
+			sigset_t set;
+			sigemptyset(&set);
+			sigaddset(&set, SIGPIPE);
+			sigtimedwait(&set, NULL, &(struct timespec){ 0, 0 });
+		}
+		break;
+	}
+	close_fd(&s->fd_in);
+}
+
+static void drain(io *s, int *fd, bool is_out, bool *kill_now)
+{
+	char b[65536];
+	ssize_t n = read(*fd, b, sizeof b);
+	if (n > 0) {
+		if (!is_out)
+			on_stderr(s, b, (size_t)n);
+		else if (!s->truncated && !on_stdout(s, b, (size_t)n))
+			*kill_now = true;
+	} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+		close_fd(fd);
+	}
+}
+
+static int send_kill(ah_sandbox *sb)
+{
+	return sb_send(sb->exec_fd, &(sb_msg){ .op = SB_KILL }, NULL, 0, NULL, 0);
+}
+
+/* One answer from the spawner: 1 exited (status set), or an error code. */
+static int on_spawner(ah_sandbox *sb, int *status, ah_err *err)
+{
+	sb_msg m;
+	int rc = sb_recv(sb->exec_fd, &m, NULL, 0, NULL, NULL, NULL);
+	if (rc != 1)
+		return ah_err_set(err, AH_EFAIL, "sandbox %s: spawner died", sb->plan.id);
+	if (m.op == SB_ERROR) {
+		m.msg[sizeof m.msg - 1] = '\0';
+		return ah_err_set(err, AH_EFAIL, "sandbox %s: %s", sb->plan.id, m.msg);
+	}
+	if (m.op != SB_EXITED)
+		return ah_err_set(err, AH_EFAIL, "sandbox %s: unexpected message", sb->plan.id);
+	*status = m.arg;
+	return 1;
+}
+
+static int wait_ms(long long now, long long until)
+{
+	long long d = until - now;
+	return d < 0 ? 0 : d > 60000 ? 60000 : (int)d;
+}
+
+/* Runs until the program has exited and both output pipes are at EOF. */
+static int io_loop(ah_sandbox *sb, io *s, int timeout_ms, int *status, bool *timed_out, ah_err *err)
+{
+	long long now = mono_ms(), kill_at = -1, exited_at = -1;
+	long long deadline = timeout_ms > 0 ? now + timeout_ms : -1;
+	while (exited_at < 0 || s->fd_out >= 0 || s->fd_err >= 0) {
+		bool kill_now = false;
+		struct pollfd pf[4] = { { exited_at < 0 ? sb->exec_fd : -1, POLLIN, 0 },
+		                        { s->fd_out, POLLIN, 0 }, { s->fd_err, POLLIN, 0 },
+		                        { s->fd_in, POLLOUT, 0 } };
+		long long until = exited_at >= 0 ? exited_at + 2000
+		                : kill_at >= 0 ? kill_at + KILL_GRACE_MS
+		                : deadline >= 0 ? deadline : now + 60000;
+		int r = poll(pf, 4, wait_ms(now, until));
+		if (r < 0 && errno != EINTR)
+			return ah_err_set(err, AH_EFAIL, "poll: %s", strerror(errno));
+		now = mono_ms();
+		if (r > 0) {
+			if (pf[3].revents)
+				feed_stdin(s);
+			if (pf[1].revents)
+				drain(s, &s->fd_out, true, &kill_now);
+			if (pf[2].revents)
+				drain(s, &s->fd_err, false, &kill_now);
+			if (pf[0].revents) {
+				int rc = on_spawner(sb, status, err);
+				if (rc < 0)
+					return rc;
+				exited_at = now;
+			}
+		}
+		if (exited_at >= 0 && now >= exited_at + 2000)
+			break; /* every process is dead: a pipe still open is ours to drop */
+		if (exited_at < 0 && kill_at >= 0 && now >= kill_at + KILL_GRACE_MS)
+			return ah_err_set(err, AH_EFAIL, "sandbox %s did not stop the program", sb->plan.id);
+		if (exited_at < 0 && deadline >= 0 && now >= deadline && kill_at < 0)
+			kill_now = *timed_out = true;
+		if (kill_now && kill_at < 0 && exited_at < 0) {
+			if (send_kill(sb) < 0)
+				return ah_err_set(err, AH_EFAIL, "sandbox %s: spawner died", sb->plan.id);
+			kill_at = now;
+		}
+	}
+	return 0;
+}
+
+static int open_pipes(int p[3][2], io *s)
+{
+	for (int i = 0; i < 3; i++)
+		p[i][0] = p[i][1] = -1;
+	for (int i = 0; i < 3; i++)
+		if (pipe2(p[i], O_CLOEXEC) < 0)
+			return -1;
+	/* The runner's ends now belong to s. */
+	s->fd_in = p[0][1];
+	s->fd_out = p[1][0];
+	s->fd_err = p[2][0];
+	p[0][1] = p[1][0] = p[2][0] = -1;
+	fcntl(s->fd_in, F_SETFL, O_NONBLOCK);
+	fcntl(s->fd_out, F_SETFL, O_NONBLOCK);
+	fcntl(s->fd_err, F_SETFL, O_NONBLOCK);
+	/* A prompt that fits in the pipe is written before the program starts. */
+	if (s->in_len > 65536 && s->in_len <= 1 << 20)
+		fcntl(s->fd_in, F_SETPIPE_SZ, (int)s->in_len);
+	return 0;
+}
+
+static void fill_result(ah_sandbox_result *out, io *s, int status)
+{
+	if (WIFSIGNALED(status)) {
+		out->exit_code = -1;
+		out->signal = WTERMSIG(status);
+	} else {
+		out->exit_code = WEXITSTATUS(status);
+	}
+	if (s->line_len)
+		log_line(s);
+	out->output_truncated = s->truncated;
+	if (!s->out)
+		s->out = calloc(1, 1);
+	if (s->out)
+		s->out[s->out_len] = '\0';
+	out->out = s->out;
+	out->out_len = s->out ? s->out_len : 0;
+	s->out = NULL;
+	if (s->tail_len && (out->err_tail = malloc(s->tail_len + 1))) {
+		memcpy(out->err_tail, s->tail, s->tail_len);
+		out->err_tail[s->tail_len] = '\0';
+	}
+}
+
+static int start(ah_sandbox *sb, const ah_sandbox_exec_spec *x, int p[3][2], ah_err *err)
+{
+	char *body = NULL;
+	size_t blen = 0;
+	sb_msg m = { .op = SB_EXEC, .nofile = sb->plan.nofile, .pids_max = sb->plan.pids_max,
+	             .fsize = sb->plan.disk_bytes };
+	if (pack(x, &body, &blen, &m.argc, &m.envc) < 0)
+		return ah_err_set(err, AH_ETOOBIG, "argv/envp too large");
+	if (x->cwd && strlen(x->cwd) >= sizeof m.msg) {
+		free(body);
+		return ah_err_set(err, AH_EINVALID, "cwd too long");
+	}
+	if (x->cwd)
+		memcpy(m.msg, x->cwd, strlen(x->cwd) + 1);
+	int fds[3] = { p[0][0], p[1][1], p[2][1] };
+	int rc = sb_send(sb->exec_fd, &m, body, blen, fds, 3);
+	free(body);
+	for (int i = 0; i < 3; i++) {
+		close(fds[i]);
+		p[i][i == 0 ? 0 : 1] = -1;
+	}
+	return rc < 0 ? ah_err_set(err, AH_EFAIL, "sandbox %s: spawner died", sb->plan.id) : 0;
+}
+
+int sb_exec_run(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result *out, ah_err *err)
+{
+	if (!x->argv || !x->argv[0] || x->argv[0][0] != '/')
+		return ah_err_set(err, AH_EINVALID, "argv[0] must be an absolute path");
+	io s = { .in = x->stdin_data, .in_len = x->stdin_data ? x->stdin_len : 0,
+	         .max_out = x->max_output ? x->max_output : 10 << 20, .tag = x->log_tag,
+	         .fd_in = -1, .fd_out = -1, .fd_err = -1 };
+	int p[3][2], status = 0, rc;
+	sigset_t pipe_set, old;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	long long oom_before = sb_cgroup_oom_count(sb), t0 = mono_ms();
+	if (open_pipes(p, &s) < 0) {
+		rc = ah_err_set(err, AH_EFAIL, "pipe: %s", strerror(errno));
+		goto done;
+	}
+	feed_stdin(&s);
+	if ((rc = start(sb, x, p, err)) == 0)
+		rc = io_loop(sb, &s, x->timeout_ms, &status, &out->timed_out, err);
+	if (rc == 0) {
+		fill_result(out, &s, status);
+		out->oom_killed = sb_cgroup_oom_count(sb) > oom_before;
+		out->duration_ms = mono_ms() - t0;
+	}
+done:
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < 2; j++)
+			if (p[i][j] >= 0)
+				close(p[i][j]);
+	close_fd(&s.fd_in);
+	close_fd(&s.fd_out);
+	close_fd(&s.fd_err);
+	free(s.out);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}

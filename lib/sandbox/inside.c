@@ -1,0 +1,415 @@
+/* Inside the sandbox: the keeper, the spawner, the reaper and the agent (see
+ * internal.h for who is who), plus the wire format they share with the runner.
+ *
+ * Everything here starts as a raw clone of a possibly multi-threaded runner,
+ * where another thread may have held the malloc or stdio lock at that moment:
+ * so no malloc, no stdio, no glibc fork() (its atfork handlers take locks),
+ * only system calls, stack or static buffers and snprintf into arrays. */
+#include "sandbox/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- wire ---- */
+
+int sb_send(int fd, const sb_msg *m, const void *body, size_t blen, const int *fds, int nfds)
+{
+	struct iovec iov[2] = { { (void *)m, sizeof *m }, { (void *)body, blen } };
+	union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int) * 4)]; } c;
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = blen ? 2 : 1 };
+	if (nfds > 0) {
+		memset(&c, 0, sizeof c);
+		mh.msg_control = c.b;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+		struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(h), fds, sizeof(int) * (size_t)nfds);
+	}
+	ssize_t n;
+	do
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)(sizeof *m + blen) ? 0 : -1;
+}
+
+int sb_recv(int fd, sb_msg *m, void *body, size_t bcap, size_t *blen, int *fds, int *nfds)
+{
+	struct iovec iov[2] = { { m, sizeof *m }, { body, bcap } };
+	union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int) * 4)]; } c;
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = body ? 2 : 1,
+	                     .msg_control = c.b, .msg_controllen = sizeof c.b };
+	if (nfds)
+		*nfds = 0;
+	ssize_t n;
+	do
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return n == 0 ? 0 : -1;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		int got[4];
+		memcpy(got, CMSG_DATA(h), sizeof(int) * (size_t)(k > 4 ? 4 : k));
+		for (int i = 0; i < k && i < 4; i++) {
+			if (fds && nfds && *nfds < 3)
+				fds[(*nfds)++] = got[i];
+			else
+				close(got[i]);
+		}
+	}
+	if (n < (ssize_t)sizeof *m || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		errno = EPROTO;
+		return -1;
+	}
+	if (blen)
+		*blen = (size_t)n - sizeof *m;
+	return 1;
+}
+
+int sb_error_reply(int fd, int err, const char *what)
+{
+	sb_msg m = { .op = SB_ERROR, .err = err };
+	snprintf(m.msg, sizeof m.msg, "%s: %s", what, strerror(err));
+	return sb_send(fd, &m, NULL, 0, NULL, 0);
+}
+
+/* ---- helpers ---- */
+
+static pid_t raw_fork(unsigned long flags)
+{
+	/* A null stack makes clone behave like fork, minus glibc's handlers. */
+	return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+}
+
+static void reset_signals(void)
+{
+	sigset_t all;
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			signal(s, SIG_DFL);
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+}
+
+static void die_with_parent(pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1); /* the parent died before the line above */
+}
+
+/* Moves the fds a process keeps to 3, 4, ... and closes everything else: a raw
+ * clone inherits all of the runner's descriptors (database, sockets, other
+ * sandboxes' pipes). */
+static void keep_fds(int *fds, int n)
+{
+	int tmp[8];
+	for (int i = 0; i < n; i++)
+		tmp[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 100);
+	for (int i = 0; i < n; i++) {
+		dup3(tmp[i], 3 + i, O_CLOEXEC);
+		fds[i] = 3 + i;
+	}
+	syscall(SYS_close_range, 3 + n, ~0U, 0);
+}
+
+/* ---- agent ---- */
+
+typedef struct exec_req {
+	sb_msg m;
+	char *argv[1024];
+	char *envp[1024];
+	int fds[3];
+} exec_req;
+
+static char body_buf[SB_MSG_MAX];
+
+__attribute__((noreturn)) static void agent_main(exec_req *r)
+{
+	for (int i = 0; i < 3; i++)
+		if (dup2(r->fds[i], i) < 0)
+			_exit(126);
+	syscall(SYS_close_range, 3, ~0U, 0);
+	setsid();
+	reset_signals();
+	sb_write_file("/proc/self/oom_score_adj", "0"); /* the keeper's -1000 is inherited */
+	const char *what = "chdir";
+	if (chdir(r->m.msg[0] ? r->m.msg : "/app") < 0)
+		goto fail;
+	what = "rlimits";
+	if (sb_rlimits_apply(r->m.nofile, r->m.pids_max, r->m.fsize) < 0)
+		goto fail;
+	what = "drop privileges";
+	if (sb_userns_drop_to_agent() < 0)
+		goto fail;
+	what = "seccomp";
+	if (sb_seccomp_apply(&sb_g.seccomp) < 0)
+		goto fail;
+	execve(r->argv[0], r->argv, r->envp);
+	what = "exec";
+fail:;
+	char line[256];
+	int n = snprintf(line, sizeof line, "sandbox: %s %s: %s\n", what,
+	                 r->argv[0], strerror(errno));
+	if (write(2, line, (size_t)n) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+/* PID 1 of a fresh pid namespace per exec: when it exits the kernel kills
+ * every process the agent left behind, so sessions never accumulate them. */
+__attribute__((noreturn)) static void reaper_main(exec_req *r, int status_fd)
+{
+	pid_t agent = raw_fork(0);
+	if (agent < 0)
+		_exit(125);
+	if (agent == 0) {
+		close(status_fd);
+		agent_main(r);
+	}
+	for (int i = 0; i < 3; i++)
+		close(r->fds[i]);
+	int st;
+	for (;;) {
+		pid_t w = waitpid(-1, &st, 0);
+		if (w == agent)
+			break;
+		if (w < 0 && errno != EINTR)
+			_exit(124);
+	}
+	if (write(status_fd, &st, sizeof st) < 0)
+		_exit(123);
+	_exit(0);
+}
+
+static int parse_exec(exec_req *r, size_t blen)
+{
+	char *p = body_buf, *end = body_buf + blen;
+	if (r->m.argc < 1 || r->m.argc >= 1024 || r->m.envc < 0 || r->m.envc >= 1024)
+		return -1;
+	for (int i = 0; i < r->m.argc + r->m.envc; i++) {
+		char *z = memchr(p, '\0', (size_t)(end - p));
+		if (!z)
+			return -1;
+		if (i < r->m.argc)
+			r->argv[i] = p;
+		else
+			r->envp[i - r->m.argc] = p;
+		p = z + 1;
+	}
+	r->argv[r->m.argc] = NULL;
+	r->envp[r->m.envc] = NULL;
+	r->m.msg[sizeof r->m.msg - 1] = '\0';
+	return 0;
+}
+
+/* Waits for the reaper while honouring KILL from the runner; returns the
+ * agent's wait status (a killed reaper reads as SIGKILL). */
+static int supervise(int exec_fd, pid_t reaper, int status_fd)
+{
+	int st = SIGKILL, got = 0;
+	struct pollfd pf[2] = { { exec_fd, POLLIN, 0 }, { status_fd, POLLIN, 0 } };
+	while (!got) {
+		if (poll(pf, 2, -1) < 0)
+			continue;
+		if (pf[1].revents) {
+			if (read(status_fd, &st, sizeof st) != sizeof st)
+				st = SIGKILL;
+			got = 1;
+		}
+		if (pf[0].revents) {
+			sb_msg m;
+			int rc = sb_recv(exec_fd, &m, NULL, 0, NULL, NULL, NULL);
+			kill(reaper, SIGKILL); /* KILL, EOF (runner gone) or garbage */
+			if (rc <= 0)
+				pf[0].fd = -1;
+		}
+	}
+	while (waitpid(reaper, NULL, 0) < 0 && errno == EINTR)
+		;
+	return st;
+}
+
+static void run_one(int exec_fd, exec_req *r, size_t blen)
+{
+	int sp[2] = { -1, -1 };
+	if (parse_exec(r, blen) < 0) {
+		sb_error_reply(exec_fd, EINVAL, "bad exec request");
+		goto done;
+	}
+	if (pipe2(sp, O_CLOEXEC) < 0) {
+		sb_error_reply(exec_fd, errno, "pipe");
+		goto done;
+	}
+	pid_t reaper = raw_fork(CLONE_NEWPID);
+	if (reaper < 0) {
+		sb_error_reply(exec_fd, errno, "clone pid namespace");
+		goto done;
+	}
+	if (reaper == 0) {
+		close(exec_fd);
+		close(sp[0]);
+		reaper_main(r, sp[1]);
+	}
+	close(sp[1]);
+	sp[1] = -1;
+	for (int i = 0; i < 3; i++) {
+		close(r->fds[i]);
+		r->fds[i] = -1;
+	}
+	sb_msg m = { .op = SB_EXITED, .arg = supervise(exec_fd, reaper, sp[0]) };
+	sb_send(exec_fd, &m, NULL, 0, NULL, 0);
+done:
+	for (int i = 0; i < 2; i++)
+		if (sp[i] >= 0)
+			close(sp[i]);
+	for (int i = 0; i < 3; i++)
+		if (r->fds[i] >= 0)
+			close(r->fds[i]);
+}
+
+/* ---- spawner ---- */
+
+__attribute__((noreturn)) static void spawner_main(int exec_fd, int sync_fd, pid_t keeper)
+{
+	static exec_req r;
+	char b = 0;
+	die_with_parent(keeper);
+	signal(SIGCHLD, SIG_DFL);
+	/* The keeper writes our maps, then we become root inside = uid_base. */
+	if (unshare(CLONE_NEWUSER) < 0 || write(sync_fd, "u", 1) != 1 ||
+	    read(sync_fd, &b, 1) != 1 || b != 'm' || sb_userns_become_root() < 0 ||
+	    write(sync_fd, "r", 1) != 1)
+		_exit(1);
+	close(sync_fd);
+	for (;;) {
+		size_t blen = 0;
+		int nfds = 0;
+		memset(r.fds, -1, sizeof r.fds);
+		int rc = sb_recv(exec_fd, &r.m, body_buf, sizeof body_buf, &blen, r.fds, &nfds);
+		if (rc == 0)
+			_exit(0); /* the runner closed the sandbox */
+		if (rc < 0 || r.m.op != SB_EXEC || nfds != 3) {
+			for (int i = 0; i < nfds; i++)
+				close(r.fds[i]);
+			sb_error_reply(exec_fd, EPROTO, "bad request");
+			continue;
+		}
+		run_one(exec_fd, &r, blen);
+	}
+}
+
+/* ---- keeper ---- */
+
+static int start_spawner(const sb_plan *p, int exec_fd, const char **what)
+{
+	int sv[2];
+	char b = 0;
+	*what = "start spawner";
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	pid_t self = getpid();
+	pid_t pid = raw_fork(0);
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		close(sv[0]);
+		close(3); /* the runner's control socket is the keeper's alone */
+		spawner_main(exec_fd, sv[1], self);
+	}
+	close(sv[1]);
+	close(exec_fd);
+	*what = "spawner user namespace";
+	if (read(sv[0], &b, 1) != 1 || b != 'u')
+		return -1;
+	*what = "uid/gid maps";
+	if (sb_userns_write_maps(pid, p->uid_base) < 0 || write(sv[0], "m", 1) != 1)
+		return -1;
+	*what = "spawner credentials";
+	if (read(sv[0], &b, 1) != 1 || b != 'r')
+		return -1;
+	close(sv[0]);
+	return 0;
+}
+
+static int keeper_setup(const sb_plan *p, int exec_fd, const char **what)
+{
+	/* Never the OOM killer's choice: the agent is. Best effort: some hosts
+	 * refuse negative values even to root. */
+	sb_write_file("/proc/self/oom_score_adj", "-1000");
+	*what = "cgroup namespace";
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		return -1;
+	*what = "hostname";
+	if (sethostname("sandbox", 7) < 0)
+		return -1;
+	if (sb_net_inside_setup(p, what) < 0 || sb_mounts_build_root(p, what) < 0)
+		return -1;
+	if (start_spawner(p, exec_fd, what) < 0)
+		return -1;
+	/* Orphans re-parented to PID 1 are reaped by the kernel. */
+	signal(SIGCHLD, SIG_IGN);
+	return 0;
+}
+
+__attribute__((noreturn)) static void keeper_serve(int ctl)
+{
+	for (;;) {
+		sb_msg m;
+		int fds[3], nfds = 0;
+		int rc = sb_recv(ctl, &m, NULL, 0, NULL, fds, &nfds);
+		if (rc == 0)
+			_exit(0);
+		if (rc < 0 || m.op != SB_MOUNT_APP || nfds != 1) {
+			for (int i = 0; i < nfds; i++)
+				close(fds[i]);
+			sb_error_reply(ctl, EPROTO, "bad request");
+			continue;
+		}
+		const char *what = "";
+		if (sb_mounts_app(fds[0], m.arg == 1, &what) < 0)
+			sb_error_reply(ctl, errno, what);
+		else
+			sb_send(ctl, &(sb_msg){ .op = SB_OK }, NULL, 0, NULL, 0);
+		close(fds[0]);
+	}
+}
+
+void sb_keeper_main(const sb_plan *p, int ctl_fd, int exec_fd)
+{
+	int fds[2] = { ctl_fd, exec_fd };
+	pid_t runner = getppid();
+	keep_fds(fds, 2);
+	int ctl = fds[0];
+	reset_signals();
+	/* getppid() is 0 across the pid namespace boundary, so the usual race
+	 * check is the GO message instead: a dead runner means EOF here. */
+	(void)runner;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	sb_msg m;
+	if (sb_recv(ctl, &m, NULL, 0, NULL, NULL, NULL) != 1 || m.op != SB_GO)
+		_exit(1);
+	const char *what = "";
+	if (keeper_setup(p, fds[1], &what) < 0) {
+		sb_error_reply(ctl, errno, what);
+		_exit(1);
+	}
+	if (sb_send(ctl, &(sb_msg){ .op = SB_READY }, NULL, 0, NULL, 0) < 0)
+		_exit(1);
+	keeper_serve(ctl);
+	_exit(0);
+}

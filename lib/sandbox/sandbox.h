@@ -1,0 +1,115 @@
+/* Sandboxes: run a stranger's Node.js program isolated from the host.
+ *
+ * A sandbox is a set of fresh namespaces (user, pid, mount, net, ipc, uts,
+ * cgroup) with its own cgroup limits (memory, cpu, pids), a root filesystem that
+ * shows only read-only /usr (+ the /bin, /lib* links), a curated /etc, a minimal
+ * /dev, private /proc and /tmp, and /app: the agent's image as the lower layer
+ * of an overlayfs whose upper layer lives on the sandbox's own size-capped disk.
+ * Its network namespace reaches the internet through NAT only (no host, no
+ * private ranges, no link-local, exactly the configured DNS resolvers).
+ *
+ * Programs run as an unprivileged user (uid 1000 inside, an unprivileged host
+ * uid outside) with no_new_privs, no capabilities and a seccomp filter.
+ * Sandboxes are pre-made by a background pool so that create + exec costs about
+ * one fork/exec more than running node directly.
+ *
+ * Thread safety: init/shutdown once per process; create/destroy from any thread;
+ * exec on one sandbox is serialized by the caller (one exec at a time per
+ * sandbox), execs on different sandboxes may run concurrently.
+ *
+ * Config keys (ah_config; AGENTHOST_<KEY> overrides):
+ *   sandbox_root           var/data/sandboxes   state: disk images, mount points
+ *   sandbox_memory_mb      2048     memory cap (cgroup); OOM kills inside only
+ *   sandbox_cpus           2        cpu quota in cpus (cfs quota / cpu.max)
+ *   sandbox_pids           256      pids cap (cgroup pids.max and RLIMIT_NPROC)
+ *   sandbox_nofile         1024     RLIMIT_NOFILE of programs in the sandbox
+ *   sandbox_disk_mb        10240    writable layer (+ /tmp) size cap (sparse ext4 on a
+ *                                   loop device); 0: a 1 GiB tmpfs instead
+ *   sandbox_pool_size      2        pre-made sandboxes kept ready
+ *   sandbox_uid_base       1000000  host uid of slot 0's root; each slot has 65536 ids
+ *   sandbox_max            256      slots: sandboxes alive at once on the host
+ *   sandbox_net            10.254   first two octets of the /16 used for veth /30s
+ *   sandbox_dns            (empty)  resolver(s) to allow, comma separated;
+ *                                   empty: the nameservers of /etc/resolv.conf
+ *   sandbox_allow_loopback_egress  0  tests only: sandboxes may reach the host's
+ *                                   own addresses (e.g. a mock provider)
+ */
+#ifndef AH_SANDBOX_SANDBOX_H
+#define AH_SANDBOX_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/config.h"
+#include "core/err.h"
+
+typedef struct ah_sandbox ah_sandbox;
+
+typedef struct ah_sandbox_spec {
+	/* Read-only lower layer shown at /app (overlay with the sandbox's own
+	 * upper layer). The directory is never modified. */
+	const char *image_dir;
+	/* Deploy only (then image_dir is ignored): a host dir bind-mounted
+	 * read-write at /app, e.g. for npm install to write node_modules. Through
+	 * an idmapped mount: root's files there appear as the sandbox user's, and
+	 * what the program creates is owned by root on disk. Not covered by the
+	 * disk cap. The image_dir is shown the same way (root's files are the
+	 * agent's to change, in its own upper layer). */
+	const char *work_dir;
+	/* 0: the config's value. */
+	long long memory_bytes, disk_bytes;
+	int cpus, pids_max, nofile;
+} ah_sandbox_spec;
+
+typedef struct ah_sandbox_exec_spec {
+	const char *const *argv;   /* argv[0] is looked up as given (use /usr/bin/node) */
+	const char *const *envp;   /* the WHOLE environment: nothing of the host's leaks */
+	const void *stdin_data;
+	size_t stdin_len;
+	int timeout_ms;            /* <= 0: no timeout */
+	size_t max_output;         /* stdout cap; exceeding kills the process tree */
+	const char *log_tag;       /* stderr lines are logged prefixed with it */
+	const char *cwd;           /* NULL: /app */
+} ah_sandbox_exec_spec;
+
+typedef struct ah_sandbox_result {
+	int exit_code;             /* -1 when killed by a signal */
+	int signal;                /* e.g. 9 when killed (timeout, OOM, output cap) */
+	bool timed_out, oom_killed, output_truncated;
+	char *out;                 /* malloc'ed stdout (NUL-terminated), caller frees */
+	size_t out_len;
+	char *err_tail;            /* malloc'ed last ~4 KiB of stderr, or NULL */
+	long long duration_ms;
+} ah_sandbox_result;
+
+/* Once per process, as root: checks cgroups (v1 or v2), installs the network
+ * policy (nft table "agenthost", shared by the runner processes of a host),
+ * enables IPv4 forwarding and starts the pool. Slots are host-wide (lock files
+ * in /run/agenthost-sandbox), so several processes may use sandboxes at once. */
+int ah_sandbox_init(const ah_config *cfg, ah_err *err);
+
+/* A sandbox ready for exec, usually taken from the pool. */
+int ah_sandbox_create(ah_sandbox **out, const ah_sandbox_spec *spec, ah_err *err);
+
+/* Runs argv in the sandbox with stdin_data as its stdin; may be called many
+ * times on one sandbox (sessions: files in /app and /tmp persist). All processes
+ * the program started are killed when it exits. Returns 0 when the program ran
+ * (whatever its exit status; see out), AH_EINVALID/AH_ETOOBIG for bad specs,
+ * AH_EFAIL when the sandbox itself broke (destroy it). */
+int ah_sandbox_exec(ah_sandbox *sb, const ah_sandbox_exec_spec *x,
+                    ah_sandbox_result *out, ah_err *err);
+
+/* Frees out->out and out->err_tail. */
+void ah_sandbox_result_free(ah_sandbox_result *r);
+
+/* "sbx_" + 22 base62 characters. */
+const char *ah_sandbox_id(const ah_sandbox *sb);
+
+/* Kills every process of the sandbox and releases everything it holds: mounts,
+ * cgroups, veth, loop device, disk file. NULL is a no-op. */
+void ah_sandbox_destroy(ah_sandbox *sb);
+
+/* Stops the pool, destroys pooled sandboxes, removes the network policy. */
+void ah_sandbox_shutdown(void);
+
+#endif
