@@ -1,0 +1,137 @@
+/* The deploy pipeline, without the database: fetch an agent's code (a git clone
+ * or an uploaded tarball), check its manifest, install its npm dependencies in a
+ * sandbox, and leave a read-only image directory. The runner's job loop drives it
+ * (lib/runner/jobs.c) and owns everything about queues and agent rows.
+ *
+ * Return codes say who is at fault, because the job loop retries only what a retry
+ * can fix:
+ *   AH_EINVALID, AH_ETOOBIG, AH_EDENIED, AH_ETIMEOUT: the project or its source is
+ *       at fault (bad tarball, manifest, npm failure, forbidden URL, huge or slow
+ *       repository). err->msg is written for the user and becomes the agent's
+ *       status_message. Permanent: never retried.
+ *   AH_EFAIL: this machine or the network is at fault (disk, sandbox, DNS, a
+ *       connection refused). err->msg is for the user too; retried. */
+#ifndef AH_DEPLOY_DEPLOY_H
+#define AH_DEPLOY_DEPLOY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/err.h"
+
+/* ---- paths (paths.c) ---------------------------------------------------- */
+
+/* A path taken from a tarball entry or a manifest: relative, no `..` component,
+ * not empty, no NUL. "./a/b" and "a//b" are fine. 0 or AH_EINVALID. */
+int ah_deploy_path_check(const char *path);
+/* A symlink at `link_path` (relative to the tree root) pointing at `target`
+ * stays inside the tree when resolved lexically. 0 or AH_EINVALID. */
+int ah_deploy_link_check(const char *link_path, const char *target);
+
+/* Walks a tree and resolves every symlink in it with openat2(RESOLVE_BENEATH):
+ * 1 and the first link (relative path into out) that leads outside the tree, 0
+ * when none does, -1 on an I/O error. */
+int ah_deploy_find_escaping_link(char *out, size_t n, const char *dir);
+/* Creates dir and its parents (mode 0755). 0 or AH_EFAIL. */
+int ah_deploy_mkdirs(const char *dir, ah_err *err);
+/* Removes a tree without following symlinks; a missing tree is success. */
+int ah_deploy_rmtree(const char *dir);
+/* Removes write permission from every file and directory of a tree (the image
+ * must never change under the sandboxes that use it as their lower layer). */
+int ah_deploy_make_readonly(const char *dir, ah_err *err);
+
+/* ---- manifest (manifest.c) ---------------------------------------------- */
+
+#define AH_MANIFEST_MAX_BYTES (64 * 1024)
+
+struct ah_manifest {
+	char file[16];          /* "agent.json" or "castari.json" */
+	char name[256];
+	char slug[64];          /* "" when absent */
+	char version[128];
+	char entrypoint[1024];
+};
+
+/* Semantic Versioning 2.0.0: MAJOR.MINOR.PATCH[-prerelease][+build]. */
+bool ah_semver_valid(const char *s);
+/* Validates manifest text (no file system access). `file` names it in messages. */
+int ah_manifest_parse(struct ah_manifest *out, const char *file, const char *json,
+                      size_t len, ah_err *err);
+/* Finds agent.json (else castari.json) in project_dir, parses it, and checks that
+ * the entrypoint is a regular file inside the project reached through no symlink. */
+int ah_manifest_load(struct ah_manifest *out, const char *project_dir, ah_err *err);
+
+/* ---- tarball (tarball.c) ------------------------------------------------ */
+
+struct ah_tar_limits {
+	long long max_compressed;   /* bytes of the .tar.gz */
+	long long max_extracted;    /* sum of regular file sizes */
+	long long max_entries;
+};
+#define AH_TAR_LIMITS_DEFAULT { 50LL << 20, 500LL << 20, 100000 }
+
+/* Extracts a gzip'd tar into dest (which must exist and be empty). Refuses
+ * absolute paths, `..`, links leaving the tree, devices, fifos, sockets. On
+ * failure dest may hold a partial tree; the caller removes it. */
+int ah_tarball_extract(const char *tarball, const char *dest,
+                       const struct ah_tar_limits *lim, ah_err *err);
+/* The project root inside an extracted tree: dest itself, or its only entry
+ * when that is a directory and dest holds no manifest (`tar czf x project/`).
+ * Writes into out (size n). */
+int ah_tarball_project_root(char *out, size_t n, const char *dest, ah_err *err);
+
+/* ---- git (git.c) -------------------------------------------------------- */
+
+struct ah_git_opts {
+	long long max_bytes;        /* received pack bytes */
+	int timeout_seconds;
+	bool allow_private;         /* loopback, private and link-local hosts */
+	const char *ssh_key;        /* private key file for ssh:// URLs, or NULL */
+	volatile const int *cancel; /* non-zero: abort as soon as possible */
+};
+
+/* Scheme and host checks: https, http, ssh, git, scp-like `user@host:path`;
+ * never file:// or a local path; a host resolving to a loopback, private,
+ * link-local or otherwise special address is refused unless allow_private. */
+int ah_git_url_check(const char *url, bool allow_private, ah_err *err);
+/* Clones url at branch (branch or tag; NULL or "": the remote's default) into
+ * dest (must not exist), then removes dest/.git. Runs in a child process so the
+ * deadline holds even while connecting. */
+int ah_git_fetch(const char *url, const char *branch, const char *dest,
+                 const struct ah_git_opts *opts, ah_err *err);
+
+/* ---- dependencies (build.c) --------------------------------------------- */
+
+struct ah_build_opts {
+	int timeout_seconds;
+	const char *log_tag;        /* "agent=<slug> job=<id>" for log lines */
+	volatile const int *cancel;
+};
+
+/* With a package.json in project_dir: `npm ci --omit=dev` (lock file present)
+ * or `npm install --omit=dev`, inside a sandbox with network, project_dir bound
+ * at /app. Without one: nothing to do. Failure of npm is AH_EINVALID with
+ * "Dependency installation failed: <tail of npm's output>". */
+int ah_build_dependencies(const char *project_dir, const struct ah_build_opts *opts,
+                          ah_err *err);
+
+/* ---- the pipeline (pipeline.c) ------------------------------------------ */
+
+struct ah_deploy_req {
+	const char *log_tag;        /* "agent=<slug> job=<id>" */
+	bool from_git;              /* else the uploaded tarball */
+	const char *git_url, *git_branch;
+	const char *tarball;
+	const char *work_dir;       /* scratch for this attempt; the caller removes it */
+	const char *image_dir;      /* where the finished image goes; must not exist */
+	struct ah_git_opts git;
+	struct ah_tar_limits tar;
+	struct ah_build_opts build;
+};
+
+/* Fetch, manifest, dependencies, then the project is moved to image_dir and
+ * made read-only. On failure image_dir does not exist. */
+int ah_deploy_build_image(struct ah_manifest *out, const struct ah_deploy_req *req,
+                          ah_err *err);
+
+#endif

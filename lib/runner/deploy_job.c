@@ -1,0 +1,180 @@
+/* One attempt of a deploy job: read the agent, run the deploy pipeline
+ * (lib/deploy) into <data_dir>/images/<agent>/<job>, then switch the agent to
+ * the new image in one transaction. Only after the switch are the agent's old
+ * sandboxes destroyed and its old image retired, so a redeploy of an active
+ * agent keeps serving from the old image until the new one is ready. */
+#include "runner/runner.h"
+#include "runner/sandboxes.h"
+#include "core/arena.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "deploy/deploy.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+struct agent_row {
+	char slug[64];
+	bool from_git;
+	const char *git_url, *git_branch, *old_image;
+};
+
+static int load_agent(ah_db *db, ah_arena *a, const char *agent_id, struct agent_row *out,
+                      ah_err *err)
+{
+	ah_rows rows;
+	if (ah_db_query(db, a, &rows, "SELECT slug, source_type, git_repo_url, git_branch, image_path "
+	                "FROM agents WHERE id = ?", "s", agent_id) != 0)
+		return ah_err_set(err, AH_EFAIL, "database error while reading the agent");
+	if (rows.n == 0)
+		return ah_err_set(err, AH_ECONFLICT, "agent deleted");
+	snprintf(out->slug, sizeof(out->slug), "%s", ah_cell(&rows, 0, 0));
+	out->from_git = strcmp(ah_cell(&rows, 0, 1), "git") == 0;
+	out->git_url = ah_cell(&rows, 0, 2);
+	out->git_branch = ah_cell(&rows, 0, 3);
+	out->old_image = ah_cell(&rows, 0, 4);
+	return 0;
+}
+
+static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner *r,
+                         const struct ah_job *j, const struct agent_row *ag)
+{
+	const ah_config *c = r->cfg;
+	q->log_tag = j->tag;
+	q->from_git = ag->from_git;
+	q->git_url = ag->git_url;
+	q->git_branch = ag->git_branch;
+	q->tarball = ah_sprintf(a, "%s/code/%s.tar.gz", r->data_dir, j->agent_id);
+	q->work_dir = ah_sprintf(a, "%s/build/%lld", r->data_dir, j->id);
+	q->image_dir = ah_sprintf(a, "%s/images/%s/%lld", r->data_dir, j->agent_id, j->id);
+	q->git.max_bytes = ah_config_int(c, "git_max_bytes", 200LL << 20, 1 << 20, 1LL << 40);
+	q->git.timeout_seconds = (int)ah_config_int(c, "git_timeout_seconds", 120, 1, 3600);
+	const char *priv = ah_config_get(c, "git_allow_private", "false");
+	q->git.allow_private = !strcmp(priv, "true") || !strcmp(priv, "1") || !strcmp(priv, "yes");
+	q->git.ssh_key = ah_config_get(c, "git_ssh_key", NULL);
+	q->git.cancel = &r->stopping;
+	q->tar = (struct ah_tar_limits)AH_TAR_LIMITS_DEFAULT;
+	q->tar.max_compressed = ah_config_int(c, "code_max_bytes", 50LL << 20, 1024, 1LL << 34);
+	q->tar.max_extracted = ah_config_int(c, "code_max_extracted_bytes", 500LL << 20, 1024,
+	                                     1LL << 40);
+	q->build.timeout_seconds = (int)ah_config_int(c, "deploy_timeout_seconds", 600, 10, 7200);
+	q->build.log_tag = j->tag;
+	q->build.cancel = &r->stopping;
+}
+
+/* Inside the switch transaction: the job must still be ours and the newest. */
+static int still_ours(ah_db *db, ah_arena *a, struct ah_runner *r, const struct ah_job *j)
+{
+	ah_rows rows;
+	if (ah_db_query(db, a, &rows, "SELECT id FROM agents WHERE id = ? FOR UPDATE", "s",
+	                j->agent_id) != 0 || rows.n == 0)
+		return AH_ECONFLICT;
+	if (ah_db_query(db, a, &rows, "SELECT state, runner_id FROM deploy_jobs WHERE id = ? "
+	                "FOR UPDATE", "i", j->id) != 0 || rows.n == 0)
+		return AH_EFAIL;
+	const char *owner = ah_cell(&rows, 0, 1);
+	if (strcmp(ah_cell(&rows, 0, 0), "running") != 0 || !owner || strcmp(owner, r->id) != 0)
+		return AH_ECONFLICT; /* lease lost: another runner is redoing it */
+	if (ah_db_query(db, a, &rows, "SELECT id FROM deploy_jobs WHERE agent_id = ? AND id > ? "
+	                "LIMIT 1", "si", j->agent_id, j->id) != 0)
+		return AH_EFAIL;
+	if (rows.n > 0) {
+		ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'failed', lease_until = NULL, "
+		           "error = 'Superseded by a newer deploy', updated_at = NOW(3) WHERE id = ?",
+		           "i", j->id);
+		return AH_EDONE; /* commit that, switch nothing */
+	}
+	return 0;
+}
+
+static int switch_agent(ah_db *db, ah_arena *a, struct ah_runner *r, const struct ah_job *j,
+                        const struct ah_deploy_req *q, const struct ah_manifest *m)
+{
+	const char *sandbox_id = ah_id_new(a, "sbx");
+	if (ah_db_begin(db) != 0)
+		return AH_EFAIL;
+	int rc = still_ours(db, a, r, j);
+	if (rc == 0)
+		rc = ah_db_exec(db, NULL, "UPDATE agents SET status = 'active', status_message = NULL, "
+		                "image_path = ?, entrypoint = ?, runner_id = ?, sandbox_id = ?, "
+		                "needs_redeploy = 0, deployed_at = NOW(3), updated_at = NOW(3) WHERE id = ?",
+		                "sssss", q->image_dir, m->entrypoint, r->id, sandbox_id, j->agent_id);
+	if (rc == 0)
+		rc = ah_db_exec(db, NULL, "UPDATE sessions SET state = 'ended', sandbox_id = NULL "
+		                "WHERE agent_id = ? AND state = 'active'", "s", j->agent_id);
+	if (rc == 0)
+		rc = ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'done', lease_until = NULL, "
+		                "error = NULL, updated_at = NOW(3) WHERE id = ?", "i", j->id);
+	if ((rc == 0 || rc == AH_EDONE) && ah_db_commit(db) != 0)
+		rc = AH_EFAIL;
+	if (rc != 0 && rc != AH_EDONE)
+		ah_db_rollback(db);
+	if (rc == 0)
+		ah_log_info("%s: agent %s active with image %s (%s)", j->tag, j->agent_id, q->image_dir,
+		            sandbox_id);
+	return rc;
+}
+
+/* Old sandboxes hold the old image and old state: both go after the switch. */
+static void retire_old(const struct ah_runner *r, const struct ah_job *j, const char *old_image,
+                       const char *new_image)
+{
+	int n = ah_sandboxes_destroy_agent(j->agent_id);
+	if (n > 0)
+		ah_log_info("%s: destroyed %d sandbox(es) of the previous deploy", j->tag, n);
+	size_t dl = strlen(r->data_dir);
+	/* Only ever delete inside our own images directory, whatever the row says. */
+	if (old_image && strcmp(old_image, new_image) != 0 && strncmp(old_image, r->data_dir, dl) == 0
+	    && strncmp(old_image + dl, "/images/", 8) == 0 && !strstr(old_image, "/../"))
+		ah_sandboxes_retire_image(old_image);
+}
+
+/* After the pipeline built the image: the switch, with a few tries while the
+ * database is away. */
+static int finish(ah_db *db, ah_arena *a, struct ah_runner *r, struct ah_job *j,
+                  const struct ah_deploy_req *q, const struct ah_manifest *m,
+                  const char *old_image, ah_err *err)
+{
+	int rc = AH_EFAIL;
+	for (int tries = 0; tries < 10 && rc == AH_EFAIL && !r->job_lost; tries++) {
+		if (tries > 0)
+			sleep(2);
+		rc = switch_agent(db, a, r, j, q, m);
+	}
+	if (rc == 0) {
+		retire_old(r, j, old_image, q->image_dir);
+		return 0;
+	}
+	ah_deploy_rmtree(q->image_dir);
+	if (rc == AH_EDONE || rc == AH_ECONFLICT) {
+		ah_log_warn("%s: %s; image discarded", j->tag,
+		            rc == AH_EDONE ? "superseded by a newer deploy" : "lease lost");
+		return AH_ECONFLICT;
+	}
+	return ah_err_set(err, AH_EFAIL, "database unavailable while activating the agent");
+}
+
+int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *err)
+{
+	ah_arena *a = ah_arena_new();
+	struct agent_row ag = {0};
+	struct ah_deploy_req q = {0};
+	struct ah_manifest m;
+	int rc = load_agent(db, a, j->agent_id, &ag, err);
+	if (rc == 0) {
+		snprintf(j->tag, sizeof(j->tag), "agent=%s (%s) job=%lld", ag.slug, j->agent_id, j->id);
+		ah_log_info("%s: deploy attempt %d (%s)", j->tag, j->attempts,
+		            ag.from_git ? "git" : "uploaded code");
+		fill_request(&q, a, r, j, &ag);
+		ah_deploy_rmtree(q.image_dir); /* left by an attempt that died after building */
+		rc = ah_deploy_build_image(&m, &q, err);
+		ah_deploy_rmtree(q.work_dir);
+	}
+	if (rc == 0)
+		rc = finish(db, a, r, j, &q, &m, ag.old_image, err);
+	if (rc == AH_ECONFLICT && !q.image_dir)
+		ah_log_info("%s: agent deleted; job dropped", j->tag);
+	ah_arena_destroy(a);
+	return rc;
+}

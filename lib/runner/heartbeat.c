@@ -1,0 +1,147 @@
+/* Keeping the runner visible and its work its own: the runners row's heartbeat,
+ * the lease of the job in progress, and the reclaim of idle session sandboxes
+ * (whose sessions rows become `expired`). One thread with its own connection. */
+#include "runner/runner.h"
+#include "runner/sandboxes.h"
+#include "core/log.h"
+#include "core/util.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/arena.h"
+#include "deploy/deploy.h"
+
+int ah_heartbeat_register(ah_db *db, const struct ah_runner *r, ah_err *err)
+{
+	if (ah_db_exec(db, NULL, "INSERT INTO runners (id, address, capacity, started_at, heartbeat_at) "
+	               "VALUES (?, ?, ?, NOW(3), NOW(3)) ON DUPLICATE KEY UPDATE address = VALUES(address), "
+	               "capacity = VALUES(capacity), started_at = NOW(3), heartbeat_at = NOW(3)", "ssi",
+	               r->id, r->socket_path, (long long)r->capacity) != 0)
+		return ah_err_set(err, AH_EFAIL, "cannot register in runners: %s", ah_db_error(db));
+	return 0;
+}
+
+static void beat(ah_db *db, const struct ah_runner *r)
+{
+	unsigned long long n = 0;
+	ah_err err = {0};
+	if (ah_db_exec(db, &n, "UPDATE runners SET heartbeat_at = NOW(3) WHERE id = ?", "s", r->id) != 0)
+		return;
+	/* Someone removed the row (an operator cleaning up): put it back. */
+	if (n == 0 && ah_heartbeat_register(db, r, &err) != 0)
+		ah_log_warn("heartbeat: %s", err.msg);
+}
+
+static void renew_lease(ah_db *db, struct ah_runner *r)
+{
+	pthread_mutex_lock(&r->job_mu);
+	long long job = r->current_job;
+	pthread_mutex_unlock(&r->job_mu);
+	if (!job)
+		return;
+	unsigned long long n = 0;
+	if (ah_db_exec(db, &n, "UPDATE deploy_jobs SET lease_until = NOW(3) + INTERVAL ? SECOND, "
+	               "updated_at = NOW(3) WHERE id = ? AND runner_id = ? AND state = 'running'",
+	               "iis", (long long)r->lease_seconds, job, r->id) != 0)
+		return; /* database away: the lease may run out, and then the job is redone */
+	if (n == 0) {
+		pthread_mutex_lock(&r->job_mu);
+		if (r->current_job == job) {
+			r->job_lost = 1;
+			ah_log_warn("job=%lld: lease lost to another runner", job);
+		}
+		pthread_mutex_unlock(&r->job_mu);
+	}
+}
+
+/* The safety net under "no agent stays deploying forever": an agent marked
+ * deploying without a live job (a job row lost to an operator or a crash
+ * between the API's two writes) is put in error after a while. */
+static void sweep_lost_deploys(ah_db *db)
+{
+	unsigned long long n = 0;
+	ah_db_exec(db, &n, "UPDATE agents a SET status = 'error', status_message = "
+	           "'Deploy lost: no deploy job is queued for this agent; deploy again', "
+	           "updated_at = NOW(3) WHERE status = 'deploying' "
+	           "AND updated_at < NOW(3) - INTERVAL 5 MINUTE AND NOT EXISTS (SELECT 1 FROM "
+	           "deploy_jobs j WHERE j.agent_id = a.id AND j.state IN ('queued', 'running'))", "");
+	if (n > 0)
+		ah_log_warn("%llu agent(s) were deploying without a job; set to error", n);
+}
+
+/* Images of agents that no longer exist (DELETE /agents removes the row; the
+ * files are ours). Only whole agent directories whose row is gone are removed:
+ * anything finer would race the job loop's switch. */
+static void gc_deleted_agents(ah_db *db, const struct ah_runner *r)
+{
+	char dir[PATH_MAX + 16], path[PATH_MAX + 300];
+	snprintf(dir, sizeof(dir), "%s/images", r->data_dir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	ah_arena *a = ah_arena_new();
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		ah_rows rows;
+		if (de->d_name[0] == '.' || strncmp(de->d_name, "agt_", 4) != 0)
+			continue;
+		if (ah_db_query(db, a, &rows, "SELECT 1 FROM agents WHERE id = ?", "s", de->d_name) != 0)
+			break; /* database away: decide nothing */
+		if (rows.n > 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		ah_log_info("agent=%s deleted: removing its images", de->d_name);
+		ah_deploy_rmtree(path);
+	}
+	closedir(d);
+	ah_arena_destroy(a);
+}
+
+static void expire_session(const char *agent_id, const char *session, void *ctx)
+{
+	ah_db *db = ctx;
+	ah_log_info("agent=%s session=%s: idle sandbox reclaimed", agent_id, session);
+	ah_db_exec(db, NULL, "UPDATE sessions SET state = 'expired', sandbox_id = NULL "
+	           "WHERE agent_id = ? AND id = ? AND state = 'active'", "ss", agent_id, session);
+}
+
+void *ah_heartbeat_thread(void *arg)
+{
+	struct ah_runner *r = arg;
+	ah_db *db = NULL;
+	ah_err err = {0};
+	int64_t idle_ms = ah_config_int(r->cfg, "session_idle_seconds", 3600, 1, 86400 * 30) * 1000;
+	int beat_ms = (int)ah_config_int(r->cfg, "runner_heartbeat_seconds", 5, 1, 300) * 1000;
+	int lease_ms = r->lease_seconds * 1000 / 3;
+	int64_t next_beat = 0, next_lease = 0, next_reap = 0, next_sweep = 0;
+	while (!r->stopping) {
+		int64_t now = ah_now_ms();
+		if (!db && ah_db_open(&db, r->cfg, &err) != 0) {
+			ah_log_error("heartbeat: %s; retrying", err.msg);
+			db = NULL;
+		}
+		if (db && now >= next_lease) {
+			renew_lease(db, r);
+			next_lease = now + lease_ms;
+		}
+		if (db && now >= next_beat) {
+			beat(db, r);
+			next_beat = now + beat_ms;
+		}
+		if (db && now >= next_reap) {
+			ah_sandboxes_reap_idle(idle_ms, expire_session, db);
+			next_reap = now + 10000;
+		}
+		if (db && now >= next_sweep) {
+			sweep_lost_deploys(db);
+			gc_deleted_agents(db, r);
+			next_sweep = now + 60000;
+		}
+		usleep(200 * 1000);
+	}
+	ah_db_close(db);
+	return NULL;
+}

@@ -1,0 +1,204 @@
+/* agenthost-runner: start-up, signals and shutdown, in that order.
+ *
+ * Start-up: config, absolute paths (image paths go into the database and are
+ * read by other processes), socket (refused while another runner answers on
+ * it), sandboxes, database, registration in `runners`, jobs this runner id held
+ * when it died made claimable at once, pid file, threads. Signals are blocked in every thread and taken by sigwait here.
+ *
+ * SIGTERM/SIGINT: stop claiming and accepting; let runs in flight and the job
+ * in progress finish within a grace period; a job still running after that goes
+ * back to the queue (its attempt not counted); destroy every sandbox; exit. */
+#include "runner/runner.h"
+#include "runner/sandboxes.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "deploy/deploy.h"
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* An existing absolute directory for a configured (maybe relative) one. */
+static int absolute_dir(char *out, const char *dir, ah_err *err)
+{
+	int rc = ah_deploy_mkdirs(dir, err);
+	if (rc == 0 && !realpath(dir, out))
+		rc = ah_err_set(err, AH_EFAIL, "%s: %s", dir, strerror(errno));
+	return rc;
+}
+
+static int setup_paths(struct ah_runner *r, ah_err *err)
+{
+	char dir[PATH_MAX], base[NAME_MAX + 1], abs[PATH_MAX];
+	const char *sock = ah_config_get(r->cfg, "runner_socket", "var/run/runner.sock");
+	snprintf(dir, sizeof(dir), "%s", sock);
+	snprintf(base, sizeof(base), "%s", basename(dir));
+	snprintf(dir, sizeof(dir), "%s", sock);
+	int rc = absolute_dir(abs, dirname(dir), err);
+	if (rc == 0)
+		rc = absolute_dir(r->data_dir, ah_config_get(r->cfg, "data_dir", "var/data"), err);
+	if (rc != 0)
+		return rc;
+	if ((size_t)snprintf(r->socket_path, sizeof(r->socket_path), "%s/%s", abs, base) >=
+	    sizeof(r->socket_path))
+		return ah_err_set(err, AH_EFAIL, "socket path too long");
+	const char *pid = ah_config_get(r->cfg, "runner_pid_file", NULL);
+	if (pid)
+		snprintf(r->pid_file, sizeof(r->pid_file), "%s", pid);
+	else if ((size_t)snprintf(r->pid_file, sizeof(r->pid_file), "%s/runner.pid", abs) >=
+	         sizeof(r->pid_file))
+		return ah_err_set(err, AH_EFAIL, "pid file path too long");
+	return 0;
+}
+
+/* runner_id, else host name plus a hash of the socket path, so two runners on
+ * one host differ and a restarted runner is recognised as the same one. */
+static void make_id(struct ah_runner *r)
+{
+	const char *id = ah_config_get(r->cfg, "runner_id", NULL);
+	char host[65] = "runner";
+	uint32_t h = 2166136261u;
+	if (id && *id) {
+		snprintf(r->id, sizeof(r->id), "%.64s", id);
+		return;
+	}
+	gethostname(host, sizeof(host) - 1);
+	for (const char *p = r->socket_path; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	snprintf(r->id, sizeof(r->id), "%.55s-%08x", host, h);
+}
+
+static int write_pid_file(const struct ah_runner *r)
+{
+	FILE *f = fopen(r->pid_file, "w");
+	if (!f)
+		return AH_EFAIL;
+	fprintf(f, "%d\n", (int)getpid());
+	return fclose(f) == 0 ? 0 : AH_EFAIL;
+}
+
+/* MariaDB may still be starting (scripts start everything at once). */
+static int open_db_patiently(ah_db **db, const struct ah_runner *r, ah_err *err)
+{
+	for (int i = 0; i < 30; i++) {
+		if (ah_db_open(db, r->cfg, err) == 0)
+			return 0;
+		ah_log_warn("database not reachable (%s); retrying", err->msg);
+		sleep(1);
+	}
+	return AH_EFAIL;
+}
+
+static int start(struct ah_runner *r, ah_db **db, ah_err *err)
+{
+	int rc = setup_paths(r, err);
+	if (rc != 0)
+		return rc;
+	make_id(r);
+	r->capacity = (int)ah_config_int(r->cfg, "runner_capacity", 8, 1, 1024);
+	r->lease_seconds = (int)ah_config_int(r->cfg, "deploy_lease_seconds", 30, 3, 3600);
+	r->max_attempts = (int)ah_config_int(r->cfg, "deploy_max_attempts", 3, 1, 100);
+	pthread_mutex_init(&r->job_mu, NULL);
+	ah_sandboxes_init();
+	/* The socket first: it is what tells a second runner with this id that the
+	 * first is alive, before it can clean up (sandboxes, leases) under it. */
+	if ((rc = ah_server_listen(r, err)) != 0 || (rc = ah_sandbox_init(r->cfg, err)) != 0)
+		return rc;
+	if ((rc = open_db_patiently(db, r, err)) != 0 ||
+	    (rc = ah_heartbeat_register(*db, r, err)) != 0)
+		return rc;
+	ah_jobs_expire_own(*db, r);
+	/* Nothing builds yet: whatever is in build/ was left by a killed run. */
+	char build[PATH_MAX + 8];
+	snprintf(build, sizeof(build), "%s/build", r->data_dir);
+	ah_deploy_rmtree(build);
+	if (write_pid_file(r) != 0)
+		ah_log_warn("cannot write %s", r->pid_file);
+	ah_log_info("runner %s ready: socket %s, data %s, capacity %d", r->id, r->socket_path,
+	            r->data_dir, r->capacity);
+	return 0;
+}
+
+static void wait_for_signal(void)
+{
+	sigset_t set;
+	int sig = 0;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	for (;;) {
+		if (sigwait(&set, &sig) == 0 && sig != SIGHUP)
+			break;
+	}
+	ah_log_info("signal %d: shutting down", sig);
+}
+
+static void stop(struct ah_runner *r, ah_db *db, pthread_t jobs, pthread_t beat, pthread_t srv)
+{
+	int grace = (int)ah_config_int(r->cfg, "runner_shutdown_grace_seconds", 20, 0, 3600);
+	r->stopping = 1;
+	pthread_join(srv, NULL);
+	ah_server_stop(grace * 1000);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += grace;
+	if (pthread_timedjoin_np(jobs, NULL, &ts) != 0) {
+		pthread_mutex_lock(&r->job_mu);
+		long long job = r->current_job;
+		pthread_mutex_unlock(&r->job_mu);
+		ah_log_warn("job=%lld still running after %d s; giving it back to the queue", job, grace);
+		if (job)
+			ah_jobs_release(db, r, job);
+	}
+	pthread_join(beat, NULL);
+	ah_sandboxes_destroy_all();
+	ah_sandbox_shutdown();
+	unlink(r->pid_file);
+}
+
+int main(int argc, char **argv)
+{
+	static struct ah_runner r;
+	ah_config *cfg = NULL;
+	ah_db *db = NULL;
+	ah_err err = {0};
+	ah_log_set_program("agenthost-runner");
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL); /* inherited by every thread: sigwait takes them */
+	signal(SIGPIPE, SIG_IGN);
+	const char *path = argc > 2 && strcmp(argv[1], "--config") == 0 ? argv[2] : NULL;
+	if (sodium_init() < 0 || ah_config_load(&cfg, path, &err) != 0) {
+		ah_log_error("start-up failed: %s", err.msg[0] ? err.msg : "libsodium");
+		return 1;
+	}
+	r.cfg = cfg;
+	if (start(&r, &db, &err) != 0) {
+		ah_log_error("start-up failed: %s", err.msg);
+		return 1;
+	}
+	pthread_t jobs, beat, srv;
+	if (pthread_create(&srv, NULL, ah_server_thread, &r) != 0 ||
+	    pthread_create(&beat, NULL, ah_heartbeat_thread, &r) != 0 ||
+	    pthread_create(&jobs, NULL, ah_jobs_thread, &r) != 0) {
+		ah_log_error("cannot start threads");
+		return 1;
+	}
+	wait_for_signal();
+	stop(&r, db, jobs, beat, srv);
+	ah_db_close(db);
+	ah_config_free(cfg);
+	ah_log_info("stopped");
+	return 0;
+}

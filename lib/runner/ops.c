@@ -1,0 +1,327 @@
+/* The runner protocol's operations. `run` checks every field before anything
+ * happens: ids and session keys are restricted to the characters the API
+ * allows (they end up in log lines), the image must be one of this runner's
+ * image directories (a bad request must not mount an arbitrary host directory
+ * into a sandbox), and the environment is passed as the whole environment of
+ * the program, never logged, and wiped after the call. */
+#include "runner/ops.h"
+#include "runner/sandboxes.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "deploy/deploy.h"
+
+#include <limits.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_MAX_OUTPUT (10 << 20)
+#define LIMIT_MAX_OUTPUT (16 << 20)
+
+struct run_req {
+	const char *invocation_id, *agent_id, *image, *entrypoint, *session;
+	char **envp;
+	size_t nenv;
+	unsigned char *in;
+	size_t in_len;
+	int timeout_ms;
+	size_t max_output;
+};
+
+json_object *ah_op_error(const char *msg)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "ok", json_object_new_boolean(0));
+	json_object_object_add(o, "error", json_object_new_string(msg));
+	return o;
+}
+
+static json_object *ok_answer(void)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "ok", json_object_new_boolean(1));
+	return o;
+}
+
+/* 1..max characters, each alphanumeric or in `extra`. */
+static bool token_ok(const char *s, size_t max, const char *extra)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (n == 0 || n > max)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      strchr(extra, c)))
+			return false;
+	}
+	return true;
+}
+
+static const char *get_str(json_object *req, const char *key)
+{
+	json_object *v;
+	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+static long long get_int(json_object *req, const char *key, long long def, long long min,
+                         long long max)
+{
+	json_object *v;
+	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_int))
+		return def;
+	long long n = json_object_get_int64(v);
+	return n < min ? min : n > max ? max : n;
+}
+
+json_object *ah_op_ping(const struct ah_runner *r)
+{
+	json_object *o = ok_answer();
+	json_object_object_add(o, "runner_id", json_object_new_string(r->id));
+	json_object_object_add(o, "sandboxes", json_object_new_int64((int64_t)ah_sandboxes_count()));
+	return o;
+}
+
+/* ---- run: parsing -------------------------------------------------------- */
+
+static void free_env(struct run_req *q)
+{
+	for (size_t i = 0; i < q->nenv; i++) {
+		sodium_memzero(q->envp[i], strlen(q->envp[i]));
+		free(q->envp[i]);
+	}
+	free(q->envp);
+	if (q->in) {
+		sodium_memzero(q->in, q->in_len);
+		free(q->in);
+	}
+}
+
+static int add_env(struct run_req *q, const char *key, const char *val)
+{
+	size_t n = strlen(key) + strlen(val) + 2;
+	char *s = malloc(n);
+	if (!s)
+		return -1;
+	snprintf(s, n, "%s=%s", key, val);
+	q->envp[q->nenv++] = s;
+	return 0;
+}
+
+/* The request's variables, then the defaults the request did not set. */
+static const char *parse_env(struct run_req *q, json_object *req)
+{
+	static const char *const defaults[][2] = {
+		{"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"HOME", "/tmp"}, {"LANG", "C.UTF-8"},
+	};
+	json_object *env = NULL;
+	if (json_object_object_get_ex(req, "env", &env) && !json_object_is_type(env, json_type_object)
+	    && !json_object_is_type(env, json_type_null))
+		return "\"env\" must be an object";
+	size_t n = env && json_object_is_type(env, json_type_object) ? json_object_object_length(env) : 0;
+	q->envp = calloc(n + 4, sizeof(char *));
+	if (!q->envp)
+		return "out of memory";
+	if (n > 0) {
+		json_object_object_foreach(env, k, v) {
+			if (!token_ok(k, 128, "_") || (k[0] >= '0' && k[0] <= '9'))
+				return "invalid environment variable name";
+			if (!json_object_is_type(v, json_type_string) ||
+			    strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v))
+				return "environment values must be strings without NUL";
+			if (add_env(q, k, json_object_get_string(v)) != 0)
+				return "out of memory";
+		}
+	}
+	for (size_t d = 0; d < 3; d++)
+		if (!(env && json_object_object_get_ex(env, defaults[d][0], NULL)) &&
+		    add_env(q, defaults[d][0], defaults[d][1]) != 0)
+			return "out of memory";
+	return NULL;
+}
+
+static const char *parse_stdin(struct run_req *q, json_object *req)
+{
+	const char *b64 = get_str(req, "stdin_b64");
+	size_t len = b64 ? strlen(b64) : 0;
+	q->in = malloc(len / 4 * 3 + 4);
+	if (!q->in)
+		return "out of memory";
+	if (len && sodium_base642bin(q->in, len / 4 * 3 + 4, b64, len, NULL, &q->in_len, NULL,
+	                             sodium_base64_VARIANT_ORIGINAL) != 0)
+		return "stdin_b64 is not valid base64";
+	return NULL;
+}
+
+/* The image must be an existing directory under <data_dir>/images/. */
+static bool image_ok(const struct ah_runner *r, const char *image)
+{
+	char real[PATH_MAX];
+	size_t dl = strlen(r->data_dir);
+	if (!image || !realpath(image, real))
+		return false;
+	return strncmp(real, r->data_dir, dl) == 0 && strncmp(real + dl, "/images/", 8) == 0 &&
+	       strcmp(real, image) == 0;
+}
+
+static const char *parse_run(struct run_req *q, const struct ah_runner *r, json_object *req)
+{
+	json_object *s = NULL;
+	q->invocation_id = get_str(req, "invocation_id");
+	q->agent_id = get_str(req, "agent_id");
+	q->image = get_str(req, "image");
+	q->entrypoint = get_str(req, "entrypoint");
+	q->session = get_str(req, "session");
+	if (json_object_object_get_ex(req, "session", &s) && s && !q->session)
+		return "\"session\" must be a string or null";
+	if (!token_ok(q->invocation_id, 64, "_-"))
+		return "invalid invocation_id";
+	if (!token_ok(q->agent_id, 32, "_"))
+		return "invalid agent_id";
+	if (q->session && !token_ok(q->session, 128, "._:-"))
+		return "invalid session";
+	if (!q->entrypoint || ah_deploy_path_check(q->entrypoint) != 0)
+		return "invalid entrypoint";
+	if (!image_ok(r, q->image))
+		return "image is not an image directory of this runner";
+	q->timeout_ms = (int)get_int(req, "timeout_ms", 120000, 1, 600000);
+	q->max_output = (size_t)get_int(req, "max_output_bytes", DEFAULT_MAX_OUTPUT, 1, LIMIT_MAX_OUTPUT);
+	const char *e = parse_env(q, req);
+	return e ? e : parse_stdin(q, req);
+}
+
+/* ---- run: capacity and execution ---------------------------------------- */
+
+static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t slot_cv = PTHREAD_COND_INITIALIZER;
+static int slots_used;
+
+static bool take_slot(const struct ah_runner *r, int wait_ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += wait_ms / 1000;
+	pthread_mutex_lock(&slot_mu);
+	int rc = 0;
+	while (slots_used >= r->capacity && rc == 0)
+		rc = pthread_cond_timedwait(&slot_cv, &slot_mu, &ts);
+	bool ok = slots_used < r->capacity;
+	if (ok)
+		slots_used++;
+	pthread_mutex_unlock(&slot_mu);
+	return ok;
+}
+
+static void give_slot(void)
+{
+	pthread_mutex_lock(&slot_mu);
+	slots_used--;
+	pthread_cond_signal(&slot_cv);
+	pthread_mutex_unlock(&slot_mu);
+}
+
+static json_object *run_answer(const char *sandbox_id, const ah_sandbox_result *res)
+{
+	json_object *o = ok_answer();
+	size_t cap = sodium_base64_ENCODED_LEN(res->out_len, sodium_base64_VARIANT_ORIGINAL);
+	char *b64 = malloc(cap);
+	if (!b64) {
+		json_object_put(o);
+		return ah_op_error("out of memory");
+	}
+	sodium_bin2base64(b64, cap, (const unsigned char *)(res->out ? res->out : ""), res->out_len,
+	                  sodium_base64_VARIANT_ORIGINAL);
+	json_object_object_add(o, "sandbox_id", json_object_new_string(sandbox_id));
+	json_object_object_add(o, "exit_code", json_object_new_int(res->exit_code));
+	json_object_object_add(o, "signal", json_object_new_int(res->signal));
+	json_object_object_add(o, "timed_out", json_object_new_boolean(res->timed_out));
+	json_object_object_add(o, "oom_killed", json_object_new_boolean(res->oom_killed));
+	json_object_object_add(o, "output_truncated", json_object_new_boolean(res->output_truncated));
+	json_object_object_add(o, "stdout_b64", json_object_new_string(b64));
+	json_object_object_add(o, "duration_ms", json_object_new_int64(res->duration_ms));
+	free(b64);
+	return o;
+}
+
+static json_object *execute(const struct run_req *q)
+{
+	struct ah_sbx_lease lease = {0};
+	ah_sandbox_result res = {0};
+	ah_err err = {0};
+	char entry[1100], tag[80];
+	snprintf(entry, sizeof(entry), "/app/%s", q->entrypoint);
+	snprintf(tag, sizeof(tag), "inv=%s", q->invocation_id);
+	if (ah_sandboxes_acquire(&lease, q->agent_id, q->session, q->image, &err) != 0) {
+		ah_log_error("%s agent=%s: no sandbox: %s", tag, q->agent_id, err.msg);
+		return ah_op_error("could not create a sandbox");
+	}
+	const char *argv[] = {"/usr/bin/node", entry, NULL};
+	ah_sandbox_exec_spec x = {
+		.argv = argv, .envp = (const char *const *)q->envp, .stdin_data = q->in,
+		.stdin_len = q->in_len, .timeout_ms = q->timeout_ms, .max_output = q->max_output,
+		.log_tag = tag, .cwd = "/app",
+	};
+	const char *sandbox_id = ah_sandbox_id(lease.sb);
+	json_object *ans;
+	int rc = ah_sandbox_exec(lease.sb, &x, &res, &err);
+	if (rc == 0) {
+		ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms", tag,
+		            q->agent_id, sandbox_id, res.exit_code, res.signal, res.timed_out,
+		            res.oom_killed, res.duration_ms);
+		ans = run_answer(sandbox_id, &res);
+	} else {
+		ah_log_error("%s agent=%s sandbox=%s: exec failed: %s", tag, q->agent_id, sandbox_id, err.msg);
+		ans = ah_op_error("the sandbox failed to run the agent");
+	}
+	ah_sandbox_result_free(&res);
+	ah_sandboxes_release(&lease, rc == AH_EFAIL);
+	return ans;
+}
+
+json_object *ah_op_run(struct ah_runner *r, json_object *req)
+{
+	struct run_req q = {0};
+	const char *bad = parse_run(&q, r, req);
+	json_object *ans;
+	if (bad) {
+		ah_log_warn("run refused: %s", bad);
+		ans = ah_op_error(bad);
+	} else if (r->stopping) {
+		ans = ah_op_error("runner shutting down");
+	} else if (!take_slot(r, 10000)) {
+		ans = ah_op_error("runner at capacity");
+	} else {
+		ans = execute(&q);
+		give_slot();
+	}
+	free_env(&q);
+	return ans;
+}
+
+/* ---- destroy ------------------------------------------------------------- */
+
+json_object *ah_op_destroy_session(json_object *req)
+{
+	const char *agent = get_str(req, "agent_id"), *session = get_str(req, "session");
+	if (!token_ok(agent, 32, "_") || !token_ok(session, 128, "._:-"))
+		return ah_op_error("invalid agent_id or session");
+	int n = ah_sandboxes_destroy_session(agent, session);
+	ah_log_info("agent=%s session=%s: destroy_session (%d sandbox)", agent, session, n);
+	return ok_answer();
+}
+
+json_object *ah_op_destroy_agent(json_object *req)
+{
+	const char *agent = get_str(req, "agent_id");
+	if (!token_ok(agent, 32, "_"))
+		return ah_op_error("invalid agent_id");
+	int n = ah_sandboxes_destroy_agent(agent);
+	ah_log_info("agent=%s: destroy_agent (%d sandboxes)", agent, n);
+	json_object *o = ok_answer();
+	json_object_object_add(o, "destroyed", json_object_new_int(n));
+	return o;
+}

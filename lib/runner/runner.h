@@ -1,0 +1,69 @@
+/* agenthost-runner: the one privileged process. It claims deploy jobs from the
+ * deploy_jobs table (jobs.c, deploy_job.c), keeps itself registered and its
+ * leases alive (heartbeat.c), and serves the API workers on a unix socket
+ * (server.c) with sandboxes it keeps in a registry (sandboxes.c).
+ *
+ * Threads: main (signals, start-up, shutdown), the job loop, the heartbeat, the
+ * socket acceptor, and one short-lived thread per socket connection. Each thread
+ * that talks to MariaDB opens its own connection: a connection is not
+ * thread-safe. Connection threads never touch the database. */
+#ifndef AH_RUNNER_RUNNER_H
+#define AH_RUNNER_RUNNER_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/err.h"
+#include "db/db.h"
+
+struct ah_runner {
+	const ah_config *cfg;
+	char id[65];
+	char socket_path[PATH_MAX];   /* absolute */
+	char data_dir[PATH_MAX];      /* absolute: image paths go into the database */
+	char pid_file[PATH_MAX];
+	int capacity;                 /* concurrent runs */
+	int lease_seconds;
+	int max_attempts;
+	volatile int stopping;        /* SIGTERM seen: claim nothing more */
+
+	/* The job being worked on, for the heartbeat's lease renewal. */
+	pthread_mutex_t job_mu;
+	long long current_job;
+	volatile int job_lost;        /* the lease could not be renewed: someone else has it */
+};
+
+/* A claimed deploy job. */
+struct ah_job {
+	long long id;
+	char agent_id[33];
+	int attempts;                 /* including this one */
+	char tag[160];                /* "agent=<slug> (<id>) job=<id>" for log lines */
+};
+
+/* deploy_job.c: one attempt of a claimed job, up to and including the switch
+ * of the agent to its new image. 0; AH_ECONFLICT when the job was superseded or
+ * its lease lost (nothing to record); else a deploy.h code with err set. */
+int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *job, ah_err *err);
+
+/* jobs.c: the claim loop; arg is the struct ah_runner. Opens its own db. */
+void *ah_jobs_thread(void *arg);
+/* Gives a job this runner holds back to the queue (shutdown). */
+int ah_jobs_release(ah_db *db, const struct ah_runner *r, long long job_id);
+/* Start-up: jobs this runner id held when it died are expired at once. */
+int ah_jobs_expire_own(ah_db *db, const struct ah_runner *r);
+
+/* heartbeat.c */
+int ah_heartbeat_register(ah_db *db, const struct ah_runner *r, ah_err *err);
+void *ah_heartbeat_thread(void *arg);
+
+/* server.c */
+int ah_server_listen(struct ah_runner *r, ah_err *err);
+void *ah_server_thread(void *arg);
+/* Stops accepting and waits (up to grace_ms) for connections in flight. */
+void ah_server_stop(int grace_ms);
+
+#endif

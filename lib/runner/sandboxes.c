@@ -1,0 +1,281 @@
+/* See sandboxes.h. One mutex guards the list and every entry's bookkeeping
+ * (refs, doomed, last use); each entry has its own run mutex that a lease holds,
+ * which is what serializes calls within a session. Sandboxes are created and
+ * destroyed outside the registry lock: both take milliseconds or more. */
+#include "runner/sandboxes.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "deploy/deploy.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ah_sbx_entry {
+	char agent_id[33];
+	char session[129];        /* "" for an ephemeral sandbox */
+	char image[1024];
+	ah_sandbox *sb;
+	pthread_mutex_t run_mu;
+	int refs;                 /* leases held or waited for */
+	bool doomed;              /* destroy at the last release */
+	int64_t last_used_ms;
+	struct ah_sbx_entry *next;
+};
+
+struct retired {
+	char image[1024];
+	struct retired *next;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ah_sbx_entry *entries;
+static struct retired *retired_images;
+
+void ah_sandboxes_init(void)
+{
+	entries = NULL;
+	retired_images = NULL;
+}
+
+static bool image_in_use(const char *image)
+{
+	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+		if (strcmp(e->image, image) == 0)
+			return true;
+	return false;
+}
+
+/* Unlinks e (lock held) and returns retired images no longer used, to remove. */
+static struct retired *unlink_entry(struct ah_sbx_entry *e)
+{
+	for (struct ah_sbx_entry **p = &entries; *p; p = &(*p)->next)
+		if (*p == e) {
+			*p = e->next;
+			break;
+		}
+	struct retired *gone = NULL;
+	for (struct retired **p = &retired_images; *p;) {
+		if (image_in_use((*p)->image)) {
+			p = &(*p)->next;
+			continue;
+		}
+		struct retired *r = *p;
+		*p = r->next;
+		r->next = gone;
+		gone = r;
+	}
+	return gone;
+}
+
+static void remove_images(struct retired *gone)
+{
+	while (gone) {
+		struct retired *n = gone->next;
+		ah_log_info("removing retired image %s", gone->image);
+		ah_deploy_rmtree(gone->image);
+		free(gone);
+		gone = n;
+	}
+}
+
+static void destroy_entry(struct ah_sbx_entry *e)
+{
+	if (e->sb) {
+		ah_log_info("sandbox %s destroyed (agent=%s%s%s)", ah_sandbox_id(e->sb), e->agent_id,
+		            e->session[0] ? " session=" : "", e->session);
+		ah_sandbox_destroy(e->sb);
+	}
+	pthread_mutex_destroy(&e->run_mu);
+	free(e);
+}
+
+/* Destroys every doomed entry nobody holds, outside the lock. */
+static void sweep(void)
+{
+	struct ah_sbx_entry *dead = NULL;
+	struct retired *gone = NULL;
+	pthread_mutex_lock(&mu);
+	for (struct ah_sbx_entry *e = entries, *next; e; e = next) {
+		next = e->next;
+		if (!e->doomed || e->refs > 0)
+			continue;
+		for (struct retired *g = unlink_entry(e), *gn; g; g = gn) {
+			gn = g->next;
+			g->next = gone;
+			gone = g;
+		}
+		e->next = dead;
+		dead = e;
+	}
+	pthread_mutex_unlock(&mu);
+	for (struct ah_sbx_entry *e = dead, *next; e; e = next) {
+		next = e->next;
+		destroy_entry(e);
+	}
+	remove_images(gone);
+}
+
+static struct ah_sbx_entry *new_entry(const char *agent_id, const char *session, const char *image)
+{
+	struct ah_sbx_entry *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	snprintf(e->agent_id, sizeof(e->agent_id), "%s", agent_id);
+	snprintf(e->session, sizeof(e->session), "%s", session ? session : "");
+	snprintf(e->image, sizeof(e->image), "%s", image);
+	pthread_mutex_init(&e->run_mu, NULL);
+	e->last_used_ms = ah_now_ms();
+	e->next = entries;
+	entries = e;
+	return e;
+}
+
+/* Lock held. The live entry of a session, dooming one over an older image. */
+static struct ah_sbx_entry *find_session(const char *agent_id, const char *session,
+                                         const char *image)
+{
+	for (struct ah_sbx_entry *e = entries; e; e = e->next) {
+		if (e->doomed || !e->session[0] || strcmp(e->agent_id, agent_id) != 0 ||
+		    strcmp(e->session, session) != 0)
+			continue;
+		if (strcmp(e->image, image) == 0)
+			return e;
+		e->doomed = true; /* redeployed: the old state is gone, as the contract says */
+	}
+	return NULL;
+}
+
+int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const char *session,
+                         const char *image, ah_err *err)
+{
+	pthread_mutex_lock(&mu);
+	struct ah_sbx_entry *e = session ? find_session(agent_id, session, image) : NULL;
+	if (!e)
+		e = new_entry(agent_id, session, image);
+	if (e)
+		e->refs++;
+	pthread_mutex_unlock(&mu);
+	sweep(); /* a session's sandbox over an older image was just doomed */
+	if (!e)
+		return ah_err_set(err, AH_EFAIL, "out of memory");
+	pthread_mutex_lock(&e->run_mu);
+	int rc = 0;
+	if (!e->sb) {
+		ah_sandbox_spec spec = {.image_dir = image};
+		/* A pooled sandbox can go bad while it waits; one more try is cheap. */
+		for (int attempt = 0; attempt < 2 && !e->sb; attempt++) {
+			rc = ah_sandbox_create(&e->sb, &spec, err);
+			if (rc != 0)
+				e->sb = NULL;
+		}
+	}
+	out->entry = e;
+	out->sb = e->sb;
+	if (rc != 0) {
+		ah_sandboxes_release(out, true);
+		out->entry = NULL;
+	}
+	return rc;
+}
+
+void ah_sandboxes_release(struct ah_sbx_lease *lease, bool broken)
+{
+	struct ah_sbx_entry *e = lease->entry;
+	if (!e)
+		return;
+	lease->entry = NULL;
+	pthread_mutex_unlock(&e->run_mu);
+	pthread_mutex_lock(&mu);
+	e->refs--;
+	e->last_used_ms = ah_now_ms();
+	if (broken || !e->session[0] || !e->sb)
+		e->doomed = true;
+	pthread_mutex_unlock(&mu);
+	sweep();
+}
+
+/* Dooms the entries matching (agent or NULL, session or NULL); the unused ones
+ * go at once, the others at their last release. */
+static int destroy_matching(const char *agent_id, const char *session)
+{
+	int n = 0;
+	pthread_mutex_lock(&mu);
+	for (struct ah_sbx_entry *e = entries; e; e = e->next) {
+		if ((agent_id && strcmp(e->agent_id, agent_id) != 0) ||
+		    (session && strcmp(e->session, session) != 0) || e->doomed)
+			continue;
+		e->doomed = true;
+		n += e->sb != NULL;
+	}
+	pthread_mutex_unlock(&mu);
+	sweep();
+	return n;
+}
+
+int ah_sandboxes_destroy_session(const char *agent_id, const char *session)
+{
+	return destroy_matching(agent_id, session);
+}
+
+int ah_sandboxes_destroy_agent(const char *agent_id)
+{
+	return destroy_matching(agent_id, NULL);
+}
+
+void ah_sandboxes_destroy_all(void)
+{
+	destroy_matching(NULL, NULL);
+}
+
+size_t ah_sandboxes_count(void)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&mu);
+	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+		n += e->sb != NULL;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+int ah_sandboxes_reap_idle(int64_t idle_ms, ah_sbx_reaped_fn fn, void *ctx)
+{
+	enum { BATCH = 64 };
+	char agents[BATCH][33], sessions[BATCH][129];
+	int64_t cutoff = ah_now_ms() - idle_ms;
+	int n = 0;
+	pthread_mutex_lock(&mu);
+	for (struct ah_sbx_entry *e = entries; e && n < BATCH; e = e->next) {
+		if (e->refs > 0 || e->doomed || !e->session[0] || e->last_used_ms > cutoff)
+			continue;
+		e->doomed = true;
+		memcpy(agents[n], e->agent_id, sizeof(agents[n]));
+		memcpy(sessions[n], e->session, sizeof(sessions[n]));
+		n++;
+	}
+	pthread_mutex_unlock(&mu);
+	sweep();
+	for (int i = 0; i < n && fn; i++)
+		fn(agents[i], sessions[i], ctx);
+	return n;
+}
+
+void ah_sandboxes_retire_image(const char *image)
+{
+	if (!image || !*image)
+		return;
+	pthread_mutex_lock(&mu);
+	bool used = image_in_use(image);
+	struct retired *r = used ? calloc(1, sizeof(*r)) : NULL;
+	if (r) {
+		snprintf(r->image, sizeof(r->image), "%s", image);
+		r->next = retired_images;
+		retired_images = r;
+	}
+	pthread_mutex_unlock(&mu);
+	if (!used) {
+		ah_log_info("removing retired image %s", image);
+		ah_deploy_rmtree(image);
+	}
+}

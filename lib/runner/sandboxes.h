@@ -1,0 +1,51 @@
+/* The runner's sandbox registry: which sandbox serves which (agent, session),
+ * who is using it right now, and which image directories are still in use.
+ *
+ * A caller acquires a lease, runs in the leased sandbox, and releases it.
+ * Leases of one session are serialized (the session's mutex is held for the
+ * lease); ephemeral leases (session NULL) get a sandbox of their own that is
+ * destroyed on release. Destroying something in use only marks it: the last
+ * release destroys it, so no sandbox is ever destroyed under a running exec.
+ * Retired images (after a redeploy) are removed once no sandbox uses them. */
+#ifndef AH_RUNNER_SANDBOXES_H
+#define AH_RUNNER_SANDBOXES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "sandbox/sandbox.h"
+
+struct ah_sbx_entry;
+
+struct ah_sbx_lease {
+	struct ah_sbx_entry *entry;
+	ah_sandbox *sb;
+};
+
+void ah_sandboxes_init(void);
+
+/* Finds or creates the sandbox for (agent_id, session) over image. A session
+ * whose sandbox runs an older image gets a fresh sandbox. */
+int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const char *session,
+                         const char *image, ah_err *err);
+/* broken: the sandbox failed (ah_sandbox_exec returned AH_EFAIL): destroy it. */
+void ah_sandboxes_release(struct ah_sbx_lease *lease, bool broken);
+
+/* Number destroyed (or marked, when in use). */
+int ah_sandboxes_destroy_session(const char *agent_id, const char *session);
+int ah_sandboxes_destroy_agent(const char *agent_id);
+void ah_sandboxes_destroy_all(void);
+size_t ah_sandboxes_count(void);
+
+/* Destroys session sandboxes idle longer than idle_ms and calls fn for each
+ * (outside the registry lock) so the caller can expire the session row. */
+typedef void (*ah_sbx_reaped_fn)(const char *agent_id, const char *session, void *ctx);
+int ah_sandboxes_reap_idle(int64_t idle_ms, ah_sbx_reaped_fn fn, void *ctx);
+
+/* The image directory is no longer an agent's current image: remove it now, or
+ * when the last sandbox over it is destroyed. */
+void ah_sandboxes_retire_image(const char *image);
+
+#endif

@@ -1,0 +1,247 @@
+/* The runner's socket (docs/runner-protocol.md): one JSON request line per
+ * connection, one JSON answer line, then close. Each connection gets a short
+ * thread; `run` requests additionally take one of `capacity` slots so at most
+ * that many programs run at once.
+ *
+ * The socket is a unix socket on the host's file system with mode 0660; a
+ * sandbox has its own mount namespace without it and its own network namespace,
+ * so no sandbox can reach it. Requests carry secrets (the env of `run`): env is
+ * never logged, and the copies are wiped after use. */
+#include "runner/runner.h"
+#include "runner/sandboxes.h"
+#include "runner/ops.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "deploy/deploy.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <json-c/json.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_REQUEST (48 << 20)   /* a base64 prompt of up to ~36 MB */
+#define READ_TIMEOUT_MS 30000
+#define MAX_CONNECTIONS 256
+
+static struct ah_runner *runner;
+static int listen_fd = -1;
+static pthread_mutex_t conn_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t conn_cv = PTHREAD_COND_INITIALIZER;
+static int connections;
+
+static int socket_group(const char *path, const char *group, ah_err *err)
+{
+	struct group gr, *res = NULL;
+	char buf[4096];
+	if (getgrnam_r(group, &gr, buf, sizeof(buf), &res) != 0 || !res)
+		return ah_err_set(err, AH_EFAIL, "runner_socket_group %s: no such group", group);
+	if (chown(path, (uid_t)-1, gr.gr_gid) != 0)
+		return ah_err_set(err, AH_EFAIL, "chown %s: %s", path, strerror(errno));
+	return 0;
+}
+
+int ah_server_listen(struct ah_runner *r, ah_err *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct stat st;
+	runner = r;
+	if (strlen(r->socket_path) >= sizeof(sa.sun_path))
+		return ah_err_set(err, AH_EFAIL, "socket path too long: %s", r->socket_path);
+	memcpy(sa.sun_path, r->socket_path, strlen(r->socket_path) + 1);
+	/* A socket left by a killed runner is removed; one that answers belongs to a
+	 * live runner, and two runners on one socket would share an id. */
+	if (lstat(r->socket_path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		bool live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		if (probe >= 0)
+			close(probe);
+		if (live)
+			return ah_err_set(err, AH_ECONFLICT, "another runner is listening on %s",
+			                  r->socket_path);
+		unlink(r->socket_path);
+	}
+	listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	mode_t old = umask(0117); /* born 0660: never briefly world-connectable */
+	int b = listen_fd < 0 ? -1 : bind(listen_fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (b != 0 || listen(listen_fd, 128) != 0)
+		return ah_err_set(err, AH_EFAIL, "cannot listen on %s: %s", r->socket_path,
+		                  strerror(errno));
+	chmod(r->socket_path, 0660);
+	const char *group = ah_config_get(r->cfg, "runner_socket_group", NULL);
+	if (group && *group)
+		return socket_group(r->socket_path, group, err);
+	return 0;
+}
+
+/* Reads one request line within the deadline; malloc'ed, NUL-terminated. */
+static char *read_request(int fd, size_t *len)
+{
+	size_t cap = 64 * 1024, n = 0;
+	char *buf = malloc(cap);
+	int64_t deadline = ah_now_ms() + READ_TIMEOUT_MS;
+	while (buf) {
+		int left = (int)(deadline - ah_now_ms());
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (left <= 0 || poll(&p, 1, left) <= 0)
+			break;
+		if (n + 1 >= cap) {
+			char *nb = cap >= MAX_REQUEST ? NULL : realloc(buf, cap * 4);
+			if (!nb)
+				break;
+			buf = nb;
+			cap *= 4;
+		}
+		ssize_t got = read(fd, buf + n, cap - n - 1);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		char *nl = memchr(buf + n, '\n', (size_t)got);
+		n += (size_t)got;
+		if (nl) {
+			*len = (size_t)(nl - buf);
+			buf[*len] = '\0';
+			return buf;
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+static void write_answer(int fd, json_object *ans)
+{
+	size_t len;
+	const char *s = json_object_to_json_string_length(ans, JSON_C_TO_STRING_PLAIN, &len);
+	struct iovec iov[2] = {{(void *)s, len}, {"\n", 1}};
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+	while (iov[0].iov_len + iov[1].iov_len > 0) {
+		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		for (int i = 0; i < 2 && w > 0; i++) {
+			size_t k = (size_t)w < iov[i].iov_len ? (size_t)w : iov[i].iov_len;
+			iov[i].iov_base = (char *)iov[i].iov_base + k;
+			iov[i].iov_len -= k;
+			w -= (ssize_t)k;
+		}
+		mh.msg_iov = iov[0].iov_len ? iov : iov + 1;
+		mh.msg_iovlen = iov[0].iov_len ? 2 : 1;
+	}
+}
+
+static json_object *dispatch(json_object *req)
+{
+	json_object *op = NULL;
+	const char *name = json_object_object_get_ex(req, "op", &op) ? json_object_get_string(op) : NULL;
+	if (!name)
+		return ah_op_error("missing \"op\"");
+	if (strcmp(name, "ping") == 0)
+		return ah_op_ping(runner);
+	if (strcmp(name, "run") == 0)
+		return ah_op_run(runner, req);
+	if (strcmp(name, "destroy_session") == 0)
+		return ah_op_destroy_session(req);
+	if (strcmp(name, "destroy_agent") == 0)
+		return ah_op_destroy_agent(req);
+	return ah_op_error("unknown op");
+}
+
+static void *connection(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	size_t len = 0;
+	char *line = read_request(fd, &len);
+	json_object *req = NULL, *ans = NULL;
+	bool had_line = line != NULL;
+	if (line) {
+		json_tokener *tok = json_tokener_new_ex(32);
+		req = tok ? json_tokener_parse_ex(tok, line, (int)len) : NULL;
+		json_tokener_free(tok);
+		/* The request may hold secrets: wipe the raw copy now. */
+		explicit_bzero(line, len);
+		free(line);
+	}
+	if (!req || !json_object_is_type(req, json_type_object))
+		ans = ah_op_error(had_line ? "request is not a JSON object" : "no request line");
+	else
+		ans = dispatch(req);
+	write_answer(fd, ans);
+	json_object_put(ans);
+	json_object_put(req);
+	close(fd);
+	pthread_mutex_lock(&conn_mu);
+	connections--;
+	pthread_cond_broadcast(&conn_cv);
+	pthread_mutex_unlock(&conn_mu);
+	return NULL;
+}
+
+static void spawn(int fd)
+{
+	pthread_attr_t at;
+	pthread_t t;
+	pthread_mutex_lock(&conn_mu);
+	bool full = connections >= MAX_CONNECTIONS;
+	if (!full)
+		connections++;
+	pthread_mutex_unlock(&conn_mu);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (full || pthread_create(&t, &at, connection, (void *)(intptr_t)fd) != 0) {
+		json_object *ans = ah_op_error("runner overloaded");
+		write_answer(fd, ans);
+		json_object_put(ans);
+		close(fd);
+		if (!full) {
+			pthread_mutex_lock(&conn_mu);
+			connections--;
+			pthread_mutex_unlock(&conn_mu);
+		}
+	}
+	pthread_attr_destroy(&at);
+}
+
+void *ah_server_thread(void *arg)
+{
+	struct ah_runner *r = arg;
+	ah_log_info("listening on %s", r->socket_path);
+	while (!r->stopping) {
+		struct pollfd p = {.fd = listen_fd, .events = POLLIN};
+		if (poll(&p, 1, 200) <= 0)
+			continue;
+		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0)
+			spawn(fd);
+	}
+	close(listen_fd);
+	listen_fd = -1;
+	unlink(r->socket_path);
+	return NULL;
+}
+
+void ah_server_stop(int grace_ms)
+{
+	int64_t deadline = ah_now_ms() + grace_ms;
+	pthread_mutex_lock(&conn_mu);
+	while (connections > 0 && ah_now_ms() < deadline) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&conn_cv, &conn_mu, &ts);
+	}
+	if (connections > 0)
+		ah_log_warn("%d connection(s) still running at shutdown", connections);
+	pthread_mutex_unlock(&conn_mu);
+}
