@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-PORT = 18080
+PORT = 18997  # not a port the test stack uses (18080-18081, 18180-18181)
 BANNER = b"HOST-LISTENER\n"
 DUMMY = "ahtest0"
 DUMMY_ADDRS = ["10.77.0.1", "169.254.169.254", "172.16.77.1", "192.168.77.1", "100.64.77.1"]
