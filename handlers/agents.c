@@ -2,6 +2,7 @@
  * endpoints that only queue work (deploy) or ask the runner (sandbox stop).
  * Deploys themselves happen in agenthost-runner. */
 #include "agents.h"
+#include "list.h"
 #include "routes.h"
 #include "runner_client/runner_client.h"
 #include "code.h"
@@ -204,21 +205,14 @@ static int free_slug(ah_req *r, const char *name, const char **out)
 
 /* ---- handlers ---- */
 
+static json_object *agent_row_json(ah_req *r, char **row)
+{
+	return ah_agent_json(r, row);
+}
+
 static int list_agents(ah_req *r)
 {
-	long long limit, offset;
-	ah_rows rows, count;
-	if (ah_page(r, &limit, &offset) != 0)
-		return AH_EDONE;
-	if (ah_db_query(r->db, r->arena, &count, SQL_COUNT, "s", r->user->id) != 0 ||
-	    ah_db_query(r->db, r->arena, &rows, SQL_LIST, "sii", r->user->id, limit, offset) != 0)
-		return AH_EFAIL;
-	json_object *arr = json_object_new_array();
-	for (size_t i = 0; i < rows.n; i++)
-		json_object_array_add(arr, ah_agent_json(r, rows.v[i]));
-	long long total = 0;
-	ah_parse_ll(&total, ah_cell(&count, 0, 0));
-	return ah_reply_list(r, arr, total);
+	return ah_list_reply(r, SQL_COUNT, SQL_LIST, r->user->id, agent_row_json);
 }
 
 static int create_agent(ah_req *r)

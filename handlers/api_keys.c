@@ -1,6 +1,7 @@
 /* /api-keys: named API keys of the caller. A key is shown once, at creation;
  * afterwards only its public prefix. Deleting a key revokes it at once (the row
  * is gone, so the next lookup fails). */
+#include "list.h"
 #include "routes.h"
 #include "core/util.h"
 #include "crypto/crypto.h"
@@ -31,18 +32,7 @@ static json_object *key_json(ah_req *r, char **v)
 
 static int list_keys(ah_req *r)
 {
-	long long limit, offset, total = 0;
-	ah_rows rows, count;
-	if (ah_page(r, &limit, &offset) != 0)
-		return AH_EDONE;
-	if (ah_db_query(r->db, r->arena, &count, SQL_COUNT, "s", r->user->id) != 0 ||
-	    ah_db_query(r->db, r->arena, &rows, SQL_LIST, "sii", r->user->id, limit, offset) != 0)
-		return AH_EFAIL;
-	json_object *arr = json_object_new_array();
-	for (size_t i = 0; i < rows.n; i++)
-		json_object_array_add(arr, key_json(r, rows.v[i]));
-	ah_parse_ll(&total, ah_cell(&count, 0, 0));
-	return ah_reply_list(r, arr, total);
+	return ah_list_reply(r, SQL_COUNT, SQL_LIST, r->user->id, key_json);
 }
 
 static int create_key(ah_req *r)

@@ -2,6 +2,7 @@
  * the master key (crypto_secretbox, a fresh nonce per value). Values are never
  * returned and never logged; only names and times are. */
 #include "agents.h"
+#include "list.h"
 #include "routes.h"
 #include "core/util.h"
 #include "crypto/crypto.h"
@@ -56,19 +57,8 @@ static json_object *secret_json(ah_req *r, char **v)
 static int list_secrets(ah_req *r)
 {
 	char **a;
-	ah_rows rows, count;
-	long long limit, offset, total = 0;
 	int rc = ah_agent_load(r, &a);
-	if (rc != 0 || (rc = ah_page(r, &limit, &offset)) != 0)
-		return rc;
-	if (ah_db_query(r->db, r->arena, &count, SQL_COUNT, "s", a[AG_ID]) != 0 ||
-	    ah_db_query(r->db, r->arena, &rows, SQL_LIST, "sii", a[AG_ID], limit, offset) != 0)
-		return AH_EFAIL;
-	json_object *arr = json_object_new_array();
-	for (size_t i = 0; i < rows.n; i++)
-		json_object_array_add(arr, secret_json(r, rows.v[i]));
-	ah_parse_ll(&total, ah_cell(&count, 0, 0));
-	return ah_reply_list(r, arr, total);
+	return rc ? rc : ah_list_reply(r, SQL_COUNT, SQL_LIST, a[AG_ID], secret_json);
 }
 
 static int set_secret(ah_req *r)

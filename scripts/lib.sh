@@ -64,16 +64,21 @@ stop_pid() { # stop_pid PIDFILE [SECONDS]
 mysql_cli() { mariadb --no-defaults --socket="$VAR/run/mysql.sock" -uroot "$@"; }
 
 start_mariadb() {
-    mkdir -p "$VAR/run" "$VAR/log"
+    mkdir -p "$VAR/run" "$VAR/log" "$VAR/tmp"
     if [ ! -d "$VAR/mysql/mysql" ]; then
         log "initialising MariaDB in $VAR/mysql"
-        mariadb-install-db --no-defaults --datadir="$VAR/mysql" --user=root \
-            --auth-root-authentication-method=socket >"$VAR/log/mysql-install.log" 2>&1 \
-            || die "mariadb-install-db failed (see $VAR/log/mysql-install.log)"
+        # Its own tmpdir: installs of several stacks at once must not share /tmp.
+        local try
+        for try in 1 2; do
+            rm -rf "$VAR/mysql"
+            mariadb-install-db --no-defaults --datadir="$VAR/mysql" --tmpdir="$VAR/tmp" --user=root \
+                --auth-root-authentication-method=socket >"$VAR/log/mysql-install.log" 2>&1 && break
+            [ "$try" = 2 ] && die "mariadb-install-db failed (see $VAR/log/mysql-install.log)"
+        done
     fi
     if ! pid_alive "$VAR/run/mysql.pid"; then
         # --skip-networking: reachable only through its own socket, never the system's.
-        mariadbd --no-defaults --datadir="$VAR/mysql" --socket="$VAR/run/mysql.sock" \
+        mariadbd --no-defaults --datadir="$VAR/mysql" --socket="$VAR/run/mysql.sock" --tmpdir="$VAR/tmp" \
             --pid-file="$VAR/run/mysql.pid" --skip-networking --user=root \
             --log-error="$VAR/log/mysql.log" --innodb-buffer-pool-size=256M \
             --innodb-flush-log-at-trx-commit=2 --max-connections=500 --thread-handling=pool-of-threads \

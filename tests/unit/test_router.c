@@ -8,20 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int ntest, nfail;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-	va_list ap;
-	printf("%sok %d - ", cond ? "" : "not ", ++ntest);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	if (!cond)
-		nfail++;
-}
+#include "tap.h"
 
 static int h_list(ah_req *r) { (void)r; return 1; }
 static int h_create(ah_req *r) { (void)r; return 2; }

@@ -16,20 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int ntest, nfail;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-	va_list ap;
-	printf("%sok %d - ", cond ? "" : "not ", ++ntest);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	if (!cond)
-		nfail++;
-}
+#include "tap.h"
 
 /* ---- ah_parse_ll ---- */
 
