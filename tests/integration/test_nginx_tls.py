@@ -1,0 +1,110 @@
+"""The TLS variant of the nginx site (nginx/agenthost-tls.conf) is a working config:
+it passes `nginx -t`, and an nginx started from it terminates TLS and forwards
+/api/v1/ to the running API workers (the answer is the API's own JSON)."""
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import pytest
+
+from conftest import ROOT, VAR
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture
+def tls_nginx():
+    d = tempfile.mkdtemp(prefix="ah-tls-")
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    https, http = free_port(), free_port()
+    snip = os.path.join(d, "snippets")
+    os.mkdir(snip)
+    subst = {"@LISTEN@": f"127.0.0.1:{https}", "@HTTP_LISTEN@": f"127.0.0.1:{http}",
+             "@API_SOCKET@": os.path.join(VAR, "run", "api.sock"),
+             "@INVOKE_SOCKET@": os.path.join(VAR, "run", "api-invoke.sock"),
+             "@SNIPPETS@": snip, "@CERT@": cert, "@KEY@": key, "@FLOOD_RATE@": "100r/s"}
+
+    def render(src, dst):
+        text = open(src).read()
+        for k, v in subst.items():
+            text = text.replace(k, v)
+        assert "@" not in text.replace("$", ""), f"unfilled placeholder in {src}"
+        open(dst, "w").write(text)
+
+    for f in os.listdir(os.path.join(ROOT, "nginx", "snippets")):
+        render(os.path.join(ROOT, "nginx", "snippets", f), os.path.join(snip, f))
+    render(os.path.join(ROOT, "nginx", "agenthost-tls.conf"), os.path.join(d, "site.conf"))
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        # Workers run as www-data: the FastCGI sockets are group www-data, mode 0660.
+        f.write(f"""user www-data;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/body; fastcgi_temp_path {d}/fcgi;
+    proxy_temp_path {d}/proxy; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
+    include {snip}/http.conf;
+    include {d}/site.conf;
+}}
+""")
+    subprocess.run(["nginx", "-t", "-q", "-c", conf, "-p", d], check=True)
+    subprocess.run(["nginx", "-c", conf, "-p", d], check=True)
+    try:
+        for _ in range(50):
+            if os.path.exists(os.path.join(d, "nginx.pid")):
+                break
+            time.sleep(0.1)
+        yield https, http
+    finally:
+        pid = int(open(os.path.join(d, "nginx.pid")).read())
+        os.kill(pid, 15)
+        for _ in range(50):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_tls_site_serves_the_api(tls_nginx):
+    https, http = tls_nginx
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with urllib.request.urlopen(f"https://127.0.0.1:{https}/api/v1/health", context=ctx, timeout=10) as r:
+        assert r.status == 200
+        assert b'"database"' in r.read()
+        assert "max-age" in r.headers.get("Strict-Transport-Security", "")
+
+
+def test_plain_http_redirects_to_https(tls_nginx):
+    https, http = tls_nginx
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a, **k):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        opener.open(f"http://127.0.0.1:{http}/api/v1/health", timeout=10)
+        raise AssertionError("expected a redirect")
+    except urllib.error.HTTPError as e:
+        assert e.code == 301
+        assert e.headers["Location"].startswith("https://")
