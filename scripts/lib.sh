@@ -5,10 +5,10 @@
 
 PACKAGES="meson ninja-build pkg-config gcc git ca-certificates openssl
   libfcgi-dev libjson-c-dev libmariadb-dev libgit2-dev libsodium-dev libcurl4-openssl-dev
-  libpcre2-dev libseccomp-dev libarchive-dev
+  libpcre2-dev libseccomp-dev libarchive-dev libssl-dev
   mariadb-server mariadb-client nginx-light
   nodejs npm iproute2 nftables e2fsprogs util-linux procps psmisc
-  python3 python3-pytest python3-requests python3-yaml
+  python3 python3-pytest python3-requests python3-yaml python3-cryptography python3-jwt
   wrk hyperfine"
 
 log() { printf '[agenthost] %s\n' "$*" >&2; }
@@ -97,6 +97,9 @@ write_config() {
         GRANT ALL ON agenthost.* TO 'agenthost'@'localhost';" || die "cannot create the database"
     mkdir -p "$VAR/data" "$VAR/run"
     umask 077
+    # HS256 shared secret for JWT logins (tests sign tokens with it).
+    [ -s "$VAR/jwt.secret" ] || head -c 32 /dev/urandom | base64 | tr -d '\n' >"$VAR/jwt.secret"
+    [ -s "$VAR/runner.secret" ] || head -c 32 /dev/urandom | base64 >"$VAR/runner.secret"
     cat >"$conf" <<CONF
 # agenthost configuration (written by scripts/run; every key can be overridden by
 # an AGENTHOST_<KEY> environment variable).
@@ -109,6 +112,10 @@ data_dir = $VAR/data
 fcgi_socket = $VAR/run/api.sock
 fcgi_invoke_socket = $VAR/run/api-invoke.sock
 runner_socket = $VAR/run/runner.sock
+# The runner also takes TCP (loopback, a free port; it registers the one it got)
+# after a shared-secret handshake, so the API's TCP path is the one exercised.
+runner_listen = 127.0.0.1:0
+runner_secret_file = $VAR/runner.secret
 openapi_file = $BUILD/docs/openapi.json
 crud_workers = 24
 invoke_workers = 16
@@ -120,6 +127,13 @@ sandbox_root = $VAR/data/sandboxes
 model_key_name = ANTHROPIC_API_KEY
 price_input_per_mtok = 3.00
 price_output_per_mtok = 15.00
+# JWT logins: HS256 with the secret above, or keys from a JWKS that the
+# integration tests serve themselves on loopback (PORT + 319: 18399 for the test
+# stack, away from nginx's PORT and PORT + 1).
+jwt_hs256_secret_file = $VAR/jwt.secret
+jwt_jwks_url = http://127.0.0.1:$((PORT + 319))/jwks.json
+jwt_issuer = https://idp.agenthost.test
+jwt_audience = agenthost
 CONF
     umask 022
 }

@@ -1,6 +1,8 @@
 /* Keeping the runner visible and its work its own: the runners row's heartbeat,
  * the lease of the job in progress, and the reclaim of idle session sandboxes
- * (whose sessions rows become `expired`). One thread with its own connection. */
+ * (whose sessions rows become `expired`). One thread with its own connection.
+ * The row's address is where the API sends an agent's calls (runner_client.c):
+ * the unix socket path, or host:port when the runner takes TCP (tcp.c). */
 #include "runner/runner.h"
 #include "runner/sandboxes.h"
 #include "core/log.h"
@@ -19,7 +21,7 @@ int ah_heartbeat_register(ah_db *db, const struct ah_runner *r, ah_err *err)
 	if (ah_db_exec(db, NULL, "INSERT INTO runners (id, address, capacity, started_at, heartbeat_at) "
 	               "VALUES (?, ?, ?, NOW(3), NOW(3)) ON DUPLICATE KEY UPDATE address = VALUES(address), "
 	               "capacity = VALUES(capacity), started_at = NOW(3), heartbeat_at = NOW(3)", "ssi",
-	               r->id, r->socket_path, (long long)r->capacity) != 0)
+	               r->id, r->address, (long long)r->capacity) != 0)
 		return ah_err_set(err, AH_EFAIL, "cannot register in runners: %s", ah_db_error(db));
 	return 0;
 }

@@ -116,10 +116,13 @@ static int fail_job(ah_db *db, const struct ah_runner *r, const struct ah_job *j
 	return rc;
 }
 
-static int requeue(ah_db *db, const struct ah_runner *r, const struct ah_job *j, const char *msg)
+static int requeue(ah_db *db, const struct ah_runner *r, const struct ah_job *j, const char *msg,
+                   bool quiet)
 {
 	long long delay = 2LL << (j->attempts > 6 ? 6 : j->attempts - 1);
-	ah_log_warn("%s: attempt %d failed, retrying in %lld s: %s", j->tag, j->attempts, delay, msg);
+	if (!quiet) /* said once, not again for each try to reach the database */
+		ah_log_warn("%s: attempt %d failed, retrying in %lld s: %s", j->tag, j->attempts, delay,
+		            msg);
 	return ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'queued', runner_id = NULL, "
 	                  "lease_until = NOW(3) + INTERVAL ? SECOND, error = ?, updated_at = NOW(3) "
 	                  "WHERE id = ? AND runner_id = ?", "isis", delay, msg, j->id, r->id);
@@ -177,14 +180,15 @@ static void record(ah_db *db, struct ah_runner *r, const struct ah_job *j, int r
 		if (r->stopping && rc == AH_EFAIL)
 			db_rc = ah_jobs_release(db, r, j->id);
 		else if (rc == AH_EFAIL && j->attempts < r->max_attempts)
-			db_rc = requeue(db, r, j, err->msg);
+			db_rc = requeue(db, r, j, err->msg, tries > 0);
 		else {
 			char msg[sizeof(err->msg) + 40];
 			if (rc == AH_EFAIL)
 				snprintf(msg, sizeof(msg), "%s (after %d attempts)", err->msg, j->attempts);
 			else
 				snprintf(msg, sizeof(msg), "%s", err->msg);
-			ah_log_warn("%s: deploy failed: %s", j->tag, msg);
+			if (tries == 0)
+				ah_log_warn("%s: deploy failed: %s", j->tag, msg);
 			db_rc = fail_job(db, r, j, msg);
 		}
 		if (db_rc == 0)

@@ -121,8 +121,8 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 	ah_deploy_rmtree(build);
 	if (write_pid_file(r) != 0)
 		ah_log_warn("cannot write %s", r->pid_file);
-	ah_log_info("runner %s ready: socket %s, data %s, capacity %d", r->id, r->socket_path,
-	            r->data_dir, r->capacity);
+	ah_log_info("runner %s ready: socket %s, address %s, data %s, capacity %d", r->id,
+	            r->socket_path, r->address, r->data_dir, r->capacity);
 	return 0;
 }
 

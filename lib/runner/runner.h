@@ -1,7 +1,8 @@
 /* agenthost-runner: the one privileged process. It claims deploy jobs from the
  * deploy_jobs table (jobs.c, deploy_job.c), keeps itself registered and its
  * leases alive (heartbeat.c), and serves the API workers on a unix socket
- * (server.c) with sandboxes it keeps in a registry (sandboxes.c).
+ * (server.c, and optionally over TCP with a shared secret: tcp.c) with
+ * sandboxes it keeps in a registry (sandboxes.c).
  *
  * Threads: main (signals, start-up, shutdown), the job loop, the heartbeat, the
  * socket acceptor, and one short-lived thread per socket connection. Each thread
@@ -23,6 +24,8 @@ struct ah_runner {
 	const ah_config *cfg;
 	char id[65];
 	char socket_path[PATH_MAX];   /* absolute */
+	char address[256];            /* registered in runners.address: socket_path, or
+	                                 host:port when TCP is on (tcp.c) */
 	char data_dir[PATH_MAX];      /* absolute: image paths go into the database */
 	char pid_file[PATH_MAX];
 	int capacity;                 /* concurrent runs */
@@ -65,5 +68,15 @@ int ah_server_listen(struct ah_runner *r, ah_err *err);
 void *ah_server_thread(void *arg);
 /* Stops accepting and waits (up to grace_ms) for connections in flight. */
 void ah_server_stop(int grace_ms);
+
+/* tcp.c: the optional TCP listener (runner_listen). Sets r->address; the
+ * listener is off (ah_tcp_fd() < 0) unless runner_listen is set, and refused
+ * without a runner secret. */
+int ah_tcp_listen(struct ah_runner *r, ah_err *err);
+int ah_tcp_fd(void);
+void ah_tcp_close(void);
+/* Runs the handshake on an accepted TCP connection; true when the peer proved
+ * the secret (else it has been told so, and the caller closes). */
+bool ah_tcp_admit(int fd);
 
 #endif

@@ -5,7 +5,9 @@
  *
  * The socket is a unix socket on the host's file system with mode 0660; a
  * sandbox has its own mount namespace without it and its own network namespace,
- * so no sandbox can reach it. Requests carry secrets (the env of `run`): env is
+ * so no sandbox can reach it. With runner_listen set, the same requests are
+ * also taken over TCP, each connection only after the shared-secret handshake
+ * (tcp.c). Requests carry secrets (the env of `run`): env is
  * never logged, and the copies are wiped after use. */
 #include "runner/runner.h"
 #include "runner/sandboxes.h"
@@ -78,9 +80,8 @@ int ah_server_listen(struct ah_runner *r, ah_err *err)
 		                  strerror(errno));
 	chmod(r->socket_path, 0660);
 	const char *group = ah_config_get(r->cfg, "runner_socket_group", NULL);
-	if (group && *group)
-		return socket_group(r->socket_path, group, err);
-	return 0;
+	int rc = group && *group ? socket_group(r->socket_path, group, err) : 0;
+	return rc ? rc : ah_tcp_listen(r, err);
 }
 
 /* Reads one request line within the deadline; malloc'ed, NUL-terminated. */
@@ -116,6 +117,14 @@ static char *read_request(int fd, size_t *len)
 	}
 	free(buf);
 	return NULL;
+}
+
+static void release_slot(void)
+{
+	pthread_mutex_lock(&conn_mu);
+	connections--;
+	pthread_cond_broadcast(&conn_cv);
+	pthread_mutex_unlock(&conn_mu);
 }
 
 static void write_answer(int fd, json_object *ans)
@@ -158,10 +167,17 @@ static json_object *dispatch(json_object *req)
 	return ah_op_error("unknown op");
 }
 
+/* arg: the fd shifted left once, the low bit set for a TCP connection. */
 static void *connection(void *arg)
 {
-	int fd = (int)(intptr_t)arg;
+	int fd = (int)((intptr_t)arg >> 1);
+	bool tcp = ((intptr_t)arg & 1) != 0;
 	size_t len = 0;
+	if (tcp && !ah_tcp_admit(fd)) {
+		close(fd);
+		release_slot();
+		return NULL;
+	}
 	char *line = read_request(fd, &len);
 	json_object *req = NULL, *ans = NULL;
 	bool had_line = line != NULL;
@@ -181,14 +197,11 @@ static void *connection(void *arg)
 	json_object_put(ans);
 	json_object_put(req);
 	close(fd);
-	pthread_mutex_lock(&conn_mu);
-	connections--;
-	pthread_cond_broadcast(&conn_cv);
-	pthread_mutex_unlock(&conn_mu);
+	release_slot();
 	return NULL;
 }
 
-static void spawn(int fd)
+static void spawn(int fd, bool tcp)
 {
 	pthread_attr_t at;
 	pthread_t t;
@@ -199,16 +212,17 @@ static void spawn(int fd)
 	pthread_mutex_unlock(&conn_mu);
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	if (full || pthread_create(&t, &at, connection, (void *)(intptr_t)fd) != 0) {
-		json_object *ans = ah_op_error("runner overloaded");
-		write_answer(fd, ans);
-		json_object_put(ans);
-		close(fd);
-		if (!full) {
-			pthread_mutex_lock(&conn_mu);
-			connections--;
-			pthread_mutex_unlock(&conn_mu);
+	void *arg = (void *)(((intptr_t)fd << 1) | (tcp ? 1 : 0));
+	if (full || pthread_create(&t, &at, connection, arg) != 0) {
+		/* Not over TCP: an unauthenticated peer learns nothing, not even load. */
+		if (!tcp) {
+			json_object *ans = ah_op_error("runner overloaded");
+			write_answer(fd, ans);
+			json_object_put(ans);
 		}
+		close(fd);
+		if (!full)
+			release_slot();
 	}
 	pthread_attr_destroy(&at);
 }
@@ -217,16 +231,20 @@ void *ah_server_thread(void *arg)
 {
 	struct ah_runner *r = arg;
 	ah_log_info("listening on %s", r->socket_path);
+	/* ah_tcp_fd() is -1 when TCP is off, and poll ignores negative fds. */
+	struct pollfd p[2] = {{.fd = listen_fd, .events = POLLIN}, {.fd = ah_tcp_fd(), .events = POLLIN}};
 	while (!r->stopping) {
-		struct pollfd p = {.fd = listen_fd, .events = POLLIN};
-		if (poll(&p, 1, 200) <= 0)
+		if (poll(p, 2, 200) <= 0)
 			continue;
-		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd >= 0)
-			spawn(fd);
+		for (int i = 0; i < 2; i++) {
+			int fd = p[i].revents & POLLIN ? accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC) : -1;
+			if (fd >= 0)
+				spawn(fd, i == 1);
+		}
 	}
 	close(listen_fd);
 	listen_fd = -1;
+	ah_tcp_close();
 	unlink(r->socket_path);
 	return NULL;
 }

@@ -1,0 +1,72 @@
+/* The runner's TCP handshake (docs/runner-protocol.md, "TCP"), shared by the
+ * runner (server side) and the API workers (client side).
+ *
+ * Both sides hold a 32-byte key derived from the shared secret; the secret
+ * itself never crosses the wire. Mutual challenge-response:
+ *   runner → client  "AHRUNNER-AUTH1 <sn>"        sn: 32 random bytes, hex
+ *   client → runner  "<cn> <mac_c>"                cn: 32 random bytes, hex
+ *   runner → client  "AHRUNNER-OK <mac_s>"
+ * mac_c = HMAC-SHA512-256(key, "agenthost-runner client" | sn | cn) and mac_s
+ * the same with "server": the role labels stop one side's proof from being
+ * reflected as the other's, and the runner's fresh sn makes every answer good
+ * for one connection only. Then the ordinary request line follows.
+ *
+ * The pure message steps are separate from the socket I/O so the unit test
+ * (tests/unit/test_runner_auth.c) can drive them without sockets. */
+#ifndef AH_RUNNER_CLIENT_AUTH_H
+#define AH_RUNNER_CLIENT_AUTH_H
+
+#include <stddef.h>
+
+#include "core/config.h"
+#include "core/err.h"
+
+#define AH_RAUTH_NONCE_BYTES 32
+#define AH_RAUTH_KEY_BYTES 32
+#define AH_RAUTH_MAC_BYTES 32
+#define AH_RAUTH_MIN_SECRET 16   /* bytes; a generated secret is 44 */
+#define AH_RAUTH_LINE_MAX 160    /* longest handshake line, newline included */
+#define AH_RAUTH_TIMEOUT_MS 5000
+
+typedef struct ah_rauth_key {
+	unsigned char k[AH_RAUTH_KEY_BYTES];
+} ah_rauth_key;
+
+/* key = BLAKE2b-256 of the secret, keyed with a fixed label. The secret's
+ * trailing whitespace (a file's newline) is not part of it. AH_EINVALID when
+ * it is shorter than AH_RAUTH_MIN_SECRET. */
+int ah_rauth_key_derive(ah_rauth_key *key, const char *secret, size_t len, ah_err *err);
+
+/* From runner_secret or runner_secret_file (exactly one may be set).
+ * AH_ENOTFOUND when neither is: TCP is then refused. */
+int ah_rauth_key_load(ah_rauth_key *key, const ah_config *cfg, ah_err *err);
+
+/* ---- message steps: lines without their '\n'; out gets one with it ---- */
+
+/* Fresh sn and the challenge line; returns the line's length. */
+size_t ah_rauth_challenge(char out[AH_RAUTH_LINE_MAX], unsigned char sn[AH_RAUTH_NONCE_BYTES]);
+int ah_rauth_parse_challenge(const char *line, size_t len, unsigned char sn[AH_RAUTH_NONCE_BYTES]);
+/* Fresh cn and the answer line to sn; returns the line's length. */
+size_t ah_rauth_answer(const ah_rauth_key *key, const unsigned char sn[AH_RAUTH_NONCE_BYTES],
+                       unsigned char cn[AH_RAUTH_NONCE_BYTES], char out[AH_RAUTH_LINE_MAX]);
+/* 0 and the client's cn when line answers sn under key; else AH_EDENIED. */
+int ah_rauth_check_answer(const ah_rauth_key *key, const unsigned char sn[AH_RAUTH_NONCE_BYTES],
+                          const char *line, size_t len, unsigned char cn[AH_RAUTH_NONCE_BYTES]);
+size_t ah_rauth_proof(const ah_rauth_key *key, const unsigned char sn[AH_RAUTH_NONCE_BYTES],
+                      const unsigned char cn[AH_RAUTH_NONCE_BYTES], char out[AH_RAUTH_LINE_MAX]);
+int ah_rauth_check_proof(const ah_rauth_key *key, const unsigned char sn[AH_RAUTH_NONCE_BYTES],
+                         const unsigned char cn[AH_RAUTH_NONCE_BYTES], const char *line, size_t len);
+
+/* ---- whole handshakes on a connected socket, within AH_RAUTH_TIMEOUT_MS ---- */
+
+/* Runner side. 0: the peer knows the secret. AH_EDENIED: it does not (the
+ * refusal line has been sent); AH_ETIMEOUT / AH_EFAIL: it went away or stalled.
+ * err says why, never with key material. */
+int ah_rauth_server(int fd, const ah_rauth_key *key, ah_err *err);
+/* Client side. 0: the runner proved the secret too; the request may follow. */
+int ah_rauth_client(int fd, const ah_rauth_key *key, ah_err *err);
+
+/* "host:port" or "[v6]:port" split; AH_EINVALID when malformed or too long. */
+int ah_hostport_split(const char *s, char *host, size_t hcap, char *port, size_t pcap);
+
+#endif

@@ -1,0 +1,213 @@
+"""The runner's TCP transport (docs/runner-protocol.md, "TCP") against the
+stack's own runner, which scripts/lib.sh write_config starts with
+`runner_listen = 127.0.0.1:0` and a generated `runner_secret_file`: the
+handshake spoken from Python, the address the runner registers, and the API's
+routing of an agent's calls to the address of the runner that holds it."""
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import socket
+
+import pytest
+
+from agent_code import ECHO_JS, VAR, config_get, deployed_agent, needs_runner
+from conftest import db_query, log_files
+
+LISTEN = config_get("runner_listen", "")
+SECRET_FILE = config_get("runner_secret_file", "")
+pytestmark = pytest.mark.skipif(not LISTEN or not SECRET_FILE,
+                                reason="the stack's runner does not take TCP (runner_listen unset)")
+REFUSAL = {"ok": False, "error": "authentication failed"}
+
+
+def read_secret():
+    with open(SECRET_FILE, "rb") as f:
+        return f.read().rstrip(b" \t\r\n")
+
+
+def derive(secret):
+    return hashlib.blake2b(secret, digest_size=32, key=b"agenthost-runner-secret-v1").digest()
+
+
+def mac(key, role, sn, cn):
+    return hmac.new(key, b"agenthost-runner " + role + sn + cn, hashlib.sha512).digest()[:32]
+
+
+def unix_ping():
+    path = config_get("runner_socket", os.path.join(VAR, "run", "runner.sock"))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(path)
+        s.sendall(b'{"op":"ping"}\n')
+        return json.loads(s.makefile("rb").readline())
+
+
+def runner_address():
+    """The address the stack's runner registered (its id from a ping)."""
+    rid = unix_ping()["runner_id"]
+    rows = db_query(f"SELECT address FROM runners WHERE id = '{rid}'")
+    assert len(rows) == 1, rows
+    return rows[0][0]
+
+
+def connect():
+    host, port = runner_address().rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=10)
+    return s, s.makefile("rb")
+
+
+def read_challenge(f):
+    line = f.readline()
+    m = re.fullmatch(rb"AHRUNNER-AUTH1 ([0-9a-f]{64})\n", line)
+    assert m, line
+    return bytes.fromhex(m.group(1).decode())
+
+
+def answer(key, sn, cn=None):
+    cn = cn or secrets.token_bytes(32)
+    return cn, (cn.hex() + " " + mac(key, b"client", sn, cn).hex() + "\n").encode()
+
+
+def refused(s, f):
+    """The runner said "authentication failed" and closed the connection."""
+    assert json.loads(f.readline()) == REFUSAL
+    assert f.read() == b""
+    s.close()
+    return True
+
+
+def test_runner_registers_its_tcp_address():
+    addr = runner_address()
+    host, port = LISTEN.rsplit(":", 1)
+    assert re.fullmatch(r"127\.0\.0\.1:\d+", addr), addr
+    got = int(addr.rsplit(":", 1)[1])
+    assert got > 0 and (port == "0" or got == int(port))
+
+
+def test_request_without_handshake_is_refused():
+    s, f = connect()
+    read_challenge(f)
+    s.sendall(b'{"op":"ping"}\n')
+    assert refused(s, f)
+
+
+def test_garbage_and_overlong_answers_are_refused():
+    for junk in (b"hello\n", b"\n", b"0" * 400 + b"\n"):
+        s, f = connect()
+        read_challenge(f)
+        s.sendall(junk)
+        if len(junk) < 160:
+            assert refused(s, f)
+            continue
+        # The runner stops reading at the line cap; closing with unread input
+        # may reset the connection before its refusal is read.
+        try:
+            assert refused(s, f)
+        except ConnectionResetError:
+            s.close()
+
+
+def test_wrong_secret_is_refused():
+    s, f = connect()
+    sn = read_challenge(f)
+    _, line = answer(derive(read_secret() + b"x"), sn)
+    s.sendall(line)
+    assert refused(s, f)
+
+
+def test_secret_itself_as_key_is_refused():
+    """The MAC key is derived from the secret, not the secret's bytes."""
+    s, f = connect()
+    sn = read_challenge(f)
+    _, line = answer(read_secret()[:32].ljust(32, b"\0"), sn)
+    s.sendall(line)
+    assert refused(s, f)
+
+
+def test_right_secret_gets_a_proof_and_an_answer():
+    key = derive(read_secret())
+    s, f = connect()
+    sn = read_challenge(f)
+    cn, line = answer(key, sn)
+    s.sendall(line)
+    proof = f.readline()
+    m = re.fullmatch(rb"AHRUNNER-OK ([0-9a-f]{64})\n", proof)
+    assert m, proof
+    assert hmac.compare_digest(bytes.fromhex(m.group(1).decode()), mac(key, b"server", sn, cn))
+    s.sendall(b'{"op":"ping"}\n')
+    ans = json.loads(f.readline())
+    assert ans["ok"] is True and ans["runner_id"] == unix_ping()["runner_id"]
+    assert f.read() == b""  # one request per connection
+    s.close()
+
+
+def test_replayed_answer_is_refused():
+    key = derive(read_secret())
+    s, f = connect()
+    sn = read_challenge(f)
+    cn, line = answer(key, sn)
+    s.sendall(line)
+    assert f.readline().startswith(b"AHRUNNER-OK ")
+    s.close()
+    # The same answer on a new connection: the runner's nonce has changed.
+    s, f = connect()
+    assert read_challenge(f) != sn
+    s.sendall(line)
+    assert refused(s, f)
+
+
+def test_failures_are_logged_without_the_secret():
+    s, f = connect()
+    sn = read_challenge(f)
+    s.sendall(answer(derive(b"not the secret at all"), sn)[1])
+    assert refused(s, f)
+    secret = read_secret()
+    log = os.path.join(VAR, "log", "runner.log")
+    with open(log, "rb") as fh:
+        assert b"authentication failed" in fh.read()
+    for path in log_files():
+        with open(path, "rb") as fh:
+            assert secret not in fh.read(), path
+
+
+# ---- routing in the API -----------------------------------------------------
+
+def _invoke(client, slug, prompt):
+    return client.post(f"/agents/{slug}/invoke", json={"prompt": prompt}, timeout=120)
+
+
+def _completed(r):
+    return r.status_code == 200 and r.json()["status"] == "completed"
+
+
+@needs_runner
+def test_invocations_go_to_the_address_the_agents_runner_registered(client):
+    a = deployed_agent(client, ECHO_JS)
+    rows = db_query(f"SELECT r.id, r.address FROM agents a JOIN runners r ON r.id = a.runner_id "
+                    f"WHERE a.id = '{a['id']}'")
+    assert len(rows) == 1 and rows[0][1] == runner_address(), rows
+    rid, addr = rows[0]
+    r = _invoke(client, a["slug"], "over tcp")
+    assert _completed(r) and r.json()["response_content"] == "over tcp", r.text
+    # Point the row somewhere nothing listens: the call follows it, and fails.
+    try:
+        db_query(f"UPDATE runners SET address = '127.0.0.1:1' WHERE id = '{rid}'")
+        assert not _completed(_invoke(client, a["slug"], "nowhere"))
+    finally:
+        db_query(f"UPDATE runners SET address = '{addr}' WHERE id = '{rid}'")
+    assert _completed(_invoke(client, a["slug"], "back"))
+
+
+@needs_runner
+def test_agent_without_a_runner_falls_back_to_the_local_socket(client):
+    a = deployed_agent(client, ECHO_JS)
+    (rid,), = db_query(f"SELECT runner_id FROM agents WHERE id = '{a['id']}'")
+    try:
+        db_query(f"UPDATE agents SET runner_id = NULL WHERE id = '{a['id']}'")
+        r = _invoke(client, a["slug"], "local")
+        assert _completed(r) and r.json()["response_content"] == "local", r.text
+    finally:
+        db_query(f"UPDATE agents SET runner_id = '{rid}' WHERE id = '{a['id']}'")
