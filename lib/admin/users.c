@@ -1,5 +1,6 @@
 /* User and key commands of agenthost-admin. */
 #include "admin/admin.h"
+#include "core/plans.h"
 #include "core/util.h"
 #include "crypto/crypto.h"
 
@@ -15,17 +16,6 @@ static const char SQL_USER_DISABLE[] =
 static const char SQL_KEY_INSERT[] =
 	"INSERT INTO api_keys (id, user_id, name, key_id, key_hash, created_at)"
 	" VALUES (?, ?, ?, ?, ?, NOW(3))";
-
-static long long plan_quota(const char *plan)
-{
-	if (strcmp(plan, "free") == 0)
-		return 100LL * 1024 * 1024;
-	if (strcmp(plan, "pro") == 0)
-		return 10LL * 1024 * 1024 * 1024;
-	if (strcmp(plan, "enterprise") == 0)
-		return 1024LL * 1024 * 1024 * 1024;
-	return -1;
-}
 
 static bool email_ok(const char *e)
 {
@@ -52,7 +42,7 @@ static int insert_key(ah_admin *ad, const char *user_id, const char *name)
 int ah_admin_user_create(ah_admin *ad, const char *email, int argc, char **argv)
 {
 	const char *plan = ah_admin_opt(argc, argv, "--plan", "free");
-	long long quota = plan_quota(plan);
+	long long quota = ah_plan_quota(plan);
 	const char *q = ah_admin_opt(argc, argv, "--quota-bytes", NULL);
 	if (quota < 0 || !email_ok(email) || (q && (ah_parse_ll(&quota, q) != 0 || quota < 0))) {
 		fprintf(stderr, "agenthost-admin: need a valid EMAIL, --plan free|pro|enterprise "

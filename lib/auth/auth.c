@@ -2,12 +2,15 @@
  * hash of the whole key is compared in constant time, and last_used_at is written
  * at most once a minute so that reads stay reads. */
 #include "auth/auth.h"
+#include "auth/jwt.h"
 #include "crypto/crypto.h"
 #include "core/util.h"
 
 #include <sodium.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 static bool is_b62(const char *s, size_t n)
 {
@@ -36,15 +39,32 @@ static const char *bearer_token(ah_req *r)
 	return h;
 }
 
+/* No NOW() here: a deterministic statement can be answered from MariaDB's query
+ * cache, which any change to the key or the user (revocation, disabling)
+ * invalidates at once. The times are compared with this host's clock instead. */
 static const char SQL_KEY[] =
-	"SELECT k.id, k.key_hash,"
-	" (k.last_used_at IS NULL OR k.last_used_at < NOW(3) - INTERVAL 60 SECOND),"
-	" (k.expires_at IS NOT NULL AND k.expires_at < NOW(3)),"
+	"SELECT k.id, k.key_hash, k.last_used_at, k.expires_at,"
 	" u.id, u.email, u.plan, u.quota_bytes, u.disabled, u.created_at"
 	" FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.key_id = ?";
 
 static const char SQL_TOUCH[] =
 	"UPDATE api_keys SET last_used_at = NOW(3) WHERE id = ?";
+
+/* ms since the epoch as DATETIME(3) text, which sorts like the time it names. */
+static void db_time(char out[32], int64_t ms)
+{
+	time_t sec = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&sec, &tm);
+	size_t n = strftime(out, 32, "%Y-%m-%d %H:%M:%S", &tm);
+	snprintf(out + n, 32 - n, ".%03u", (unsigned)(ms % 1000));
+}
+
+/* DATETIME cells are "YYYY-MM-DD HH:MM:SS.fff": comparing the text compares times. */
+static bool before(const char *dbtime, const char *than)
+{
+	return dbtime && strcmp(dbtime, than) < 0;
+}
 
 int ah_auth_request(ah_req *r, const char **why)
 {
@@ -53,6 +73,9 @@ int ah_auth_request(ah_req *r, const char **why)
 		*why = "Not authenticated";
 		return AH_EDENIED;
 	}
+	/* Anything else with the outline of a JWS is a token from the identity provider. */
+	if (strncmp(tok, "ahk_", 4) != 0 && ah_jwt_looks_like(tok))
+		return ah_auth_jwt(r, tok, why);
 	if (!ah_auth_key_shape_ok(tok)) {
 		*why = "Invalid API key";
 		return AH_EDENIED;
@@ -71,11 +94,15 @@ int ah_auth_request(ah_req *r, const char **why)
 		return AH_EDENIED;
 	}
 	char **v = rows.v[0];
-	if (strcmp(v[3], "1") == 0) {
+	char now[32], stale[32];
+	int64_t ms = ah_now_ms();
+	db_time(now, ms);
+	if (before(v[3], now)) {
 		*why = "API key expired";
 		return AH_EDENIED;
 	}
-	if (strcmp(v[2], "1") == 0)
+	db_time(stale, ms - 60000);
+	if (!v[2] || before(v[2], stale))
 		ah_db_exec(r->db, NULL, SQL_TOUCH, "s", v[0]); /* best effort */
 	ah_user *u = ah_alloc(r->arena, sizeof(*u));
 	u->id = v[4];

@@ -1,0 +1,347 @@
+/* JSON Web Key Sets: parsing keys into verifiers, signature checks, and the
+ * per-worker cache of the configured JWKS URL.
+ *
+ * RSA and ECDSA go through OpenSSL's libcrypto, the well-kept library for them;
+ * Ed25519 goes through libsodium like the rest of the project's cryptography.
+ * Each key is bound to the one algorithm its type implies, so a key is never used
+ * with an algorithm the identity provider did not mean it for. */
+#include "auth/jwt.h"
+#include "core/log.h"
+#include "core/util.h"
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+#include <openssl/core_names.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/param_build.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_KEYS 64
+#define MAX_JWKS_BYTES (256 * 1024)
+#define REFETCH_MIN_MS 10000
+
+struct jwk {
+	char kid[257];       /* "" when the key has none */
+	ah_jwt_alg alg;
+	EVP_PKEY *pkey;      /* RS256, ES256 */
+	unsigned char ed[crypto_sign_PUBLICKEYBYTES]; /* EdDSA */
+};
+
+struct ah_jwks {
+	struct jwk keys[MAX_KEYS];
+	size_t n;
+};
+
+static int b64url(unsigned char *out, size_t cap, size_t *outlen, const char *s)
+{
+	const char *end = NULL;
+	size_t n = s ? strlen(s) : 0;
+	if (n == 0 || sodium_base642bin(out, cap, s, n, NULL, outlen, &end,
+	                                sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 || end != s + n)
+		return AH_EINVALID;
+	return 0;
+}
+
+static const char *member(json_object *o, const char *name)
+{
+	json_object *v;
+	if (!json_object_object_get_ex(o, name, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+static EVP_PKEY *pkey_from_params(const char *type, const OSSL_PARAM *params)
+{
+	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, type, NULL);
+	EVP_PKEY *pk = NULL;
+	if (!ctx || EVP_PKEY_fromdata_init(ctx) <= 0 ||
+	    EVP_PKEY_fromdata(ctx, &pk, EVP_PKEY_PUBLIC_KEY, (OSSL_PARAM *)params) <= 0)
+		pk = NULL;
+	EVP_PKEY_CTX_free(ctx);
+	return pk;
+}
+
+/* RSA below 2048 bits is refused: such keys are breakable and no provider needs them. */
+static EVP_PKEY *rsa_key(json_object *o)
+{
+	unsigned char n[1024], e[16];
+	size_t nlen, elen;
+	if (b64url(n, sizeof(n), &nlen, member(o, "n")) != 0 ||
+	    b64url(e, sizeof(e), &elen, member(o, "e")) != 0)
+		return NULL;
+	BIGNUM *bn = BN_bin2bn(n, (int)nlen, NULL), *be = BN_bin2bn(e, (int)elen, NULL);
+	OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
+	OSSL_PARAM *params = NULL;
+	EVP_PKEY *pk = NULL;
+	if (bn && be && bld && OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_N, bn) &&
+	    OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_E, be) &&
+	    (params = OSSL_PARAM_BLD_to_param(bld)) != NULL)
+		pk = pkey_from_params("RSA", params);
+	if (pk && EVP_PKEY_get_bits(pk) < 2048) {
+		EVP_PKEY_free(pk);
+		pk = NULL;
+	}
+	OSSL_PARAM_free(params);
+	OSSL_PARAM_BLD_free(bld);
+	BN_free(bn);
+	BN_free(be);
+	return pk;
+}
+
+/* P-256 only; the point must lie on the curve (invalid-curve attacks). */
+static EVP_PKEY *ec_key(json_object *o)
+{
+	unsigned char pub[65] = {0x04};
+	size_t xlen, ylen;
+	const char *crv = member(o, "crv");
+	if (!crv || strcmp(crv, "P-256") != 0 || b64url(pub + 1, 32, &xlen, member(o, "x")) != 0 ||
+	    xlen != 32 || b64url(pub + 33, 32, &ylen, member(o, "y")) != 0 || ylen != 32)
+		return NULL;
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)"prime256v1", 0),
+		OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, pub, sizeof(pub)),
+		OSSL_PARAM_construct_end(),
+	};
+	EVP_PKEY *pk = pkey_from_params("EC", params);
+	EVP_PKEY_CTX *ctx = pk ? EVP_PKEY_CTX_new_from_pkey(NULL, pk, NULL) : NULL;
+	if (pk && (!ctx || EVP_PKEY_public_check(ctx) != 1)) {
+		EVP_PKEY_free(pk);
+		pk = NULL;
+	}
+	EVP_PKEY_CTX_free(ctx);
+	return pk;
+}
+
+static bool ed25519_key(struct jwk *k, json_object *o)
+{
+	size_t len;
+	const char *crv = member(o, "crv");
+	return crv && strcmp(crv, "Ed25519") == 0 &&
+	       b64url(k->ed, sizeof(k->ed), &len, member(o, "x")) == 0 && len == sizeof(k->ed);
+}
+
+static const char *alg_name(ah_jwt_alg alg)
+{
+	return alg == AH_JWT_RS256 ? "RS256" : alg == AH_JWT_ES256 ? "ES256" : "EdDSA";
+}
+
+/* Fills k from one JWK; false for a key we cannot or must not use. */
+static bool load_key(struct jwk *k, json_object *o)
+{
+	const char *kty = member(o, "kty"), *use = member(o, "use"), *alg = member(o, "alg");
+	const char *kid = member(o, "kid");
+	if (!kty || (use && strcmp(use, "sig") != 0) || (kid && strlen(kid) >= sizeof(k->kid)))
+		return false;
+	memset(k, 0, sizeof(*k));
+	if (strcmp(kty, "RSA") == 0 && (k->pkey = rsa_key(o)) != NULL)
+		k->alg = AH_JWT_RS256;
+	else if (strcmp(kty, "EC") == 0 && (k->pkey = ec_key(o)) != NULL)
+		k->alg = AH_JWT_ES256;
+	else if (strcmp(kty, "OKP") == 0 && ed25519_key(k, o))
+		k->alg = AH_JWT_EDDSA;
+	else
+		return false; /* "oct" included: a key set never supplies HMAC secrets */
+	if (alg && strcmp(alg, alg_name(k->alg)) != 0) {
+		EVP_PKEY_free(k->pkey);
+		return false;
+	}
+	if (kid)
+		memcpy(k->kid, kid, strlen(kid) + 1);
+	return true;
+}
+
+int ah_jwks_parse(ah_jwks **out, const char *json, size_t len, ah_err *err)
+{
+	*out = NULL;
+	json_tokener *t = json_tokener_new_ex(16);
+	json_object *doc = t ? json_tokener_parse_ex(t, json, (int)len) : NULL, *keys;
+	if (t)
+		json_tokener_free(t);
+	if (!doc || !json_object_object_get_ex(doc, "keys", &keys) ||
+	    !json_object_is_type(keys, json_type_array)) {
+		json_object_put(doc);
+		return ah_err_set(err, AH_EINVALID, "not a JWK set");
+	}
+	ah_jwks *k = calloc(1, sizeof(*k));
+	if (!k) {
+		json_object_put(doc);
+		return ah_err_set(err, AH_EFAIL, "out of memory");
+	}
+	for (size_t i = 0; i < json_object_array_length(keys) && k->n < MAX_KEYS; i++) {
+		json_object *o = json_object_array_get_idx(keys, i);
+		if (json_object_is_type(o, json_type_object) && load_key(&k->keys[k->n], o))
+			k->n++;
+	}
+	json_object_put(doc);
+	*out = k;
+	return 0;
+}
+
+void ah_jwks_free(ah_jwks *k)
+{
+	for (size_t i = 0; k && i < k->n; i++)
+		EVP_PKEY_free(k->keys[i].pkey);
+	free(k);
+}
+
+size_t ah_jwks_count(const ah_jwks *k)
+{
+	return k ? k->n : 0;
+}
+
+/* JWS carries ECDSA signatures as r || s (32 bytes each); OpenSSL wants DER. */
+static unsigned char *es256_der(const unsigned char *sig, size_t siglen, int *derlen)
+{
+	unsigned char *der = NULL;
+	*derlen = 0;
+	if (siglen != 64)
+		return NULL;
+	ECDSA_SIG *es = ECDSA_SIG_new();
+	BIGNUM *r = BN_bin2bn(sig, 32, NULL), *s = BN_bin2bn(sig + 32, 32, NULL);
+	if (es && r && s && ECDSA_SIG_set0(es, r, s) == 1) {
+		r = s = NULL; /* owned by es now */
+		*derlen = i2d_ECDSA_SIG(es, &der);
+	}
+	BN_free(r);
+	BN_free(s);
+	ECDSA_SIG_free(es);
+	return *derlen > 0 ? der : NULL;
+}
+
+static int verify_evp(const struct jwk *k, const unsigned char *msg, size_t len,
+                      const unsigned char *sig, size_t siglen)
+{
+	unsigned char *der = NULL;
+	int derlen = 0;
+	if (k->alg == AH_JWT_ES256) {
+		if (!(der = es256_der(sig, siglen, &derlen)))
+			return AH_EDENIED;
+		sig = der;
+		siglen = (size_t)derlen;
+	} else if (siglen != (size_t)EVP_PKEY_get_size(k->pkey)) {
+		return AH_EDENIED;
+	}
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	int ok = md && EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, k->pkey) == 1 &&
+	         EVP_DigestVerify(md, sig, siglen, msg, len) == 1;
+	EVP_MD_CTX_free(md);
+	OPENSSL_free(der);
+	return ok ? 0 : AH_EDENIED;
+}
+
+static int verify_one(const struct jwk *k, const unsigned char *msg, size_t len,
+                      const unsigned char *sig, size_t siglen)
+{
+	if (k->alg == AH_JWT_EDDSA)
+		return siglen == crypto_sign_BYTES &&
+		       crypto_sign_verify_detached(sig, msg, len, k->ed) == 0 ? 0 : AH_EDENIED;
+	return verify_evp(k, msg, len, sig, siglen);
+}
+
+int ah_jwks_verify(const ah_jwks *k, const char *kid, ah_jwt_alg alg, const unsigned char *msg,
+                   size_t len, const unsigned char *sig, size_t siglen)
+{
+	bool named = false;
+	for (size_t i = 0; k && alg != AH_JWT_HS256 && i < k->n; i++) {
+		if (kid && strcmp(k->keys[i].kid, kid) != 0)
+			continue;
+		named = true;
+		/* The header's alg must be the one this key is for (no confusion). */
+		if (k->keys[i].alg == alg && verify_one(&k->keys[i], msg, len, sig, siglen) == 0)
+			return 0;
+		if (kid)
+			return AH_EDENIED;
+	}
+	return kid && !named ? AH_ENOTFOUND : AH_EDENIED;
+}
+
+/* ---- fetching and caching ---- */
+
+struct sink {
+	char *buf;
+	size_t len;
+};
+
+static size_t on_data(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct sink *s = ud;
+	size_t n = size * nmemb;
+	if (n > MAX_JWKS_BYTES - s->len)
+		return 0; /* too big: curl aborts the transfer */
+	char *b = realloc(s->buf, s->len + n + 1);
+	if (!b)
+		return 0;
+	memcpy(b + s->len, p, n);
+	s->len += n;
+	b[s->len] = '\0';
+	s->buf = b;
+	return n;
+}
+
+/* GET url; only a 200 answer within the time and size limits counts. */
+static int fetch(struct sink *out, const char *url)
+{
+	CURL *c = curl_easy_init();
+	long status = 0;
+	if (!c)
+		return AH_EFAIL;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	/* A request waits for this fetch, so it must be short. */
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "agenthost-jwks/1");
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+	CURLcode rc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	if (rc != CURLE_OK || status != 200 || !out->buf) {
+		ah_log_warn("JWKS fetch from %s failed: %s (HTTP %ld)", url,
+		            rc != CURLE_OK ? curl_easy_strerror(rc) : "bad answer", status);
+		return AH_EFAIL;
+	}
+	return 0;
+}
+
+/* One key set per worker process (the workers are single-threaded). */
+static struct {
+	ah_jwks *keys;
+	int64_t fetched_ms;  /* last successful fetch */
+	int64_t tried_ms;    /* last attempt, 0 before the first */
+} cache;
+
+static void refetch(const char *url, int64_t now)
+{
+	struct sink s = {0};
+	ah_jwks *k = NULL;
+	ah_err err = {0};
+	cache.tried_ms = now;
+	if (fetch(&s, url) == 0 && ah_jwks_parse(&k, s.buf, s.len, &err) != 0)
+		ah_log_warn("JWKS from %s: %s", url, err.msg);
+	free(s.buf);
+	if (!k)
+		return;
+	ah_jwks_free(cache.keys);
+	cache.keys = k;
+	cache.fetched_ms = now;
+}
+
+void ah_jwks_cached(const ah_jwks **out, const ah_config *cfg, bool refresh)
+{
+	const char *url = ah_config_get(cfg, "jwt_jwks_url", NULL);
+	int64_t ttl = ah_config_int(cfg, "jwt_jwks_cache_seconds", 300, 0, 7 * 86400) * 1000;
+	int64_t now = ah_now_ms();
+	bool stale = !cache.keys || now - cache.fetched_ms >= ttl;
+	/* At most one fetch per REFETCH_MIN_MS, whatever the reason: a flood of
+	 * tokens with made-up kids (or a provider that is down) must not turn into a
+	 * flood of requests to the provider. */
+	if (url && *url && (stale || refresh) &&
+	    (cache.tried_ms == 0 || now - cache.tried_ms >= REFETCH_MIN_MS))
+		refetch(url, now);
+	*out = cache.keys;
+}

@@ -1,0 +1,82 @@
+/* JWT bearer tokens from a configured identity provider.
+ *
+ * Three layers, each usable alone (the unit test drives the first two without a
+ * database or a network):
+ *   - ah_jwt_verify: a compact JWS checked against an HS256 shared secret or a
+ *     key set (RS256, ES256, EdDSA), then its claims against a policy;
+ *   - ah_jwks_*: a JSON Web Key Set parsed into verification keys, and the
+ *     per-worker cache of the configured JWKS URL;
+ *   - ah_auth_jwt: the request-level entry that ah_auth_request calls, which
+ *     also maps (iss, sub) to a user, creating it on first login. */
+#ifndef AH_AUTH_JWT_H
+#define AH_AUTH_JWT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/config.h"
+#include "core/err.h"
+#include "http/http.h"
+
+/* Tokens longer than this are refused before any decoding. */
+#define AH_JWT_MAX_TOKEN 8192
+
+typedef enum { AH_JWT_HS256 = 1, AH_JWT_RS256, AH_JWT_ES256, AH_JWT_EDDSA } ah_jwt_alg;
+
+typedef struct ah_jwks ah_jwks;
+
+/* What a token must satisfy besides its signature. */
+typedef struct ah_jwt_policy {
+	const unsigned char *hs256_secret; /* NULL: HS256 tokens are refused */
+	size_t hs256_secret_len;
+	const ah_jwks *keys;               /* NULL: only HS256 can work */
+	const char *issuer;                /* NULL: any iss */
+	const char *audience;              /* NULL: any aud */
+	const char *email_claim;           /* NULL: "email" */
+	long long leeway;                  /* seconds of clock skew allowed */
+	int64_t now;                       /* seconds since the epoch */
+} ah_jwt_policy;
+
+/* The claims a login needs, copied into the caller's arena. */
+typedef struct ah_jwt_claims {
+	const char *iss;                   /* "" when the token has none */
+	const char *sub;
+	const char *email;                 /* NULL when the claim is absent */
+	bool email_unverified;             /* email_verified is present and false */
+} ah_jwt_claims;
+
+/* True if tok has the outline of a compact JWS: exactly two dots. */
+bool ah_jwt_looks_like(const char *tok);
+
+/* Verifies tok. Returns 0 with *out filled, AH_EDENIED with *why a 401 message,
+ * or AH_ENOTFOUND (also with *why) when an asymmetric token's kid is not in
+ * p->keys (or p->keys is NULL), so that the caller may fetch the key set and try
+ * once more. */
+int ah_jwt_verify(ah_jwt_claims *out, ah_arena *a, const char *tok, const ah_jwt_policy *p,
+                  const char **why);
+
+/* Parses a JWK Set document. Keys of unknown or unusable types (oct, other curves,
+ * RSA below 2048 bits) are skipped, never an error; a document that is not a key
+ * set is AH_EINVALID. */
+int ah_jwks_parse(ah_jwks **out, const char *json, size_t len, ah_err *err);
+void ah_jwks_free(ah_jwks *k);
+size_t ah_jwks_count(const ah_jwks *k);
+
+/* Checks sig over msg with the key named kid (any key usable for alg when kid is
+ * NULL). 0, AH_EDENIED (bad signature, or a key of another type), or AH_ENOTFOUND
+ * (no key with that kid). alg must not be HS256: a key set holds no secrets. */
+int ah_jwks_verify(const ah_jwks *k, const char *kid, ah_jwt_alg alg, const unsigned char *msg,
+                   size_t len, const unsigned char *sig, size_t siglen);
+
+/* The key set of `jwt_jwks_url`, cached for `jwt_jwks_cache_seconds`. With refresh
+ * (an unknown kid), fetches again unless the last fetch was under 10 s ago. A
+ * failed fetch keeps serving the previous set. *out is NULL when there is none. */
+void ah_jwks_cached(const ah_jwks **out, const ah_config *cfg, bool refresh);
+
+/* Authenticates a bearer token that ah_jwt_looks_like accepted and sets r->user.
+ * Same contract as ah_auth_request: 0, AH_EDENIED (*why set) or AH_EFAIL. */
+int ah_auth_jwt(ah_req *r, const char *tok, const char **why);
+
+#endif

@@ -1,0 +1,214 @@
+/* JWT login: the configured key sources and policy, read once per worker, and
+ * the user a verified token stands for. An identity is the pair (iss, sub); the
+ * first login of an unknown identity links it to the user with the token's email
+ * (one made by the admin command line, say) or creates that user. */
+#include "auth/jwt.h"
+#include "core/plans.h"
+#include "core/log.h"
+#include "core/util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static struct jwt_conf {
+	bool loaded, enabled;
+	unsigned char secret[4096];
+	size_t secret_len;         /* 0: HS256 off */
+	const char *jwks_url, *issuer, *audience, *email_claim, *plan;
+	long long leeway;
+} conf;
+
+/* Config strings live as long as the config; "" counts as unset. */
+static const char *setting(const ah_config *cfg, const char *key)
+{
+	const char *v = ah_config_get(cfg, key, NULL);
+	return v && *v ? v : NULL;
+}
+
+/* The secret's bytes as written, less trailing whitespace (a file's newline). */
+static void load_secret(const ah_config *cfg)
+{
+	const char *inline_secret = setting(cfg, "jwt_hs256_secret");
+	const char *file = setting(cfg, "jwt_hs256_secret_file");
+	size_t n = 0;
+	if (inline_secret) {
+		n = strlen(inline_secret);
+		n = n < sizeof(conf.secret) ? n : 0;
+		memcpy(conf.secret, inline_secret, n);
+	} else if (file) {
+		FILE *f = fopen(file, "rb");
+		n = f ? fread(conf.secret, 1, sizeof(conf.secret), f) : 0;
+		if (!f)
+			ah_log_warn("cannot read jwt_hs256_secret_file %s; HS256 tokens are refused", file);
+		else
+			fclose(f);
+	}
+	while (n > 0 && (conf.secret[n - 1] == '\n' || conf.secret[n - 1] == '\r' ||
+	                 conf.secret[n - 1] == ' ' || conf.secret[n - 1] == '\t'))
+		n--;
+	/* RFC 7518 3.2: an HS256 key shorter than the hash is not acceptable. */
+	if (n > 0 && n < 32) {
+		ah_log_warn("the HS256 secret is shorter than 32 bytes; HS256 tokens are refused");
+		n = 0;
+	}
+	conf.secret_len = n;
+}
+
+static const struct jwt_conf *conf_get(const ah_config *cfg)
+{
+	if (conf.loaded)
+		return &conf;
+	conf.loaded = true;
+	load_secret(cfg);
+	conf.jwks_url = setting(cfg, "jwt_jwks_url");
+	conf.issuer = setting(cfg, "jwt_issuer");
+	conf.audience = setting(cfg, "jwt_audience");
+	conf.email_claim = setting(cfg, "jwt_email_claim");
+	conf.plan = setting(cfg, "jwt_default_plan");
+	conf.leeway = ah_config_int(cfg, "jwt_leeway_seconds", 30, 0, 3600);
+	conf.enabled = conf.secret_len > 0 || conf.jwks_url;
+	return &conf;
+}
+
+/* Verifies with what is at hand, then with the cached key set, then with a
+ * fresh one: an unknown kid usually means the provider rotated its keys. */
+static int verify(ah_jwt_claims *c, ah_req *r, const char *tok, const struct jwt_conf *jc,
+                  const char **why)
+{
+	ah_jwt_policy p = {
+		.hs256_secret = jc->secret_len ? jc->secret : NULL,
+		.hs256_secret_len = jc->secret_len,
+		.issuer = jc->issuer,
+		.audience = jc->audience,
+		.email_claim = jc->email_claim,
+		.leeway = jc->leeway,
+		.now = ah_now_ms() / 1000,
+	};
+	int rc = ah_jwt_verify(c, r->arena, tok, &p, why);
+	for (int refresh = 0; rc == AH_ENOTFOUND && jc->jwks_url && refresh < 2; refresh++) {
+		ah_jwks_cached(&p.keys, r->cfg, refresh);
+		rc = ah_jwt_verify(c, r->arena, tok, &p, why);
+	}
+	if (rc != 0)
+		return AH_EDENIED;
+	return 0;
+}
+
+static const char SQL_IDENTITY[] =
+	"SELECT u.id, u.email, u.plan, u.quota_bytes, u.disabled, u.created_at"
+	" FROM user_identities i JOIN users u ON u.id = i.user_id"
+	" WHERE i.issuer = ? AND i.subject = ?";
+static const char SQL_USER_BY_EMAIL[] = "SELECT id FROM users WHERE email = ?";
+static const char SQL_USER_INSERT[] =
+	"INSERT INTO users (id, email, plan, quota_bytes, created_at, updated_at)"
+	" VALUES (?, ?, ?, ?, NOW(3), NOW(3))";
+static const char SQL_IDENTITY_INSERT[] =
+	"INSERT INTO user_identities (issuer, subject, user_id, created_at) VALUES (?, ?, ?, NOW(3))";
+
+/* 0 with r->user set, AH_ENOTFOUND for an unknown identity, or AH_EFAIL. */
+static int find_user(ah_req *r, const ah_jwt_claims *c)
+{
+	ah_rows rows;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_IDENTITY, "ss", c->iss, c->sub) != 0)
+		return AH_EFAIL;
+	if (rows.n != 1)
+		return AH_ENOTFOUND;
+	char **v = rows.v[0];
+	ah_user *u = ah_alloc(r->arena, sizeof(*u));
+	u->id = v[0];
+	u->email = v[1];
+	u->plan = v[2];
+	ah_parse_ll(&u->quota_bytes, v[3]);
+	u->disabled = strcmp(v[4], "1") == 0;
+	u->created_at = v[5];
+	r->user = u;
+	return 0;
+}
+
+/* The same quotas as `agenthost-admin user create --plan`. */
+static const char *default_plan(const struct jwt_conf *jc)
+{
+	const char *p = jc->plan;
+	if (p && (strcmp(p, "free") == 0 || strcmp(p, "pro") == 0 || strcmp(p, "enterprise") == 0))
+		return p;
+	if (p)
+		ah_log_warn("jwt_default_plan %s is not free, pro or enterprise; using free", p);
+	return "free";
+}
+
+/* The user id to link to: the one with this email, else a new user. */
+static int user_for_email(char **out, ah_req *r, const char *email, const struct jwt_conf *jc)
+{
+	ah_rows rows;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_USER_BY_EMAIL, "s", email) != 0)
+		return AH_EFAIL;
+	if (rows.n == 1) {
+		*out = rows.v[0][0];
+		return 0;
+	}
+	const char *plan = default_plan(jc);
+	*out = ah_id_new(r->arena, "usr");
+	return ah_db_exec(r->db, NULL, SQL_USER_INSERT, "sssi", *out, email, plan, ah_plan_quota(plan));
+}
+
+/* One transaction. A racing login for the same identity or email shows up as
+ * AH_ECONFLICT on a unique key; the caller then looks again and finds its work. */
+static int link_identity(ah_req *r, const ah_jwt_claims *c, const struct jwt_conf *jc)
+{
+	char *user_id = NULL;
+	if (ah_db_begin(r->db) != 0)
+		return AH_EFAIL;
+	int rc = user_for_email(&user_id, r, c->email, jc);
+	if (rc == 0)
+		rc = ah_db_exec(r->db, NULL, SQL_IDENTITY_INSERT, "sss", c->iss, c->sub, user_id);
+	if (rc == 0)
+		rc = ah_db_commit(r->db);
+	if (rc != 0)
+		ah_db_rollback(r->db);
+	else
+		ah_log_info("JWT login: new identity for user %s", user_id);
+	return rc == AH_ECONFLICT ? AH_ECONFLICT : rc != 0 ? AH_EFAIL : 0;
+}
+
+static bool email_ok(const char *e)
+{
+	const char *at = strchr(e, '@');
+	return at && at != e && at[1] && !strchr(at + 1, '@') && strlen(e) <= 320 &&
+	       !strpbrk(e, " \t\r\n");
+}
+
+static int login(ah_req *r, const ah_jwt_claims *c, const struct jwt_conf *jc, const char **why)
+{
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int rc = find_user(r, c);
+		if (rc != AH_ENOTFOUND)
+			return rc;
+		/* Linking by email trusts the provider's word for the address, so an
+		 * address it says is unverified must not take over an account. */
+		if (!c->email || !email_ok(c->email)) {
+			*why = "Token has no email claim";
+			return AH_EDENIED;
+		}
+		if (c->email_unverified) {
+			*why = "Token email is not verified";
+			return AH_EDENIED;
+		}
+		rc = link_identity(r, c, jc);
+		if (rc != 0 && rc != AH_ECONFLICT)
+			return rc;
+	}
+	return AH_EFAIL;
+}
+
+int ah_auth_jwt(ah_req *r, const char *tok, const char **why)
+{
+	const struct jwt_conf *jc = conf_get(r->cfg);
+	ah_jwt_claims c;
+	const char *msg = "Invalid token";
+	/* *why is only written on a refusal: the dispatcher reads any value as one. */
+	if (!jc->enabled || verify(&c, r, tok, jc, &msg) != 0) {
+		*why = msg;
+		return AH_EDENIED;
+	}
+	return login(r, &c, jc, why);
+}

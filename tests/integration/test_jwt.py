@@ -1,0 +1,279 @@
+"""JWT bearer authentication against the real stack: HS256 with the stack's shared
+secret, RS256 and EdDSA with keys from a JWKS this module serves itself on the
+loopback port named by the stack's jwt_jwks_url. First login creates (or links)
+the user, later logins find it, and every broken token is a 401."""
+import base64
+import concurrent.futures
+import http.server
+import json
+import os
+import re
+import threading
+import time
+import urllib.parse
+import uuid
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
+from jwt.algorithms import OKPAlgorithm, RSAAlgorithm
+
+from conftest import CONFIG, VAR, Client, admin, create_user, db_query, log_files, wait_until
+
+
+def read_config():
+    conf = {}
+    with open(CONFIG) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                k, v = line.split("=", 1)
+                conf[k.strip()] = v.strip()
+    return conf
+
+
+CONF = read_config()
+ISSUER = CONF.get("jwt_issuer")
+AUDIENCE = CONF.get("jwt_audience")
+JWKS_URL = urllib.parse.urlparse(CONF.get("jwt_jwks_url", "http://127.0.0.1:18399/jwks.json"))
+
+pytestmark = pytest.mark.skipif("jwt_hs256_secret_file" not in CONF or "jwt_jwks_url" not in CONF,
+                                reason="the stack's config has no JWT settings")
+
+
+def secret():
+    with open(CONF["jwt_hs256_secret_file"], "rb") as f:
+        return f.read().strip()
+
+
+class Jwks:
+    """Keys of the fake identity provider and the JWKS document it serves."""
+
+    def __init__(self):
+        self.keys = {}      # kid -> (alg, private key)
+        self.served = []    # kids published in the JWKS
+        self.fetches = 0
+
+    def add(self, kid, alg, keep=False):
+        """A new key; with keep, the same key in every run. Workers cache the JWKS
+        across test runs (and refetch at most every 10 s), and a provider never
+        reuses a kid for another key, so the standing keys are kept on disk."""
+        path = os.path.join(VAR, "jwt-test-idp", kid + ".pem")
+        if keep and os.path.exists(path):
+            with open(path, "rb") as f:
+                key = serialization.load_pem_private_key(f.read(), None)
+        else:
+            key = rsa.generate_private_key(65537, 2048) if alg == "RS256" else ed25519.Ed25519PrivateKey.generate()
+        if keep and not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+        self.keys[kid] = (alg, key)
+        self.served.append(kid)
+
+    def document(self):
+        out = []
+        for kid in self.served:
+            alg, key = self.keys[kid]
+            algo = RSAAlgorithm if alg == "RS256" else OKPAlgorithm
+            jwk = json.loads(algo.to_jwk(key.public_key()))
+            jwk.update(kid=kid, alg=alg, use="sig")
+            out.append(jwk)
+        return json.dumps({"keys": out}).encode()
+
+
+@pytest.fixture(scope="module")
+def idp():
+    """Serves the JWKS on the configured loopback port for this module's tests."""
+    keys = Jwks()
+    keys.add("rsa-1", "RS256", keep=True)
+    keys.add("ed-1", "EdDSA", keep=True)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path != JWKS_URL.path:
+                self.send_error(404)
+                return
+            keys.fetches += 1
+            body = keys.document()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    http.server.ThreadingHTTPServer.allow_reuse_address = True
+    server = http.server.ThreadingHTTPServer((JWKS_URL.hostname, JWKS_URL.port), Handler)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield keys
+    server.shutdown()
+    server.server_close()
+
+
+def claims(sub=None, email=None, **over):
+    now = int(time.time())
+    c = {"iss": ISSUER, "aud": AUDIENCE, "sub": sub or "sub-" + uuid.uuid4().hex,
+         "iat": now, "exp": now + 300, "jti": uuid.uuid4().hex}
+    if email is not False:
+        c["email"] = email or f"j{uuid.uuid4().hex[:12]}@jwt.example"
+    c.update(over)
+    return {k: v for k, v in c.items() if v is not None}
+
+
+def hs256(c):
+    return jwt.encode(c, secret(), algorithm="HS256")
+
+
+def signed(idp, kid, c):
+    alg, key = idp.keys[kid]
+    return jwt.encode(c, key, algorithm=alg, headers={"kid": kid})
+
+
+def me(token):
+    return Client(token).get("/users/me")
+
+
+def assert_401(r, detail=None):
+    assert r.status_code == 401, r.text
+    assert r.headers.get("WWW-Authenticate") == "Bearer"
+    if detail:
+        assert r.json()["detail"] == detail
+
+
+def test_first_login_creates_the_user(idp):
+    c = claims()
+    r = me(hs256(c))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["email"] == c["email"]
+    assert body["plan"] == "free"
+    assert re.match(r"^usr_[0-9A-Za-z]{22}$", body["id"])
+    assert db_query(f"SELECT user_id FROM user_identities WHERE issuer = '{ISSUER}'"
+                    f" AND subject = '{c['sub']}'") == [[body["id"]]]
+
+
+def test_second_login_is_the_same_user(idp):
+    c = claims()
+    first = me(hs256(c)).json()
+    again = me(hs256(dict(c, jti="other", iat=c["iat"] - 1))).json()
+    assert again["id"] == first["id"]
+    assert db_query(f"SELECT COUNT(*) FROM users WHERE email = '{c['email']}'") == [["1"]]
+    # the user can work with the API like any other
+    cl = Client(hs256(c))
+    assert cl.post("/agents", json={"name": "via jwt", "git_repo_url": "https://example.com/r.git"}).status_code == 201
+    assert [a["name"] for a in cl.get("/agents").json()] == ["via jwt"]
+
+
+def test_hs256_and_jwks_tokens_are_the_same_identity(idp):
+    c = claims()
+    ids = set()
+    for token in (hs256(c), signed(idp, "rsa-1", c), signed(idp, "ed-1", c)):
+        r = me(token)
+        assert r.status_code == 200, r.text
+        ids.add(r.json()["id"])
+    assert len(ids) == 1
+
+
+def test_expired_token_is_401(idp):
+    now = int(time.time())
+    for token in (hs256(claims(iat=now - 600, exp=now - 300)),
+                  signed(idp, "rsa-1", claims(iat=now - 600, exp=now - 300))):
+        assert_401(me(token), "Token expired")
+
+
+def test_tampered_token_is_401(idp):
+    for token in (hs256(claims()), signed(idp, "rsa-1", claims()), signed(idp, "ed-1", claims())):
+        h, p, s = token.split(".")
+        forged = json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
+        forged["sub"] = "admin"
+        p2 = base64.urlsafe_b64encode(json.dumps(forged).encode()).rstrip(b"=").decode()
+        assert_401(me(f"{h}.{p2}.{s}"), "Invalid token")
+        s2 = s[:-2] + ("AA" if s[-2:] != "AA" else "BA")
+        assert_401(me(f"{h}.{p}.{s2}"), "Invalid token")
+
+
+def test_refused_tokens(idp):
+    c = claims()
+    none = jwt.encode(c, None, algorithm="none")
+    cases = {
+        "alg none": none,
+        "wrong audience": hs256(dict(c, aud="someone-else")),
+        "wrong issuer": hs256(dict(c, iss="https://evil.example")),
+        "no exp": hs256({k: v for k, v in c.items() if k != "exp"}),
+        "not yet valid": hs256(dict(c, nbf=int(time.time()) + 3600)),
+        "unknown kid": jwt.encode(c, idp.keys["rsa-1"][1], algorithm="RS256", headers={"kid": "nope"}),
+        "kid of another key type": jwt.encode(c, idp.keys["rsa-1"][1], algorithm="RS256",
+                                              headers={"kid": "ed-1"}),
+        "HS256 keyed with a JWKS public key": jwt.encode(
+            c, json.dumps(json.loads(idp.document())["keys"][0]).encode(), algorithm="HS256",
+            headers={"kid": "rsa-1"}),
+        "garbage": "a.b.c",
+        "oversize": hs256(dict(c, pad="x" * 9000)),
+    }
+    for desc, token in cases.items():
+        r = me(token)
+        assert r.status_code == 401, (desc, r.text)
+        assert r.headers.get("WWW-Authenticate") == "Bearer", desc
+    # none of them made a user
+    assert db_query(f"SELECT COUNT(*) FROM user_identities WHERE subject = '{c['sub']}'") == [["0"]]
+
+
+def test_no_email_claim_is_401(idp):
+    assert_401(me(hs256(claims(email=False))), "Token has no email claim")
+
+
+def test_login_links_to_an_admin_created_user(idp):
+    email, key = create_user()
+    by_key = Client(key).get("/users/me").json()
+    r = me(signed(idp, "ed-1", claims(email=email)))
+    assert r.status_code == 200, r.text
+    assert r.json()["id"] == by_key["id"]
+    assert db_query(f"SELECT COUNT(*) FROM users WHERE email = '{email}'") == [["1"]]
+
+
+def test_disabled_user_is_403(idp):
+    c = claims()
+    assert me(hs256(c)).status_code == 200
+    admin("user", "disable", c["email"])
+    r = me(hs256(c))
+    assert r.status_code == 403, r.text
+
+
+def test_racing_first_logins_make_one_user(idp):
+    c = claims()
+    token = hs256(c)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: me(token), range(8)))
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    assert len({a.json()["id"] for a in answers}) == 1
+    assert db_query(f"SELECT COUNT(*) FROM users WHERE email = '{c['email']}'") == [["1"]]
+
+
+def test_jwks_rotation_is_picked_up(idp):
+    c = claims()
+    assert me(signed(idp, "rsa-1", c)).status_code == 200
+    kid = "ed-" + uuid.uuid4().hex[:8]
+    idp.add(kid, "EdDSA")
+    token = signed(idp, kid, c)
+    # A worker refetches on an unknown kid at most once per 10 s, and requests
+    # land on any worker: within that window every one of them gets there.
+    r = wait_until(lambda: me(token).status_code == 200, timeout=25, interval=0.5)
+    assert r, "the new key was never picked up"
+    assert me(token).json()["email"] == c["email"]
+
+
+def test_tokens_are_never_logged(idp):
+    token = hs256(claims())
+    me(token)
+    me(token[:-4] + "AAAA")
+    time.sleep(0.2)
+    sig = token.rsplit(".", 1)[1]
+    for path in log_files():
+        with open(path, "rb") as f:
+            assert sig.encode() not in f.read(), path
