@@ -83,7 +83,7 @@ int ah_tarball_project_root(char *out, size_t n, const char *dest, ah_err *err);
 /* ---- git (git.c) -------------------------------------------------------- */
 
 struct ah_git_opts {
-	long long max_bytes;        /* received pack bytes */
+	long long max_bytes;        /* received pack bytes, and checked-out file bytes */
 	int timeout_seconds;
 	bool allow_private;         /* loopback, private and link-local hosts */
 	const char *ssh_key;        /* private key file for ssh:// URLs, or NULL */

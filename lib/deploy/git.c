@@ -169,13 +169,62 @@ static int on_credentials(git_credential **out, const char *url, const char *use
 	return GIT_PASSTHROUGH;
 }
 
-/* Checks out branch (remote branch first, then tag) as a detached HEAD. */
-static int checkout_ref(git_repository *repo, const char *branch)
+/* Sums the sizes of the blobs a checkout of tree would write (object headers
+ * only, nothing inflated): a pack of a few KB can hold gigabytes of zeros, so
+ * the transfer cap alone does not bound what lands on disk. */
+struct size_walk {
+	git_odb *odb;
+	long long total, max;
+	bool failed;
+};
+
+static int add_blob(const char *root, const git_tree_entry *e, void *payload)
+{
+	struct size_walk *w = payload;
+	size_t len = 0;
+	git_object_t type;
+	(void)root;
+	if (git_tree_entry_type(e) != GIT_OBJECT_BLOB)
+		return 0;
+	if (git_odb_read_header(&len, &type, w->odb, git_tree_entry_id(e)) != 0) {
+		w->failed = true;
+		return -1;
+	}
+	w->total += (long long)len;
+	return w->total > w->max ? -1 : 0;
+}
+
+static int tree_size_check(git_repository *repo, git_object *commit, long long max)
+{
+	git_tree *tree = NULL;
+	struct size_walk w = {.max = max};
+	int rc = git_repository_odb(&w.odb, repo);
+	if (rc == 0)
+		rc = git_commit_tree(&tree, (git_commit *)commit);
+	if (rc == 0)
+		git_tree_walk(tree, GIT_TREEWALK_PRE, add_blob, &w);
+	git_tree_free(tree);
+	git_odb_free(w.odb);
+	if (rc != 0 || w.failed)
+		return CHILD_FAIL;
+	return w.total > max ? CHILD_TOOBIG : CHILD_OK;
+}
+
+/* Checks out branch (remote branch first, then tag; the remote's default
+ * branch when none is named) as a detached HEAD, if its files fit the cap. */
+static int checkout_ref(git_repository *repo, const char *branch, long long max_bytes)
 {
 	char name[512];
 	git_object *obj = NULL;
 	const char *forms[] = {"refs/remotes/origin/%s", "refs/tags/%s"};
 	int rc = GIT_ENOTFOUND;
+	if (!branch || !*branch) {
+		rc = git_revparse_single(&obj, repo, "HEAD");
+		if (rc == GIT_EUNBORNBRANCH || rc == GIT_ENOTFOUND)
+			return CHILD_OK; /* an empty repository: nothing to check out */
+		if (rc != 0)
+			return CHILD_FAIL;
+	}
 	for (size_t i = 0; i < 2 && rc != 0; i++) {
 		snprintf(name, sizeof(name), forms[i], branch);
 		rc = git_revparse_single(&obj, repo, name);
@@ -185,14 +234,15 @@ static int checkout_ref(git_repository *repo, const char *branch)
 	git_object *commit = NULL;
 	git_checkout_options co = GIT_CHECKOUT_OPTIONS_INIT;
 	co.checkout_strategy = GIT_CHECKOUT_FORCE;
-	rc = git_object_peel(&commit, obj, GIT_OBJECT_COMMIT);
-	if (rc == 0)
-		rc = git_checkout_tree(repo, commit, &co);
-	if (rc == 0)
-		rc = git_repository_set_head_detached(repo, git_object_id(commit));
+	int out = CHILD_FAIL;
+	if (git_object_peel(&commit, obj, GIT_OBJECT_COMMIT) == 0)
+		out = tree_size_check(repo, commit, max_bytes);
+	if (out == CHILD_OK && (git_checkout_tree(repo, commit, &co) != 0 ||
+	                        git_repository_set_head_detached(repo, git_object_id(commit)) != 0))
+		out = CHILD_FAIL;
 	git_object_free(commit);
 	git_object_free(obj);
-	return rc == 0 ? CHILD_OK : CHILD_FAIL;
+	return out;
 }
 
 static int child_clone(const char *url, const char *branch, const char *dest,
@@ -207,9 +257,8 @@ static int child_clone(const char *url, const char *branch, const char *dest,
 	co.fetch_opts.callbacks.credentials = on_credentials;
 	co.fetch_opts.callbacks.payload = &ctx;
 	co.fetch_opts.follow_redirects = GIT_REMOTE_REDIRECT_NONE;
-	bool named = branch && *branch;
-	if (named) /* checked out below: a tag is not a branch to git_clone */
-		co.checkout_opts.checkout_strategy = GIT_CHECKOUT_NONE;
+	/* Checked out below, after the size check (and a tag is not a branch to git_clone). */
+	co.checkout_opts.checkout_strategy = GIT_CHECKOUT_NONE;
 	git_repository *repo = NULL;
 	int rc = git_clone(&repo, url, dest, &co);
 	if (rc != 0) {
@@ -217,7 +266,7 @@ static int child_clone(const char *url, const char *branch, const char *dest,
 		fprintf(stderr, "%s", e && e->message ? e->message : "unknown error");
 		return ctx.why ? ctx.why : rc == GIT_EAUTH ? CHILD_AUTH : CHILD_FAIL;
 	}
-	int out = named ? checkout_ref(repo, branch) : CHILD_OK;
+	int out = checkout_ref(repo, branch, opts->max_bytes);
 	if (out == CHILD_FAIL) {
 		const git_error *e = git_error_last();
 		fprintf(stderr, "%s", e && e->message ? e->message : "checkout failed");
@@ -261,7 +310,7 @@ static int child_result(int status, const char *msg, const char *branch,
 	if (code == CHILD_INVALID)
 		return ah_err_set(err, AH_EINVALID, "Branch or tag \"%.200s\" not found in the repository",
 		                  branch);
-	if (code == CHILD_TOOBIG)
+	if (code == CHILD_TOOBIG) /* fetched, or checked out */
 		return ah_err_set(err, AH_ETOOBIG, "Repository is too large: more than %lld MB",
 		                  opts->max_bytes >> 20);
 	if (code == CHILD_TIMEOUT || (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM))
