@@ -76,7 +76,13 @@ int ah_tcp_listen(struct ah_runner *r, ah_err *err);
 int ah_tcp_fd(void);
 void ah_tcp_close(void);
 /* Runs the handshake on an accepted TCP connection; true when the peer proved
- * the secret (else it has been told so, and the caller closes). */
-bool ah_tcp_admit(int fd);
+ * the secret and *w is ready to carry the sealed request and answer
+ * (runner_client/wire.h; the caller wipes it). Else the peer has been told
+ * so, and the caller closes. */
+struct ah_rwire;
+bool ah_tcp_admit(int fd, struct ah_rwire *w);
+/* The sealed request of an admitted connection (malloc'ed, NUL-terminated),
+ * or NULL, logged with the peer's address, when none came intact. */
+char *ah_tcp_read_request(struct ah_rwire *w, size_t cap, int timeout_ms, size_t *len);
 
 #endif

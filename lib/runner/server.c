@@ -7,14 +7,16 @@
  * sandbox has its own mount namespace without it and its own network namespace,
  * so no sandbox can reach it. With runner_listen set, the same requests are
  * also taken over TCP, each connection only after the shared-secret handshake
- * (tcp.c). Requests carry secrets (the env of `run`): env is
- * never logged, and the copies are wiped after use. */
+ * (tcp.c), and then with the request and the answer each one sealed frame
+ * (runner_client/wire.h) instead of a line. Requests carry secrets (the env
+ * of `run`): env is never logged, and the copies are wiped after use. */
 #include "runner/runner.h"
 #include "runner/sandboxes.h"
 #include "runner/ops.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "deploy/deploy.h"
+#include "runner_client/wire.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -167,25 +169,25 @@ static json_object *dispatch(json_object *req)
 	return ah_op_error("unknown op");
 }
 
-/* arg: the fd shifted left once, the low bit set for a TCP connection. */
-static void *connection(void *arg)
+/* TCP: the answer as the one sealed frame of the runner's direction. */
+static void write_sealed(ah_rwire *w, json_object *ans)
 {
-	int fd = (int)((intptr_t)arg >> 1);
-	bool tcp = ((intptr_t)arg & 1) != 0;
-	size_t len = 0;
-	if (tcp && !ah_tcp_admit(fd)) {
-		close(fd);
-		release_slot();
-		return NULL;
-	}
-	char *line = read_request(fd, &len);
-	json_object *req = NULL, *ans = NULL;
+	size_t len;
+	ah_err err = {0};
+	const char *s = json_object_to_json_string_length(ans, JSON_C_TO_STRING_PLAIN, &len);
+	if (ah_rwire_send(w, s, len, true, &err) != 0)
+		ah_log_warn("tcp answer not sent: %s", err.msg);
+}
+
+/* Parses and runs one request; the raw copy is wiped (it may hold secrets). */
+static json_object *answer(char *line, size_t len)
+{
+	json_object *req = NULL, *ans;
 	bool had_line = line != NULL;
 	if (line) {
 		json_tokener *tok = json_tokener_new_ex(32);
 		req = tok ? json_tokener_parse_ex(tok, line, (int)len) : NULL;
 		json_tokener_free(tok);
-		/* The request may hold secrets: wipe the raw copy now. */
 		explicit_bzero(line, len);
 		free(line);
 	}
@@ -193,9 +195,43 @@ static void *connection(void *arg)
 		ans = ah_op_error(had_line ? "request is not a JSON object" : "no request line");
 	else
 		ans = dispatch(req);
+	json_object_put(req);
+	return ans;
+}
+
+static void serve_unix(int fd)
+{
+	size_t len = 0;
+	char *line = read_request(fd, &len);
+	json_object *ans = answer(line, len);
 	write_answer(fd, ans);
 	json_object_put(ans);
-	json_object_put(req);
+}
+
+/* Over TCP no intact request means a broken link or tampering: no answer. */
+static void serve_tcp(int fd)
+{
+	ah_rwire wire;
+	size_t len = 0;
+	if (!ah_tcp_admit(fd, &wire))
+		return;
+	char *line = ah_tcp_read_request(&wire, MAX_REQUEST, READ_TIMEOUT_MS, &len);
+	if (line) {
+		json_object *ans = answer(line, len);
+		write_sealed(&wire, ans);
+		json_object_put(ans);
+	}
+	ah_rwire_wipe(&wire);
+}
+
+/* arg: the fd shifted left once, the low bit set for a TCP connection. */
+static void *connection(void *arg)
+{
+	int fd = (int)((intptr_t)arg >> 1);
+	if ((intptr_t)arg & 1)
+		serve_tcp(fd);
+	else
+		serve_unix(fd);
 	close(fd);
 	release_slot();
 	return NULL;

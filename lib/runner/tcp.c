@@ -6,11 +6,15 @@
  * Every accepted connection proves the secret with the challenge-response of
  * lib/runner_client/auth.c before its request is read; a peer that fails is
  * told so and closed, and the failure is logged with its address (never with
- * key material). Sandboxes cannot connect: the nft policy (lib/sandbox/net.c)
+ * key material). What follows the handshake, the request and its answer,
+ * travels sealed with keys of this connection alone (runner_client/wire.h).
+ * Sandboxes cannot connect: the nft policy (lib/sandbox/net.c)
  * drops what they send to any of this host's addresses and to private ranges. */
 #include "runner/runner.h"
 #include "runner_client/auth.h"
+#include "runner_client/wire.h"
 #include "core/log.h"
+#include "core/util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -152,10 +156,11 @@ static void peer_name(int fd, char *out, size_t cap)
 	snprintf(out, cap, "%s port %s", host, port);
 }
 
-bool ah_tcp_admit(int fd)
+bool ah_tcp_admit(int fd, struct ah_rwire *w)
 {
 	char peer[96];
 	ah_err err = {0};
+	ah_rauth_nonces n;
 	int one = 1;
 	peer_name(fd, peer, sizeof peer);
 	if (atomic_fetch_add(&handshaking, 1) >= MAX_HANDSHAKES) {
@@ -165,9 +170,26 @@ bool ah_tcp_admit(int fd)
 	}
 	/* Small lines one after the other: without this Nagle holds each back. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	int rc = ah_rauth_server(fd, &key, &err);
+	int rc = ah_rauth_server(fd, &key, &n, &err);
 	atomic_fetch_sub(&handshaking, 1);
-	if (rc != 0)
+	if (rc != 0) {
 		ah_log_warn("tcp peer %s: authentication failed: %s", peer, err.msg);
-	return rc == 0;
+		return false;
+	}
+	ah_rwire_start(w, fd, &key, &n, true);
+	return true;
+}
+
+char *ah_tcp_read_request(struct ah_rwire *w, size_t cap, int timeout_ms, size_t *len)
+{
+	unsigned char *msg = NULL;
+	ah_err err = {0};
+	char peer[96];
+	if (ah_rwire_recv_last(w, cap, ah_now_ms() + timeout_ms, &msg, len, &err) == 0)
+		return (char *)msg;
+	/* Past the handshake a failure is a broken link or someone tampering:
+	 * worth a line, and no answer (there is no intact request to answer). */
+	peer_name(w->fd, peer, sizeof peer);
+	ah_log_warn("tcp peer %s: request refused: %s", peer, err.msg);
+	return NULL;
 }

@@ -1,5 +1,6 @@
 /* See auth.h. */
 #include "runner_client/auth.h"
+#include "runner_client/wire.h"
 #include "core/log.h"
 #include "core/util.h"
 
@@ -41,7 +42,7 @@ int ah_rauth_key_derive(ah_rauth_key *key, const char *secret, size_t len, ah_er
 	return 0;
 }
 
-static int key_from_file(ah_rauth_key *key, const char *path, ah_err *err)
+int ah_rauth_key_from_file(ah_rauth_key *key, const char *path, ah_err *err)
 {
 	char buf[MAX_SECRET_FILE];
 	struct stat st;
@@ -71,7 +72,7 @@ int ah_rauth_key_load(ah_rauth_key *key, const ah_config *cfg, ah_err *err)
 	if (*secret && *file)
 		return ah_err_set(err, AH_EINVALID, "set runner_secret or runner_secret_file, not both");
 	if (*file)
-		return key_from_file(key, file, err);
+		return ah_rauth_key_from_file(key, file, err);
 	if (*secret)
 		return ah_rauth_key_derive(key, secret, strlen(secret), err);
 	return ah_err_set(err, AH_ENOTFOUND, "no runner_secret or runner_secret_file configured");
@@ -188,20 +189,6 @@ int ah_rauth_check_proof(const ah_rauth_key *key, const unsigned char sn[AH_RAUT
 
 /* ---- socket I/O ---- */
 
-static int send_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return AH_EFAIL;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* One line, byte by byte: what follows it (the request) must stay in the
  * socket for the caller. *len excludes the '\n'. AH_ETOOBIG when no newline
  * came within cap, AH_EFAIL on EOF or error. */
@@ -233,13 +220,13 @@ static int read_line(int fd, char *buf, size_t cap, int64_t deadline, size_t *le
 	}
 }
 
-int ah_rauth_server(int fd, const ah_rauth_key *key, ah_err *err)
+int ah_rauth_server(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err *err)
 {
-	unsigned char sn[AH_RAUTH_NONCE_BYTES], cn[AH_RAUTH_NONCE_BYTES];
+	unsigned char *sn = n->sn, *cn = n->cn;
 	char line[AH_RAUTH_LINE_MAX];
 	size_t len = 0;
 	int64_t deadline = ah_now_ms() + AH_RAUTH_TIMEOUT_MS;
-	if (send_all(fd, line, ah_rauth_challenge(line, sn)) != 0)
+	if (ah_send_all(fd, line, ah_rauth_challenge(line, sn)) != 0)
 		return ah_err_set(err, AH_EFAIL, "peer went away before the challenge");
 	int rc = read_line(fd, line, sizeof line, deadline, &len);
 	if (rc == AH_ETIMEOUT)
@@ -247,18 +234,18 @@ int ah_rauth_server(int fd, const ah_rauth_key *key, ah_err *err)
 	if (rc == AH_EFAIL)
 		return ah_err_set(err, AH_EFAIL, "peer closed the connection without answering");
 	if (rc != 0 || ah_rauth_check_answer(key, sn, line, len, cn) != 0) {
-		send_all(fd, REFUSAL, strlen(REFUSAL));
+		ah_send_all(fd, REFUSAL, strlen(REFUSAL));
 		return ah_err_set(err, AH_EDENIED, rc != 0 ? "answer too long" :
 		                  "wrong or malformed answer to the challenge");
 	}
-	if (send_all(fd, line, ah_rauth_proof(key, sn, cn, line)) != 0)
+	if (ah_send_all(fd, line, ah_rauth_proof(key, sn, cn, line)) != 0)
 		return ah_err_set(err, AH_EFAIL, "peer went away before the proof");
 	return 0;
 }
 
-int ah_rauth_client(int fd, const ah_rauth_key *key, ah_err *err)
+int ah_rauth_client(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err *err)
 {
-	unsigned char sn[AH_RAUTH_NONCE_BYTES], cn[AH_RAUTH_NONCE_BYTES];
+	unsigned char *sn = n->sn, *cn = n->cn;
 	char line[AH_RAUTH_LINE_MAX];
 	size_t len = 0;
 	int64_t deadline = ah_now_ms() + AH_RAUTH_TIMEOUT_MS;
@@ -266,7 +253,7 @@ int ah_rauth_client(int fd, const ah_rauth_key *key, ah_err *err)
 	if (rc != 0 || ah_rauth_parse_challenge(line, len, sn) != 0)
 		return ah_err_set(err, rc == AH_ETIMEOUT ? AH_ETIMEOUT : AH_EFAIL,
 		                  "the runner sent no challenge");
-	if (send_all(fd, line, ah_rauth_answer(key, sn, cn, line)) != 0)
+	if (ah_send_all(fd, line, ah_rauth_answer(key, sn, cn, line)) != 0)
 		return ah_err_set(err, AH_EFAIL, "the runner went away during the handshake");
 	rc = read_line(fd, line, sizeof line, deadline, &len);
 	if (rc != 0)

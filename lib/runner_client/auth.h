@@ -9,7 +9,8 @@
  * mac_c = HMAC-SHA512-256(key, "agenthost-runner client" | sn | cn) and mac_s
  * the same with "server": the role labels stop one side's proof from being
  * reflected as the other's, and the runner's fresh sn makes every answer good
- * for one connection only. Then the ordinary request line follows.
+ * for one connection only. Both nonces then key the sealed messages that
+ * follow (wire.h): the request and its answer never travel in clear.
  *
  * The pure message steps are separate from the socket I/O so the unit test
  * (tests/unit/test_runner_auth.c) can drive them without sockets. */
@@ -32,6 +33,13 @@ typedef struct ah_rauth_key {
 	unsigned char k[AH_RAUTH_KEY_BYTES];
 } ah_rauth_key;
 
+/* What a successful handshake leaves both sides: the runner's and the
+ * client's nonce, from which wire.h derives the connection's keys. */
+typedef struct ah_rauth_nonces {
+	unsigned char sn[AH_RAUTH_NONCE_BYTES];
+	unsigned char cn[AH_RAUTH_NONCE_BYTES];
+} ah_rauth_nonces;
+
 /* key = BLAKE2b-256 of the secret, keyed with a fixed label. The secret's
  * trailing whitespace (a file's newline) is not part of it. AH_EINVALID when
  * it is shorter than AH_RAUTH_MIN_SECRET. */
@@ -40,6 +48,8 @@ int ah_rauth_key_derive(ah_rauth_key *key, const char *secret, size_t len, ah_er
 /* From runner_secret or runner_secret_file (exactly one may be set).
  * AH_ENOTFOUND when neither is: TCP is then refused. */
 int ah_rauth_key_load(ah_rauth_key *key, const ah_config *cfg, ah_err *err);
+/* From a secret file alone (not readable by others, as runner_secret_file). */
+int ah_rauth_key_from_file(ah_rauth_key *key, const char *path, ah_err *err);
 
 /* ---- message steps: lines without their '\n'; out gets one with it ---- */
 
@@ -59,12 +69,13 @@ int ah_rauth_check_proof(const ah_rauth_key *key, const unsigned char sn[AH_RAUT
 
 /* ---- whole handshakes on a connected socket, within AH_RAUTH_TIMEOUT_MS ---- */
 
-/* Runner side. 0: the peer knows the secret. AH_EDENIED: it does not (the
- * refusal line has been sent); AH_ETIMEOUT / AH_EFAIL: it went away or stalled.
- * err says why, never with key material. */
-int ah_rauth_server(int fd, const ah_rauth_key *key, ah_err *err);
-/* Client side. 0: the runner proved the secret too; the request may follow. */
-int ah_rauth_client(int fd, const ah_rauth_key *key, ah_err *err);
+/* Runner side. 0: the peer knows the secret, and *n holds both nonces.
+ * AH_EDENIED: it does not (the refusal line has been sent); AH_ETIMEOUT /
+ * AH_EFAIL: it went away or stalled. err says why, never with key material. */
+int ah_rauth_server(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err *err);
+/* Client side. 0: the runner proved the secret too, *n holds both nonces and
+ * the sealed request may follow (wire.h). */
+int ah_rauth_client(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err *err);
 
 /* "host:port" or "[v6]:port" split; AH_EINVALID when malformed or too long. */
 int ah_hostport_split(const char *s, char *host, size_t hcap, char *port, size_t pcap);

@@ -1,15 +1,13 @@
 /* See runner_client.h. */
 #include "runner_client/runner_client.h"
 #include "runner_client/auth.h"
+#include "runner_client/wire.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "db/db.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -18,7 +16,6 @@
 
 #define MAX_ANSWER (64 * 1024 * 1024) /* base64 of a 10 MB output plus slack */
 
-#define CONNECT_TIMEOUT_MS 5000
 #define SQL_AGENT_RUNNER \
 	"SELECT r.address FROM agents a JOIN runners r ON r.id = a.runner_id WHERE a.id = ?"
 
@@ -60,29 +57,6 @@ static int connect_unix(const char *path)
 	return fd;
 }
 
-/* Non-blocking connect bounded by CONNECT_TIMEOUT_MS, so a dead host does not
- * hold the worker for the kernel's minutes of SYN retries. */
-static int connect_addr(const struct addrinfo *ai)
-{
-	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e = 0;
-	socklen_t el = sizeof e;
-	if (fd < 0)
-		return -1;
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-		struct pollfd p = {.fd = fd, .events = POLLOUT};
-		if (errno != EINPROGRESS || poll(&p, 1, CONNECT_TIMEOUT_MS) != 1 ||
-		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0 || e != 0) {
-			close(fd);
-			errno = e ? e : ETIMEDOUT;
-			return -1;
-		}
-	}
-	int one = 1, fl = fcntl(fd, F_GETFL);
-	fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	return fd;
-}
-
 /* The key of runner_secret(_file), derived once per worker process (workers
  * are single-threaded). NULL when none is configured or it is unusable. */
 static const ah_rauth_key *shared_key(ah_req *r)
@@ -96,55 +70,6 @@ static const ah_rauth_key *shared_key(ah_req *r)
 			ah_log_error("runner over TCP impossible: %s", err.msg);
 	}
 	return state > 0 ? &key : NULL;
-}
-
-static int connect_tcp(ah_req *r, const char *address)
-{
-	char host[256], port[16];
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res = NULL;
-	const ah_rauth_key *key = shared_key(r);
-	ah_err err = {0};
-	int fd = -1;
-	if (!key || ah_hostport_split(address, host, sizeof host, port, sizeof port) != 0 ||
-	    getaddrinfo(host, port, &hints, &res) != 0) {
-		ah_log_error("cannot reach the runner at %s: %s", address,
-		             key ? "bad or unresolvable address" : "no usable runner secret");
-		return -1;
-	}
-	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
-		fd = connect_addr(ai);
-	freeaddrinfo(res);
-	if (fd < 0) {
-		ah_log_error("cannot reach the runner at %s: %s", address, strerror(errno));
-		return -1;
-	}
-	if (ah_rauth_client(fd, key, &err) != 0) {
-		ah_log_error("runner at %s: handshake failed: %s", address, err.msg);
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-static int connect_runner(ah_req *r, json_object *req)
-{
-	const char *address = runner_address(r, req);
-	return address[0] == '/' || address[0] == '.' || !strchr(address, ':')
-	       ? connect_unix(address) : connect_tcp(r, address);
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return AH_EFAIL;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
 }
 
 /* Reads until the newline that ends the answer, the deadline, or the cap. */
@@ -181,22 +106,67 @@ static int read_answer(ah_req *r, int fd, int timeout_ms, char **out, size_t *ou
 	return len ? 0 : AH_EFAIL;
 }
 
+static bool is_unix(const char *address)
+{
+	return address[0] == '/' || address[0] == '.' || !strchr(address, ':');
+}
+
+/* The unix socket: the request line in clear, the answer line back. */
+static int call_unix(ah_req *r, const char *path, const char *s, size_t len, int timeout_ms,
+                     char **ans, size_t *alen)
+{
+	int fd = connect_unix(path);
+	if (fd < 0)
+		return AH_EFAIL;
+	int rc = ah_send_all(fd, s, len);
+	if (rc == 0)
+		rc = ah_send_all(fd, "\n", 1);
+	if (rc == 0)
+		rc = read_answer(r, fd, timeout_ms, ans, alen);
+	close(fd);
+	return rc;
+}
+
+/* TCP: handshake, then the request and the answer sealed (wire.h). The
+ * answer is copied into the arena so both paths hand back the same thing. */
+static int call_tcp(ah_req *r, const char *address, const char *s, size_t len, int timeout_ms,
+                    char **ans, size_t *alen)
+{
+	const ah_rauth_key *key = shared_key(r);
+	ah_rwire w;
+	ah_err err = {0};
+	unsigned char *m = NULL;
+	if (!key) {
+		ah_log_error("cannot reach the runner at %s: no usable runner secret", address);
+		return AH_EFAIL;
+	}
+	int rc = ah_rwire_dial(&w, address, key, &err);
+	if (rc != 0) {
+		ah_log_error("runner at %s: %s", address, err.msg);
+		return AH_EFAIL;
+	}
+	rc = ah_rwire_exchange(&w, s, len, timeout_ms, &m, alen, &err);
+	close(w.fd);
+	ah_rwire_wipe(&w);
+	if (rc != 0) {
+		ah_log_error("runner at %s: %s", address, err.msg);
+		return rc == AH_ETIMEOUT ? AH_ETIMEOUT : AH_EFAIL;
+	}
+	*ans = ah_alloc(r->arena, *alen + 1);
+	memcpy(*ans, m, *alen + 1);
+	free(m);
+	return 0;
+}
+
 int ah_runner_call(ah_req *r, json_object *req, json_object **resp, int timeout_ms)
 {
 	*resp = NULL;
-	int fd = connect_runner(r, req);
-	if (fd < 0)
-		return AH_EFAIL;
-	size_t len;
+	const char *address = runner_address(r, req);
+	size_t len, alen = 0;
 	const char *s = json_object_to_json_string_length(req, JSON_C_TO_STRING_PLAIN, &len);
 	char *answer = NULL;
-	size_t alen = 0;
-	int rc = write_all(fd, s, len);
-	if (rc == 0)
-		rc = write_all(fd, "\n", 1);
-	if (rc == 0)
-		rc = read_answer(r, fd, timeout_ms, &answer, &alen);
-	close(fd);
+	int rc = is_unix(address) ? call_unix(r, address, s, len, timeout_ms, &answer, &alen)
+	                          : call_tcp(r, address, s, len, timeout_ms, &answer, &alen);
 	if (rc != 0)
 		return rc;
 	json_tokener *tok = json_tokener_new_ex(64);

@@ -1,8 +1,9 @@
 /* The API workers' side of the runner protocol (docs/runner-protocol.md): one
  * JSON request per connection to the runner that holds the request's agent
  * (agents.runner_id → runners.address: a unix socket path, or host:port over
- * TCP after the shared-secret handshake of auth.h). Requests without an
- * agent_id, and agents no runner holds yet, go to runner_socket. */
+ * TCP after the shared-secret handshake of auth.h, then sealed: wire.h).
+ * Requests without an agent_id, and agents no runner holds yet, go to
+ * runner_socket. */
 #ifndef AH_RUNNER_CLIENT_H
 #define AH_RUNNER_CLIENT_H
 

@@ -1,8 +1,11 @@
 """The runner's TCP transport (docs/runner-protocol.md, "TCP") against the
 stack's own runner, which scripts/lib.sh write_config starts with
 `runner_listen = 127.0.0.1:0` and a generated `runner_secret_file`: the
-handshake spoken from Python, the address the runner registers, and the API's
-routing of an agent's calls to the address of the runner that holds it."""
+handshake spoken from Python, the sealed request and answer that follow it
+(spoken by the C client, agenthost-runner-ping, through a relay here that
+records and tampers with the bytes: Python has no secretstream), the address
+the runner registers, and the API's routing of an agent's calls to the address
+of the runner that holds it."""
 import hashlib
 import hmac
 import json
@@ -10,17 +13,24 @@ import os
 import re
 import secrets
 import socket
+import subprocess
+import threading
 
 import pytest
 
 from agent_code import ECHO_JS, VAR, config_get, deployed_agent, needs_runner
-from conftest import db_query, log_files
+from conftest import BUILD, db_query, log_files, wait_until
 
 LISTEN = config_get("runner_listen", "")
 SECRET_FILE = config_get("runner_secret_file", "")
 pytestmark = pytest.mark.skipif(not LISTEN or not SECRET_FILE,
                                 reason="the stack's runner does not take TCP (runner_listen unset)")
 REFUSAL = {"ok": False, "error": "authentication failed"}
+PING = os.path.join(BUILD, "lib", "runner", "agenthost-runner-ping")
+# Handshake bytes before the sealed streams: challenge (80) + proof (77) from
+# the runner, the answer line (130) from the client.
+DOWN_HS, UP_HS = 80 + 77, 130
+HEADER, LENGTH, OVERHEAD = 24, 4, 17
 
 
 def read_secret():
@@ -127,8 +137,8 @@ def test_secret_itself_as_key_is_refused():
     assert refused(s, f)
 
 
-def test_right_secret_gets_a_proof_and_an_answer():
-    key = derive(read_secret())
+def handshake(key):
+    """A raw client's valid handshake; returns the socket and its reader."""
     s, f = connect()
     sn = read_challenge(f)
     cn, line = answer(key, sn)
@@ -137,11 +147,145 @@ def test_right_secret_gets_a_proof_and_an_answer():
     m = re.fullmatch(rb"AHRUNNER-OK ([0-9a-f]{64})\n", proof)
     assert m, proof
     assert hmac.compare_digest(bytes.fromhex(m.group(1).decode()), mac(key, b"server", sn, cn))
+    return s, f
+
+
+def test_right_secret_gets_a_proof_then_a_request_in_clear_is_refused():
+    """After the proof only sealed frames count: a plain request line gets no
+    answer (in clear or otherwise), just the connection closed."""
+    s, f = handshake(derive(read_secret()))
     s.sendall(b'{"op":"ping"}\n')
-    ans = json.loads(f.readline())
-    assert ans["ok"] is True and ans["runner_id"] == unix_ping()["runner_id"]
-    assert f.read() == b""  # one request per connection
+    s.shutdown(socket.SHUT_WR)
+    assert f.read() == b""
     s.close()
+
+
+# ---- the sealed request and answer, through a recording relay --------------
+
+class Relay:
+    """Forwards one connection to the runner, recording each direction's
+    bytes ("up": client to runner, "down": back). flip = (direction, index)
+    flips the low bit of that byte; cut = (direction, n) forwards only the
+    first n bytes of that direction, then ends it."""
+
+    def __init__(self, flip=None, cut=None):
+        self.flip, self.cut = flip, cut
+        self.seen = {"up": bytearray(), "down": bytearray()}
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.address = "127.0.0.1:%d" % self.server.getsockname()[1]
+        self.threads = [threading.Thread(target=self._serve, daemon=True)]
+        self.threads[0].start()
+
+    def _serve(self):
+        self.server.settimeout(30)
+        client, _ = self.server.accept()
+        host, port = runner_address().rsplit(":", 1)
+        runner = socket.create_connection((host, int(port)), timeout=30)
+        client.settimeout(30)
+        for src, dst, d in ((client, runner, "up"), (runner, client, "down")):
+            t = threading.Thread(target=self._pump, args=(src, dst, d), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _pump(self, src, dst, d):
+        try:
+            while True:
+                data = bytearray(src.recv(65536))
+                start = len(self.seen[d])
+                self.seen[d] += data
+                if self.flip and self.flip[0] == d and start <= self.flip[1] < start + len(data):
+                    data[self.flip[1] - start] ^= 1
+                if self.cut and self.cut[0] == d and start + len(data) > self.cut[1]:
+                    dst.sendall(data[:max(0, self.cut[1] - start)])
+                    break
+                if not data:
+                    break
+                dst.sendall(data)
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self):
+        for t in self.threads:
+            t.join(timeout=30)
+        self.server.close()
+
+
+def ping(address, request=None):
+    args = [PING, address, SECRET_FILE] + ([json.dumps(request)] if request else [])
+    return subprocess.run(args, capture_output=True, timeout=60)
+
+
+def relayed(request=None, **tamper):
+    relay = Relay(**tamper)
+    try:
+        return ping(relay.address, request), relay.seen
+    finally:
+        relay.close()
+
+
+MARKER = "sk-marker-" + secrets.token_hex(8)
+PING_REQ = {"op": "ping", "env": {"OPENAI_API_KEY": MARKER}}
+
+
+def runner_log():
+    with open(os.path.join(VAR, "log", "runner.log"), "rb") as fh:
+        return fh.read()
+
+
+def test_request_and_answer_cross_the_wire_sealed():
+    p, seen = relayed(PING_REQ)
+    assert p.returncode == 0, p.stderr
+    ans = json.loads(p.stdout)
+    assert ans["ok"] is True and ans["runner_id"] == unix_ping()["runner_id"]
+    up, down = bytes(seen["up"][UP_HS:]), bytes(seen["down"][DOWN_HS:])
+    # The framing of docs/runner-protocol.md exactly: header, length, sealed.
+    req = json.dumps(PING_REQ).encode()
+    assert len(up) == HEADER + LENGTH + len(req) + OVERHEAD
+    assert int.from_bytes(up[HEADER:HEADER + LENGTH], "big") == len(req) + OVERHEAD
+    assert len(down) == HEADER + LENGTH + len(p.stdout.rstrip(b"\n")) + OVERHEAD
+    # Nothing of either message in clear.
+    for needle in (MARKER.encode(), b'"op"', b"ping", b"OPENAI"):
+        assert needle not in up, needle
+    for needle in (b'"ok"', b"runner_id", ans["runner_id"].encode(), b"true"):
+        assert needle not in down, needle
+    assert down[:HEADER] != up[:HEADER]
+
+
+def test_flipped_bit_in_the_answer_is_refused_by_the_client():
+    p, _ = relayed(flip=("down", DOWN_HS + HEADER + LENGTH + 5))
+    assert p.returncode == 1 and p.stdout == b""
+    assert b"failed authentication" in p.stderr, p.stderr
+
+
+REFUSED_FRAME = b"request refused: a frame failed authentication"
+
+
+def test_flipped_bit_in_the_request_is_refused_by_the_runner():
+    before = runner_log().count(REFUSED_FRAME)
+    p, _ = relayed(PING_REQ, flip=("up", UP_HS + HEADER + LENGTH + 8))
+    assert p.returncode == 1 and p.stdout == b"", p.stdout
+    assert b"ended before" in p.stderr, p.stderr  # no answer at all
+    assert wait_until(lambda: runner_log().count(REFUSED_FRAME) > before)
+
+
+def test_truncated_answer_is_refused_by_the_client():
+    p, _ = relayed(cut=("down", DOWN_HS + HEADER + LENGTH + 10))
+    assert p.returncode == 1 and p.stdout == b""
+    assert b"truncated" in p.stderr, p.stderr
+
+
+def test_sealed_request_replayed_on_another_connection_is_refused():
+    """A recorded request, sent after a valid handshake of a new connection:
+    its keys were that first connection's, so the runner does not open it."""
+    p, seen = relayed(PING_REQ)
+    assert p.returncode == 0, p.stderr
+    before = runner_log().count(REFUSED_FRAME)
+    s, f = handshake(derive(read_secret()))
+    s.sendall(bytes(seen["up"][UP_HS:]))
+    assert f.read() == b""
+    s.close()
+    assert wait_until(lambda: runner_log().count(REFUSED_FRAME) > before)
 
 
 def test_replayed_answer_is_refused():

@@ -140,37 +140,41 @@ struct side {
 	int fd;
 	const ah_rauth_key *key;
 	int rc;
+	ah_rauth_nonces n;
 };
 
 static void *server_side(void *arg)
 {
 	struct side *s = arg;
-	s->rc = ah_rauth_server(s->fd, s->key, NULL);
+	s->rc = ah_rauth_server(s->fd, s->key, &s->n, NULL);
 	return NULL;
 }
 
 /* Both sides over a socketpair; the server side in a thread. */
 static void handshake(const ah_rauth_key *server_key, const ah_rauth_key *client_key,
-                      int *server_rc, int *client_rc)
+                      int *server_rc, int *client_rc, int *same_nonces)
 {
 	int sv[2];
 	pthread_t t;
+	ah_rauth_nonces n;
 	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
-	struct side s = {sv[0], server_key, -99};
+	struct side s = {sv[0], server_key, -99, {{0}, {0}}};
 	pthread_create(&t, NULL, server_side, &s);
-	*client_rc = ah_rauth_client(sv[1], client_key, NULL);
+	*client_rc = ah_rauth_client(sv[1], client_key, &n, NULL);
 	close(sv[1]);
 	pthread_join(t, NULL);
 	close(sv[0]);
 	*server_rc = s.rc;
+	*same_nonces = memcmp(&n, &s.n, sizeof n) == 0;
 }
 
 static void test_handshakes(const ah_rauth_key *key, const ah_rauth_key *other)
 {
-	int srv, cli;
-	handshake(key, key, &srv, &cli);
+	int srv, cli, same;
+	handshake(key, key, &srv, &cli, &same);
 	ok(srv == 0 && cli == 0, "handshake: same secret on both sides succeeds");
-	handshake(key, other, &srv, &cli);
+	ok(same, "handshake: both sides end with the same two nonces (the wire's keys)");
+	handshake(key, other, &srv, &cli, &same);
 	ok(srv == AH_EDENIED && cli == AH_EDENIED, "handshake: different secrets fail on both sides");
 
 	/* A client that skips the handshake gets a refusal line, not a request. */
@@ -178,7 +182,7 @@ static void test_handshakes(const ah_rauth_key *key, const ah_rauth_key *other)
 	pthread_t t;
 	char buf[256] = {0};
 	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
-	struct side s = {sv[0], key, -99};
+	struct side s = {sv[0], key, -99, {{0}, {0}}};
 	pthread_create(&t, NULL, server_side, &s);
 	send(sv[1], "{\"op\":\"ping\"}\n", 14, MSG_NOSIGNAL);
 	pthread_join(t, NULL);
