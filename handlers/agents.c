@@ -205,9 +205,9 @@ static int free_slug(ah_req *r, const char *name, const char **out)
 
 /* ---- handlers ---- */
 
-static json_object *agent_row_json(ah_req *r, char **row)
+static json_object *agent_row_json(ah_req *r, const ah_rows *rows, size_t i)
 {
-	return ah_agent_json(r, row);
+	return ah_agent_json(r, rows->v[i]);
 }
 
 static int list_agents(ah_req *r)

@@ -30,9 +30,14 @@ static json_object *key_json(ah_req *r, char **v)
 	return o;
 }
 
+static json_object *key_row_json(ah_req *r, const ah_rows *rows, size_t i)
+{
+	return key_json(r, rows->v[i]);
+}
+
 static int list_keys(ah_req *r)
 {
-	return ah_list_reply(r, SQL_COUNT, SQL_LIST, r->user->id, key_json);
+	return ah_list_reply(r, SQL_COUNT, SQL_LIST, r->user->id, key_row_json);
 }
 
 static int create_key(ah_req *r)

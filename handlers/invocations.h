@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/money.h"
 #include "http/http.h"
 
 /* One invocation, either just recorded or read back from the invocations table. */
@@ -24,27 +25,5 @@ typedef struct ah_invocation {
 /* The contract's invocation result; with_prompt adds "prompt" (history).
  * (sessions.c) */
 json_object *ah_invocation_json(ah_req *r, const ah_invocation *inv, bool with_prompt);
-
-/* len bytes as valid UTF-8: each maximal invalid subsequence becomes U+FFFD, as
- * browsers decode. Returns s itself when it is valid already. (sessions.c) */
-const char *ah_utf8_repair(ah_arena *a, const char *s, size_t len, size_t *outlen);
-
-/* ---- money (usage.c) ----
- * Amounts are integers of pico-dollars (1e-12 USD, the scale of the DECIMAL(24,12)
- * columns) so that sums are exact; prices are micro-dollars per million tokens,
- * which makes the cost of one token exactly price pico-dollars. */
-
-/* "3.00" → 3000000. Up to 6 digits of dollars and 6 decimals, no sign, no
- * exponent: AH_EINVALID else. */
-int ah_price_parse(long long *out, const char *s);
-/* in_tok × in_price + out_tok × out_price, AH_EINVALID on overflow. */
-int ah_cost_pico(long long *out, long long in_tok, long long out_tok,
-                 long long in_price, long long out_price);
-/* Pico-dollars as decimal text without needless zeros: "0.000117", "2.0". */
-char *ah_money_text(ah_arena *a, long long pico);
-/* DECIMAL text from the database ("0.000117000000", NULL = 0) normalised the same way. */
-char *ah_money_normalise(ah_arena *a, const char *dec);
-/* A JSON number that prints exactly as the (normalised) decimal text. */
-json_object *ah_money_json(ah_arena *a, const char *dec);
 
 #endif

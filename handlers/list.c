@@ -14,7 +14,7 @@ int ah_list_reply(ah_req *r, const char *count_sql, const char *list_sql, const 
 		return AH_EFAIL;
 	json_object *arr = json_object_new_array();
 	for (size_t i = 0; i < rows.n; i++)
-		json_object_array_add(arr, to_json(r, rows.v[i]));
+		json_object_array_add(arr, to_json(r, &rows, i));
 	ah_parse_ll(&total, ah_cell(&count, 0, 0));
 	return ah_reply_list(r, arr, total);
 }

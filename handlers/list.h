@@ -5,7 +5,8 @@
 
 #include "http/http.h"
 
-typedef json_object *(*ah_row_json_fn)(ah_req *r, char **row);
+/* One row of the page as JSON (rows->len gives byte lengths of binary cells). */
+typedef json_object *(*ah_row_json_fn)(ah_req *r, const ah_rows *rows, size_t i);
 
 /* count_sql and list_sql filter on one parameter, owner; list_sql ends with
  * LIMIT ? OFFSET ?. Bad paging answers 422 itself (AH_EDONE). */

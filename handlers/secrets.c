@@ -54,11 +54,16 @@ static json_object *secret_json(ah_req *r, char **v)
 	return o;
 }
 
+static json_object *secret_row_json(ah_req *r, const ah_rows *rows, size_t i)
+{
+	return secret_json(r, rows->v[i]);
+}
+
 static int list_secrets(ah_req *r)
 {
 	char **a;
 	int rc = ah_agent_load(r, &a);
-	return rc ? rc : ah_list_reply(r, SQL_COUNT, SQL_LIST, a[AG_ID], secret_json);
+	return rc ? rc : ah_list_reply(r, SQL_COUNT, SQL_LIST, a[AG_ID], secret_row_json);
 }
 
 static int set_secret(ah_req *r)

@@ -1,9 +1,9 @@
 /* /agents/{slug}/sessions and /agents/{slug}/invocations: the sessions whose
  * sandboxes keep state between calls, and the invocation history, newest first.
- * Also the contract's invocation result, shared with invoke.c, and the UTF-8
- * repair that makes any agent output a valid JSON string. */
+ * Also the contract's invocation result, shared with invoke.c. */
 #include "agents.h"
 #include "invocations.h"
+#include "list.h"
 #include "routes.h"
 #include "runner_client/runner_client.h"
 #include "core/util.h"
@@ -24,59 +24,6 @@ static const char SQL_HISTORY_COUNT[] = "SELECT COUNT(*) FROM invocations WHERE 
 
 enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_DURATION,
        H_STATUS, H_ERROR, H_CREATED };
-
-/* ---- UTF-8 repair ---- */
-
-/* Length of the well-formed sequence at s[0..n), or 0 with *bad set to the length
- * of its maximal invalid subpart (Unicode 3.9), which becomes one U+FFFD. */
-static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad)
-{
-	unsigned c = s[0], lo = 0x80, hi = 0xBF;
-	size_t need, k;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		need = 1;
-	else if (c >= 0xE0 && c <= 0xEF)
-		need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-	else if (c >= 0xF0 && c <= 0xF4)
-		need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-	else {
-		*bad = 1;
-		return 0;
-	}
-	for (k = 1; k <= need && k < n && s[k] >= lo && s[k] <= hi; k++)
-		lo = 0x80, hi = 0xBF; /* only the second byte has a narrower range */
-	if (k > need)
-		return need + 1;
-	*bad = k;
-	return 0;
-}
-
-const char *ah_utf8_repair(ah_arena *a, const char *str, size_t len, size_t *outlen)
-{
-	*outlen = len;
-	if (ah_utf8_valid(str, len))
-		return str;
-	const unsigned char *s = (const unsigned char *)str;
-	/* Worst case: every byte becomes the 3-byte replacement character. */
-	char *out = ah_alloc(a, len * 3 + 1);
-	size_t o = 0;
-	for (size_t i = 0; i < len;) {
-		size_t bad = 0, n = utf8_seq(s + i, len - i, &bad);
-		if (n) {
-			memcpy(out + o, s + i, n);
-			o += n;
-			i += n;
-		} else {
-			memcpy(out + o, "\xEF\xBF\xBD", 3);
-			o += 3;
-			i += bad;
-		}
-	}
-	*outlen = o;
-	return out;
-}
 
 /* ---- the invocation result ---- */
 
@@ -109,50 +56,25 @@ json_object *ah_invocation_json(ah_req *r, const ah_invocation *inv, bool with_p
 	return o;
 }
 
-static long long cell_ll(const char *s)
-{
-	long long v = 0;
-	ah_parse_ll(&v, s);
-	return v;
-}
-
-static int count_rows(ah_req *r, const char *sql, const char *agent_id, long long *total)
-{
-	ah_rows rows;
-	if (ah_db_query(r->db, r->arena, &rows, sql, "s", agent_id) != 0 || rows.n != 1)
-		return AH_EFAIL;
-	*total = cell_ll(ah_cell(&rows, 0, 0));
-	return 0;
-}
-
 /* ---- handlers ---- */
 
-static json_object *session_json(ah_req *r, char **v)
+static json_object *session_json(ah_req *r, const ah_rows *rows, size_t i)
 {
+	char **v = rows->v[i];
 	json_object *o = json_object_new_object();
 	ah_json_str(o, "id", v[0]);
 	ah_json_str(o, "sandbox_id", v[1]);
 	ah_json_time(r, o, "created_at", v[2]);
 	ah_json_time(r, o, "last_invoked_at", v[3]);
-	ah_json_int(o, "invocation_count", cell_ll(v[4]));
+	ah_json_int(o, "invocation_count", ah_cell_ll(v[4]));
 	return o;
 }
 
 static int list_sessions(ah_req *r)
 {
 	char **a;
-	long long limit, offset, total;
-	ah_rows rows;
 	int rc = ah_agent_load(r, &a);
-	if (rc != 0 || (rc = ah_page(r, &limit, &offset)) != 0)
-		return rc;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_SESSIONS, "sii", a[AG_ID], limit, offset) != 0 ||
-	    count_rows(r, SQL_SESSIONS_COUNT, a[AG_ID], &total) != 0)
-		return AH_EFAIL;
-	json_object *arr = json_object_new_array();
-	for (size_t i = 0; i < rows.n; i++)
-		json_object_array_add(arr, session_json(r, rows.v[i]));
-	return ah_reply_list(r, arr, total);
+	return rc ? rc : ah_list_reply(r, SQL_SESSIONS_COUNT, SQL_SESSIONS, a[AG_ID], session_json);
 }
 
 /* Asks the runner to destroy the session's sandbox; 0 when it did. */
@@ -196,8 +118,8 @@ static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 		.status = v[H_STATUS], .error = v[H_ERROR], .created_at = v[H_CREATED], .cost = v[H_COST],
 		.response = v[H_RESPONSE], .response_len = rows->len[i][H_RESPONSE],
 		.prompt = v[H_PROMPT], .prompt_len = rows->len[i][H_PROMPT],
-		.input_tokens = cell_ll(v[H_IN]), .output_tokens = cell_ll(v[H_OUT]),
-		.duration_ms = cell_ll(v[H_DURATION]),
+		.input_tokens = ah_cell_ll(v[H_IN]), .output_tokens = ah_cell_ll(v[H_OUT]),
+		.duration_ms = ah_cell_ll(v[H_DURATION]),
 	};
 	return ah_invocation_json(r, &inv, true);
 }
@@ -205,18 +127,8 @@ static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 static int list_invocations(ah_req *r)
 {
 	char **a;
-	long long limit, offset, total;
-	ah_rows rows;
 	int rc = ah_agent_load(r, &a);
-	if (rc != 0 || (rc = ah_page(r, &limit, &offset)) != 0)
-		return rc;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_HISTORY, "sii", a[AG_ID], limit, offset) != 0 ||
-	    count_rows(r, SQL_HISTORY_COUNT, a[AG_ID], &total) != 0)
-		return AH_EFAIL;
-	json_object *arr = json_object_new_array();
-	for (size_t i = 0; i < rows.n; i++)
-		json_object_array_add(arr, history_json(r, &rows, i));
-	return ah_reply_list(r, arr, total);
+	return rc ? rc : ah_list_reply(r, SQL_HISTORY_COUNT, SQL_HISTORY, a[AG_ID], history_json);
 }
 
 const ah_route ah_sessions_routes[] = {

@@ -1,12 +1,10 @@
 /* /usage and /usage/daily: what a user consumed over the last N UTC days, read
  * from the per-user daily rollup (usage_daily) that each invocation updates in
  * its own transaction. Keyed by user, not agent, so deleting an agent never
- * lowers it, and cheap however long the history is.
- *
- * Also the money helpers: amounts are integer pico-dollars, never floats, and go
- * out as JSON numbers printed from their exact decimal text. */
+ * lowers it, and cheap however long the history is. */
 #include "invocations.h"
 #include "routes.h"
+#include "core/money.h"
 #include "core/util.h"
 
 #include <stdio.h>
@@ -14,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#define PICO_PER_USD 1000000000000LL
 #define DAY_SECONDS 86400LL
 
 static const char SQL_TOTAL[] =
@@ -24,77 +21,6 @@ static const char SQL_TOTAL[] =
 static const char SQL_DAILY[] =
 	"SELECT day, invocations, input_tokens, output_tokens, total_cost_usd"
 	" FROM usage_daily WHERE user_id = ? AND day BETWEEN ? AND ? ORDER BY day";
-
-/* ---- money ---- */
-
-int ah_price_parse(long long *out, const char *s)
-{
-	long long whole = 0, frac = 0;
-	int fdigits = 0, wdigits = 0;
-	const char *p = s;
-	for (; *p >= '0' && *p <= '9'; p++, wdigits++) {
-		if (wdigits >= 6)
-			return AH_EINVALID; /* a million dollars per million tokens is not a price */
-		whole = whole * 10 + (*p - '0');
-	}
-	if (*p == '.')
-		for (p++; *p >= '0' && *p <= '9'; p++, fdigits++) {
-			if (fdigits >= 6)
-				return AH_EINVALID;
-			frac = frac * 10 + (*p - '0');
-		}
-	if (*p != '\0' || (wdigits == 0 && fdigits == 0))
-		return AH_EINVALID;
-	for (int i = fdigits; i < 6; i++)
-		frac *= 10;
-	*out = whole * 1000000 + frac;
-	return 0;
-}
-
-int ah_cost_pico(long long *out, long long in_tok, long long out_tok,
-                 long long in_price, long long out_price)
-{
-	long long a, b;
-	if (in_tok < 0 || out_tok < 0 || __builtin_mul_overflow(in_tok, in_price, &a) ||
-	    __builtin_mul_overflow(out_tok, out_price, &b) || __builtin_add_overflow(a, b, out))
-		return AH_EINVALID;
-	return 0;
-}
-
-/* Drops trailing zeros of the fraction but keeps one digit, so the JSON value
- * always reads as a decimal number ("2.0", "0.000117"). */
-static char *trim_fraction(char *s)
-{
-	char *dot = strchr(s, '.');
-	if (!dot)
-		return s;
-	size_t n = strlen(s);
-	while (n > (size_t)(dot - s) + 2 && s[n - 1] == '0')
-		s[--n] = '\0';
-	return s;
-}
-
-char *ah_money_text(ah_arena *a, long long pico)
-{
-	const char *sign = pico < 0 ? "-" : "";
-	unsigned long long v = pico < 0 ? 0ULL - (unsigned long long)pico : (unsigned long long)pico;
-	return trim_fraction(ah_sprintf(a, "%s%llu.%012llu", sign, v / PICO_PER_USD, v % PICO_PER_USD));
-}
-
-char *ah_money_normalise(ah_arena *a, const char *dec)
-{
-	if (!dec || !*dec)
-		return ah_strdup(a, "0.0");
-	char *s = strchr(dec, '.') ? ah_strdup(a, dec) : ah_sprintf(a, "%s.0", dec);
-	return trim_fraction(s);
-}
-
-json_object *ah_money_json(ah_arena *a, const char *dec)
-{
-	const char *text = ah_money_normalise(a, dec);
-	/* The double is only json-c's in-memory value; the output is `text` verbatim. */
-	return json_object_new_double_s(strtod(text, NULL), text);
-}
 
 /* ---- period ---- */
 
@@ -134,12 +60,6 @@ static int read_period(ah_req *r, period *out)
 	return 0;
 }
 
-static long long cell_ll(const char *s)
-{
-	long long v = 0;
-	ah_parse_ll(&v, s);
-	return v;
-}
 
 /* ---- handlers ---- */
 
@@ -158,9 +78,9 @@ static int get_usage(ah_req *r)
 	ah_json_int(o, "period_days", p.days);
 	ah_json_str(o, "start_date", p.start);
 	ah_json_str(o, "end_date", p.end);
-	ah_json_int(o, "total_invocations", cell_ll(v[0]));
-	ah_json_int(o, "input_tokens", cell_ll(v[1]));
-	ah_json_int(o, "output_tokens", cell_ll(v[2]));
+	ah_json_int(o, "total_invocations", ah_cell_ll(v[0]));
+	ah_json_int(o, "input_tokens", ah_cell_ll(v[1]));
+	ah_json_int(o, "output_tokens", ah_cell_ll(v[2]));
 	json_object_object_add(o, "total_cost_usd", ah_money_json(r->arena, v[3]));
 	return ah_reply_json(r, 200, o);
 }
@@ -169,9 +89,9 @@ static json_object *day_json(ah_req *r, const char *date, char **v)
 {
 	json_object *o = json_object_new_object();
 	ah_json_str(o, "date", date);
-	ah_json_int(o, "invocations", v ? cell_ll(v[1]) : 0);
-	ah_json_int(o, "input_tokens", v ? cell_ll(v[2]) : 0);
-	ah_json_int(o, "output_tokens", v ? cell_ll(v[3]) : 0);
+	ah_json_int(o, "invocations", v ? ah_cell_ll(v[1]) : 0);
+	ah_json_int(o, "input_tokens", v ? ah_cell_ll(v[2]) : 0);
+	ah_json_int(o, "output_tokens", v ? ah_cell_ll(v[3]) : 0);
 	json_object_object_add(o, "total_cost_usd", ah_money_json(r->arena, v ? v[4] : NULL));
 	return o;
 }

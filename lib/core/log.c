@@ -2,7 +2,9 @@
  * workers sharing the log file never interleave. */
 #include "core/log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -10,6 +12,9 @@
 
 static char request_id[64];
 static const char *program = "agenthost";
+/* getpid() is a system call on every line otherwise; 0 means "look it up".
+ * Children made by fork() reset it through an atfork hook. */
+static pid_t pid;
 
 void ah_log_set_request_id(const char *id)
 {
@@ -20,9 +25,27 @@ void ah_log_set_request_id(const char *id)
 	snprintf(request_id, sizeof(request_id), "%s", id);
 }
 
+static void forget_pid(void)
+{
+	pid = 0;
+}
+
 void ah_log_set_program(const char *name)
 {
 	program = name;
+	pid = 0;
+}
+
+static int my_pid(void)
+{
+	/* Caching is safe only once glibc's fork() is known to reset the cache. */
+	static bool hooked;
+	if (!hooked && pthread_atfork(NULL, NULL, forget_pid) != 0)
+		return (int)getpid();
+	hooked = true;
+	if (!pid)
+		pid = getpid();
+	return (int)pid;
 }
 
 static void vlog(const char *level, const char *fmt, va_list ap)
@@ -34,7 +57,7 @@ static void vlog(const char *level, const char *fmt, va_list ap)
 	gmtime_r(&ts.tv_sec, &tm);
 	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s[%d]%s%s ",
 	                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-	                 tm.tm_sec, ts.tv_nsec / 1000000, level, program, (int)getpid(),
+	                 tm.tm_sec, ts.tv_nsec / 1000000, level, program, my_pid(),
 	                 request_id[0] ? " req=" : "", request_id);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		n = 0;

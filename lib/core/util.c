@@ -96,3 +96,55 @@ bool ah_utf8_valid(const char *str, size_t len)
 	}
 	return true;
 }
+
+
+/* Length of the well-formed sequence at s[0..n), or 0 with *bad set to the length
+ * of its maximal invalid subpart (Unicode 3.9), which becomes one U+FFFD. */
+static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad)
+{
+	unsigned c = s[0], lo = 0x80, hi = 0xBF;
+	size_t need, k;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		need = 1;
+	else if (c >= 0xE0 && c <= 0xEF)
+		need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+	else if (c >= 0xF0 && c <= 0xF4)
+		need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+	else {
+		*bad = 1;
+		return 0;
+	}
+	for (k = 1; k <= need && k < n && s[k] >= lo && s[k] <= hi; k++)
+		lo = 0x80, hi = 0xBF; /* only the second byte has a narrower range */
+	if (k > need)
+		return need + 1;
+	*bad = k;
+	return 0;
+}
+
+const char *ah_utf8_repair(ah_arena *a, const char *str, size_t len, size_t *outlen)
+{
+	*outlen = len;
+	if (ah_utf8_valid(str, len))
+		return str;
+	const unsigned char *s = (const unsigned char *)str;
+	/* Worst case: every byte becomes the 3-byte replacement character. */
+	char *out = ah_alloc(a, len * 3 + 1);
+	size_t o = 0;
+	for (size_t i = 0; i < len;) {
+		size_t bad = 0, n = utf8_seq(s + i, len - i, &bad);
+		if (n) {
+			memcpy(out + o, s + i, n);
+			o += n;
+			i += n;
+		} else {
+			memcpy(out + o, "\xEF\xBF\xBD", 3);
+			o += 3;
+			i += bad;
+		}
+	}
+	*outlen = o;
+	return out;
+}

@@ -25,4 +25,8 @@ int64_t ah_now_ms(void);
 /* True if s[0..len) is valid UTF-8 (no overlongs, no surrogates). */
 bool ah_utf8_valid(const char *s, size_t len);
 
+/* len bytes as valid UTF-8: each maximal invalid subsequence becomes U+FFFD, as
+ * browsers decode. Returns s itself when it is valid already. */
+const char *ah_utf8_repair(ah_arena *a, const char *s, size_t len, size_t *outlen);
+
 #endif

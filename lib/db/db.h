@@ -15,6 +15,7 @@
 #include "core/arena.h"
 #include "core/config.h"
 #include "core/err.h"
+#include "core/util.h"
 
 typedef struct ah_db ah_db;
 
@@ -48,6 +49,13 @@ int ah_db_ping(ah_db *db);
 static inline const char *ah_cell(const ah_rows *rows, size_t r, size_t c)
 {
 	return (r < rows->n && c < rows->ncols) ? rows->v[r][c] : NULL;
+}
+
+/* A cell's integer value; 0 for NULL or anything that is not a whole number. */
+static inline long long ah_cell_ll(const char *cell)
+{
+	long long v = 0;
+	return (cell && ah_parse_ll(&v, cell) == 0) ? v : 0;
 }
 
 #endif

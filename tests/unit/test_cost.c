@@ -3,6 +3,7 @@
  * that goes out as a JSON number, and the UTF-8 repair of agent output. One
  * table row per case; the row says what is checked. */
 #include "invocations.h"
+#include "core/util.h"
 
 #include <stdio.h>
 #include <string.h>
