@@ -8,6 +8,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "crypto/crypto.h"
+#include "ratelimit/ratelimit.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -106,6 +107,10 @@ int main(int argc, char **argv)
 			ah_log_error("%s", err.msg);
 			return 1;
 		}
+	/* Before forking: every worker, respawned ones too, shares the counters. */
+	unsigned rl_slots = (unsigned)ah_config_int(cfg, "rate_limit_slots", 4096, 64, 1 << 20);
+	if (ah_ratelimit_init(rl_slots) != 0)
+		ah_log_warn("no shared rate-limit table: counting every request in the database");
 	struct sigaction sa = {.sa_handler = on_term};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);

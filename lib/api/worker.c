@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 int ah_worker_listen(const ah_config *cfg, const char *path, ah_err *err)
@@ -49,6 +50,24 @@ static void on_term(int sig)
 	_exit(0); /* only ever delivered while idle in accept: nothing to clean */
 }
 
+/* Ends the request. libfcgi closes a connection lingering: it shuts down its
+ * side and waits (up to 2 s) for nginx to close first, which cost every request
+ * an extra sleep and wake-up before the worker could accept the next. Once the
+ * request's input is all read, nothing is left for nginx to send, and on a unix
+ * socket it reads the whole response (ended by FCGI_END_REQUEST) before it sees
+ * the close, so the linger buys nothing: detaching the request is libfcgi's way
+ * to skip it. With input left unread (an early 401/413), linger as before so
+ * that nginx can finish sending and still read the answer. */
+static void finish(FCGX_Request *fcgi, const ah_req *r)
+{
+	bool drained = r->content_length <= 0 || FCGX_HasSeenEOF(fcgi->in) ||
+	               (r->body && r->body_len == (size_t)r->content_length);
+	if (!fcgi->keepConnection && drained)
+		FCGX_Detach(fcgi);
+	FCGX_Finish_r(fcgi);
+	fcgi->detached = 0;
+}
+
 int ah_worker_run(const ah_config *cfg, int listen_fd, int pool)
 {
 	ah_err err = {0};
@@ -71,7 +90,7 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool)
 	sigaddset(&term, SIGTERM);
 	struct sigaction sa = {.sa_handler = on_term};
 	sigaction(SIGTERM, &sa, NULL);
-	unsigned long served = 0;
+	long long pruned = 0;
 	for (;;) {
 		sigprocmask(SIG_UNBLOCK, &term, NULL);
 		int rc = FCGX_Accept_r(&fcgi);
@@ -80,11 +99,17 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool)
 			break;
 		ah_req r = {.arena = arena, .fcgi = &fcgi, .db = db, .cfg = cfg};
 		ah_dispatch(&r);
-		FCGX_Finish_r(&fcgi);
+		finish(&fcgi, &r);
+		ah_ratelimit_idle(db); /* the client has its answer: refill off its clock */
 		ah_arena_reset(arena);
-		/* Old rate-limit windows are dropped by whichever worker gets there. */
-		if (++served % 1000 == 0)
-			ah_ratelimit_prune(db);
+		/* Old rate-limit windows are dropped by whichever worker gets there;
+		 * once a minute per worker is plenty (the statement scans the table). */
+		long long now = (long long)time(NULL);
+		if (now - pruned >= 60) {
+			if (pruned)
+				ah_ratelimit_prune(db);
+			pruned = now;
+		}
 	}
 	ah_arena_destroy(arena);
 	ah_db_close(db);

@@ -1,5 +1,7 @@
 /* Fixed one-minute windows counted in MariaDB, so the limit holds across every
- * worker on every API host that shares the database. */
+ * worker on every API host that shares the database. Each host hands out the
+ * tokens it reserved from the database through a table in shared memory (see
+ * lease.h), so a busy user costs a database write per chunk, not per request. */
 #ifndef AH_RATELIMIT_RATELIMIT_H
 #define AH_RATELIMIT_RATELIMIT_H
 
@@ -7,9 +9,17 @@
 
 #include "http/http.h"
 
+/* Creates the host's shared table; call in the master before forking workers.
+ * Without it (or if it fails) every request is counted in the database. */
+int ah_ratelimit_init(unsigned nslots);
+
 /* Counts this request for subject in class ('c' CRUD, 'i' invoke) and fills
  * r->rate. *over is true when the request exceeds the limit. */
 int ah_ratelimit_hit(ah_req *r, const char *subject, char cls, long long limit, bool *over);
+
+/* Work deferred until the response is out: refills a pool that runs low.
+ * Called by the worker between requests. */
+void ah_ratelimit_idle(ah_db *db);
 
 /* Deletes windows that ended; called now and then by the workers. */
 void ah_ratelimit_prune(ah_db *db);
