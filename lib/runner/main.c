@@ -102,7 +102,7 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 	if (rc != 0)
 		return rc;
 	make_id(r);
-	r->capacity = (int)ah_config_int(r->cfg, "runner_capacity", 8, 1, 1024);
+	r->capacity = (int)ah_config_int(r->cfg, "runner_capacity", 16, 1, 1024);
 	r->lease_seconds = (int)ah_config_int(r->cfg, "deploy_lease_seconds", 30, 3, 3600);
 	r->max_attempts = (int)ah_config_int(r->cfg, "deploy_max_attempts", 3, 1, 100);
 	pthread_mutex_init(&r->job_mu, NULL);

@@ -52,7 +52,7 @@ typedef struct sb_global {
 	char cg_v1[3][256];          /* memory, cpu, pids hierarchy roots + /agenthost */
 	char cg_v2[256];             /* unified root + /agenthost */
 	long long memory_bytes, disk_bytes;
-	int cpus, pids_max, nofile, pool_size, max_slots;
+	int cpus, pids_max, nofile, pool_size, pool_max, max_slots;
 	unsigned uid_base;
 	unsigned net_a, net_b;       /* veth addresses are net_a.net_b.x.y */
 	char resolv[512];            /* resolv.conf for sandboxes */

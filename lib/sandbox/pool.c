@@ -1,20 +1,41 @@
-/* Pool: sandboxes built ahead of time by one background thread, so that
- * create only claims one (mounts /app) and exec only costs a fork/exec.
+/* Pool: sandboxes built ahead of time by background threads, so that create
+ * only claims one (mounts /app) and exec only costs a fork/exec.
  *
- * One thread builds every keeper on purpose: PR_SET_PDEATHSIG fires when the
- * *thread* that created the process exits, so keepers made by short-lived
- * request threads would die with them. create() with an empty pool waits for
- * the thread (which then builds even past pool_size for each waiter); a build
+ * Size: at least sandbox_pool_size, and after a burst as many as were in use
+ * at once recently (the peak, held for PEAK_HOLD_MS, capped by
+ * sandbox_pool_max), so that the next burst of the same size finds them all
+ * ready instead of waiting for one build after another. Concurrency is
+ * counted over young sandboxes only (taken less than YOUNG_MS ago and not yet
+ * destroyed), so long-lived session sandboxes do not inflate the pool.
+ *
+ * Threads: NBUILDERS long-lived builders and one reaper. Builders live as long
+ * as the pool on purpose: PR_SET_PDEATHSIG fires when the *thread* that
+ * created a process exits, so keepers made by short-lived request threads
+ * would die with them. Refills run at a low priority (BUILD_NICE) so that they
+ * do not take the CPU from agents running right now; a build somebody is
+ * waiting for runs at normal priority. create() with an empty pool waits for
+ * a builder (which then builds past the target for each waiter); a build
  * failure wakes the waiters with the error rather than retrying forever.
- * The same thread tears down destroyed sandboxes first (their processes are
- * already dead); stop drains that queue, so shutdown leaves nothing. */
+ * The reaper tears destroyed sandboxes down (their processes are already
+ * dead; the rest is mostly RCU waits) apart from the builders, so teardowns
+ * never delay a refill; it also shrinks the pool once a peak has expired.
+ * stop drains both, so shutdown leaves nothing. */
 #include "sandbox/internal.h"
 
 #include "core/log.h"
 
 #include <pthread.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
+
+#define NBUILDERS 2
+#define BUILD_NICE 10
+#define YOUNG_MS 10000        /* a take counts towards concurrency this long */
+#define PEAK_HOLD_MS 60000    /* the pool stays grown this long after a peak */
+#define NLIVE 64              /* young takes tracked */
 
 /* A sandbox unlike the pooled ones (another disk size), built on request. */
 typedef struct order {
@@ -26,41 +47,178 @@ typedef struct order {
 	struct order *next;
 } order;
 
+/* One take from the pool, until its sandbox is destroyed. */
+typedef struct live {
+	const struct ah_sandbox *sb;
+	long long ms;
+} live;
+
 static struct {
 	pthread_mutex_t mu;
-	pthread_cond_t wake;     /* to the pool thread */
+	pthread_cond_t wake;     /* to the builders */
+	pthread_cond_t reap_cv;  /* to the reaper */
 	pthread_cond_t ready_cv; /* to waiters in take */
 	struct ah_sandbox *ready;
 	struct ah_sandbox *retired;
 	order *orders;
-	int nready, waiters;
+	int nready, nbuilding, waiters;
 	bool stop, running;
 	unsigned fail_gen;
 	ah_err fail;
-	pthread_t th;
+	int failures;
+	live live[NLIVE];
+	int peak;
+	long long peak_ms;
+	pthread_t builders[NBUILDERS], reaper;
+	int nbuilders;
 } P = { .mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
-        .ready_cv = PTHREAD_COND_INITIALIZER };
+        .reap_cv = PTHREAD_COND_INITIALIZER, .ready_cv = PTHREAD_COND_INITIALIZER };
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- demand (lock held) ---- */
+
+/* How many sandboxes the pool should hold ready when nobody waits. */
+static int target(void)
+{
+	int t = P.peak;
+	if (now_ms() - P.peak_ms > PEAK_HOLD_MS)
+		t = 0;
+	if (t > sb_g.pool_max)
+		t = sb_g.pool_max;
+	return t > sb_g.pool_size ? t : sb_g.pool_size;
+}
+
+/* Records a take and raises the peak to the young sandboxes alive now. */
+static void note_take(const struct ah_sandbox *sb)
+{
+	long long now = now_ms();
+	int young = 1, slot = -1, oldest = 0;
+	for (int i = 0; i < NLIVE; i++) {
+		bool is_young = P.live[i].sb && now - P.live[i].ms < YOUNG_MS;
+		young += is_young;
+		if (!is_young && slot < 0)
+			slot = i;
+		if (P.live[i].ms < P.live[oldest].ms)
+			oldest = i;
+	}
+	P.live[slot >= 0 ? slot : oldest] = (live){ sb, now };
+	if (young >= P.peak || now - P.peak_ms > PEAK_HOLD_MS) {
+		P.peak = young;
+		P.peak_ms = now;
+	}
+}
+
+static void note_retire(const struct ah_sandbox *sb)
+{
+	for (int i = 0; i < NLIVE; i++)
+		if (P.live[i].sb == sb)
+			P.live[i].sb = NULL;
+}
 
 static bool want_more(void)
 {
-	return !P.stop && P.nready < sb_g.pool_size + P.waiters;
+	return !P.stop && P.nready + P.nbuilding < target() + P.waiters &&
+	       P.nready + P.nbuilding < sb_g.max_slots;
 }
 
-static void backoff(int failures)
+/* ---- builders ---- */
+
+static void set_nice(int n)
+{
+	/* Per thread on Linux; the keeper gets 0 back in keeper_spawn. */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), n);
+}
+
+static void backoff(void)
 {
 	/* Only while nobody waits: a waiter gets the error at once instead. */
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += failures < 5 ? 1 : 5;
-	while (!P.stop && P.waiters == 0 && !P.retired)
+	ts.tv_sec += P.failures < 5 ? 1 : 5;
+	while (!P.stop && P.waiters == 0)
 		if (pthread_cond_timedwait(&P.wake, &P.mu, &ts) != 0)
 			break;
 }
 
-static void *pool_main(void *arg)
+static void fill_order(order *o)
+{
+	pthread_mutex_unlock(&P.mu);
+	set_nice(0);
+	o->rc = sb_build(&o->sb, o->disk_bytes, &o->err);
+	pthread_mutex_lock(&P.mu);
+	o->done = true;
+	pthread_cond_broadcast(&P.ready_cv);
+}
+
+static void build_one(void)
+{
+	P.nbuilding++;
+	bool urgent = P.waiters > 0;
+	pthread_mutex_unlock(&P.mu);
+	set_nice(urgent ? 0 : BUILD_NICE);
+	struct ah_sandbox *sb = NULL;
+	ah_err err = { 0 };
+	int rc = sb_build(&sb, 0, &err);
+	pthread_mutex_lock(&P.mu);
+	P.nbuilding--;
+	if (rc == 0) {
+		sb->next = P.ready;
+		P.ready = sb;
+		P.nready++;
+		P.failures = 0;
+	} else {
+		P.fail = err;
+		P.fail_gen++;
+		P.failures++;
+	}
+	pthread_cond_broadcast(&P.ready_cv);
+	if (rc != 0)
+		backoff();
+}
+
+static void *builder_main(void *arg)
 {
 	(void)arg;
-	int failures = 0;
+	pthread_mutex_lock(&P.mu);
+	while (!P.stop) {
+		if (P.orders) {
+			order *o = P.orders;
+			P.orders = o->next;
+			fill_order(o);
+		} else if (want_more()) {
+			build_one();
+		} else {
+			pthread_cond_wait(&P.wake, &P.mu);
+		}
+	}
+	pthread_mutex_unlock(&P.mu);
+	return NULL;
+}
+
+/* ---- reaper ---- */
+
+/* A peak has expired: the sandboxes past the target go (lock held). */
+static void shrink(void)
+{
+	int extra = P.nready - target();
+	while (extra-- > 0 && P.ready && P.waiters == 0) {
+		struct ah_sandbox *sb = P.ready;
+		P.ready = sb->next;
+		P.nready--;
+		sb->next = P.retired;
+		P.retired = sb;
+	}
+}
+
+static void *reaper_main(void *arg)
+{
+	(void)arg;
 	pthread_mutex_lock(&P.mu);
 	while (!P.stop || P.retired) {
 		if (P.retired) {
@@ -71,50 +229,47 @@ static void *pool_main(void *arg)
 			pthread_mutex_lock(&P.mu);
 			continue;
 		}
-		if (P.stop)
-			break;
-		if (P.orders) {
-			order *o = P.orders;
-			P.orders = o->next;
-			pthread_mutex_unlock(&P.mu);
-			o->rc = sb_build(&o->sb, o->disk_bytes, &o->err);
-			pthread_mutex_lock(&P.mu);
-			o->done = true;
-			pthread_cond_broadcast(&P.ready_cv);
+		shrink();
+		if (P.retired)
 			continue;
-		}
-		if (!want_more()) {
-			pthread_cond_wait(&P.wake, &P.mu);
-			continue;
-		}
-		pthread_mutex_unlock(&P.mu);
-		struct ah_sandbox *sb = NULL;
-		ah_err err = { 0 };
-		int rc = sb_build(&sb, 0, &err);
-		pthread_mutex_lock(&P.mu);
-		if (rc == 0) {
-			sb->next = P.ready;
-			P.ready = sb;
-			P.nready++;
-			failures = 0;
-		} else {
-			P.fail = err;
-			P.fail_gen++;
-			failures++;
-		}
-		pthread_cond_broadcast(&P.ready_cv);
-		if (rc != 0)
-			backoff(failures);
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 5;
+		pthread_cond_timedwait(&P.reap_cv, &P.mu, &ts);
 	}
 	pthread_mutex_unlock(&P.mu);
 	return NULL;
 }
 
+/* ---- API ---- */
+
+static void stop_threads(void)
+{
+	pthread_mutex_lock(&P.mu);
+	P.stop = true;
+	pthread_cond_broadcast(&P.wake);
+	pthread_cond_broadcast(&P.reap_cv);
+	pthread_cond_broadcast(&P.ready_cv);
+	pthread_mutex_unlock(&P.mu);
+	for (int i = 0; i < P.nbuilders; i++)
+		pthread_join(P.builders[i], NULL);
+	P.nbuilders = 0;
+}
+
 int sb_pool_start(ah_err *err)
 {
 	P.stop = false;
-	if (pthread_create(&P.th, NULL, pool_main, NULL) != 0)
-		return ah_err_set(err, AH_EFAIL, "cannot start the sandbox pool thread");
+	P.peak = 0;
+	P.peak_ms = now_ms() - PEAK_HOLD_MS - 1;
+	memset(P.live, 0, sizeof P.live);
+	if (pthread_create(&P.reaper, NULL, reaper_main, NULL) != 0)
+		return ah_err_set(err, AH_EFAIL, "cannot start the sandbox reaper thread");
+	for (; P.nbuilders < NBUILDERS; P.nbuilders++)
+		if (pthread_create(&P.builders[P.nbuilders], NULL, builder_main, NULL) != 0) {
+			stop_threads();
+			pthread_join(P.reaper, NULL);
+			return ah_err_set(err, AH_EFAIL, "cannot start the sandbox pool threads");
+		}
 	P.running = true;
 	return 0;
 }
@@ -160,7 +315,9 @@ int sb_pool_take(struct ah_sandbox **out, long long disk_bytes, ah_err *err)
 		P.ready = sb->next;
 		P.nready--;
 		sb->next = NULL;
-		pthread_cond_signal(&P.wake); /* refill */
+		note_take(sb);
+		/* Refill: the peak may just have grown, wake every builder. */
+		pthread_cond_broadcast(&P.wake);
 	}
 	ah_err fail = P.fail;
 	pthread_mutex_unlock(&P.mu);
@@ -176,6 +333,7 @@ int sb_pool_take(struct ah_sandbox **out, long long disk_bytes, ah_err *err)
 void sb_pool_retire(struct ah_sandbox *sb)
 {
 	pthread_mutex_lock(&P.mu);
+	note_retire(sb);
 	if (!P.running) {
 		pthread_mutex_unlock(&P.mu);
 		sb_teardown(sb);
@@ -183,7 +341,7 @@ void sb_pool_retire(struct ah_sandbox *sb)
 	}
 	sb->next = P.retired;
 	P.retired = sb;
-	pthread_cond_signal(&P.wake);
+	pthread_cond_signal(&P.reap_cv);
 	pthread_mutex_unlock(&P.mu);
 }
 
@@ -191,17 +349,19 @@ void sb_pool_stop(void)
 {
 	if (!P.running)
 		return;
+	stop_threads();
+	pthread_join(P.reaper, NULL);
 	pthread_mutex_lock(&P.mu);
-	P.stop = true;
-	pthread_cond_broadcast(&P.wake);
-	pthread_cond_broadcast(&P.ready_cv);
+	P.running = false; /* from now on retire tears down at once */
+	struct ah_sandbox *left = P.retired, *ready = P.ready;
+	P.retired = P.ready = NULL;
+	P.nready = 0;
 	pthread_mutex_unlock(&P.mu);
-	pthread_join(P.th, NULL);
-	P.running = false;
-	while (P.ready) {
-		struct ah_sandbox *sb = P.ready;
-		P.ready = sb->next;
+	/* Retired after the reaper's last look, then the unused ones. */
+	for (struct ah_sandbox *lists[2] = { left, ready }, *sb; lists[0] || lists[1];) {
+		int i = lists[0] ? 0 : 1;
+		sb = lists[i];
+		lists[i] = sb->next;
 		sb_teardown(sb);
 	}
-	P.nready = 0;
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -161,6 +162,9 @@ static int keeper_spawn(ah_sandbox *sb, ah_err *err)
 		return ah_err_set(err, AH_EFAIL, "clone3 namespaces: %s", strerror(e));
 	sb->keeper = pid;
 	sb->keeper_pidfd = pidfd;
+	/* A refill runs at a low priority (pool.c); the agents, which descend
+	 * from the keeper, must not. The keeper forks nothing before GO. */
+	setpriority(PRIO_PROCESS, (id_t)pid, 0);
 	return 0;
 }
 
@@ -389,6 +393,7 @@ static int read_config(const ah_config *cfg, ah_err *err)
 	sb_g.pids_max = (int)ah_config_int(cfg, "sandbox_pids", 256, 8, 1 << 20);
 	sb_g.nofile = (int)ah_config_int(cfg, "sandbox_nofile", 1024, 16, 1 << 20);
 	sb_g.pool_size = (int)ah_config_int(cfg, "sandbox_pool_size", 2, 0, 64);
+	sb_g.pool_max = (int)ah_config_int(cfg, "sandbox_pool_max", 16, 0, 256);
 	sb_g.max_slots = (int)ah_config_int(cfg, "sandbox_max", 256, 1, 16384);
 	sb_g.uid_base = (unsigned)ah_config_int(cfg, "sandbox_uid_base", 1000000, 65536,
 	                                        (1LL << 32) - 1 - 16384LL * SB_IDS_PER_SLOT);
@@ -452,8 +457,8 @@ int ah_sandbox_init(const ah_config *cfg, ah_err *err)
 		return rc;
 	}
 	inited = true;
-	ah_log_info("sandbox: ready (cgroup v%d, %d resolver(s), pool %d)",
-	            sb_g.cg == SB_CG_V2 ? 2 : 1, sb_g.ndns, sb_g.pool_size);
+	ah_log_info("sandbox: ready (cgroup v%d, %d resolver(s), pool %d, up to %d after bursts)",
+	            sb_g.cg == SB_CG_V2 ? 2 : 1, sb_g.ndns, sb_g.pool_size, sb_g.pool_max);
 	return 0;
 }
 
@@ -545,8 +550,9 @@ const char *ah_sandbox_id(const ah_sandbox *sb)
 
 /* The processes die now (SIGKILL to the pid namespace's init); the rest
  * (reaping, the mount namespace, veth, cgroup: ~25 ms, mostly RCU grace
- * periods) is released by the pool thread, off the caller's path. A deploy
- * sandbox is torn down here: its caller reuses the work dir right after. */
+ * periods) is released by the pool's reaper thread, off the caller's path.
+ * A deploy sandbox is torn down here: its caller reuses the work dir right
+ * after. */
 void ah_sandbox_destroy(ah_sandbox *sb)
 {
 	if (!sb)

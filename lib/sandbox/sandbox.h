@@ -26,6 +26,8 @@
  *   sandbox_disk_mb        10240    writable layer (+ /tmp) size cap (sparse ext4 on a
  *                                   loop device); 0: a 1 GiB tmpfs instead
  *   sandbox_pool_size      2        pre-made sandboxes kept ready
+ *   sandbox_pool_max       16       after a burst the pool keeps as many ready as
+ *                                   were in use at once (for a minute), up to this
  *   sandbox_uid_base       1000000  host uid of slot 0's root; each slot has 65536 ids
  *   sandbox_max            256      slots: sandboxes alive at once on the host
  *   sandbox_net            10.254   first two octets of the /16 used for veth /30s

@@ -91,7 +91,12 @@ int sb_userns_idmap_fd(unsigned to)
 		return -1;
 	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL, NULL, NULL);
 	if (pid == 0) {
-		close(pfd[1]);
+		/* Keep only our pipe's read end: a write end of another thread's
+		 * pipe held here (pool builders run in parallel) would keep that
+		 * thread's child from ever seeing EOF, and it would wait for ours. */
+		if (pfd[0] > 0)
+			syscall(SYS_close_range, 0, (unsigned)pfd[0] - 1, 0);
+		syscall(SYS_close_range, (unsigned)pfd[0] + 1, ~0U, 0);
 		_exit(read(pfd[0], &b, 1) < 0);
 	}
 	close(pfd[0]);
