@@ -2,6 +2,7 @@
  * endpoints that only queue work (deploy) or ask the runner (sandbox stop).
  * Deploys themselves happen in agenthost-runner. */
 #include "agents.h"
+#include "auth/auth.h"
 #include "list.h"
 #include "routes.h"
 #include "runner_client/runner_client.h"
@@ -13,12 +14,12 @@
 #include <string.h>
 
 static const char SQL_GET[] =
-	"SELECT " AH_AGENT_COLS " FROM agents WHERE user_id = ? AND slug = ?";
+	"SELECT " AH_AGENT_COLS " FROM agents a WHERE a.user_id = ? AND a.slug = ?";
 static const char SQL_GET_ID[] =
-	"SELECT " AH_AGENT_COLS " FROM agents WHERE id = ?";
+	"SELECT " AH_AGENT_COLS " FROM agents a WHERE a.id = ?";
 static const char SQL_LIST[] =
-	"SELECT " AH_AGENT_COLS " FROM agents WHERE user_id = ?"
-	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
+	"SELECT " AH_AGENT_COLS " FROM agents a WHERE a.user_id = ?"
+	" ORDER BY a.created_at DESC, a.id DESC LIMIT ? OFFSET ?";
 static const char SQL_COUNT[] = "SELECT COUNT(*) FROM agents WHERE user_id = ?";
 static const char SQL_SLUG_TAKEN[] = "SELECT 1 FROM agents WHERE user_id = ? AND slug = ?";
 static const char SQL_INSERT[] =
@@ -45,9 +46,19 @@ static const char SQL_END_SESSIONS[] =
 
 /* ---- shared with nested resources ---- */
 
+const char ah_route_scope_sql[] =
+	"SELECT " AH_AUTH_KEY_COLS ", " AH_AGENT_COLS " FROM " AH_AUTH_KEY_FROM
+	" LEFT JOIN agents a ON a.user_id = u.id AND a.slug = ? WHERE k.key_id = ?";
+
 int ah_agent_load(ah_req *r, char ***out)
 {
 	ah_rows rows;
+	if (r->scope_loaded) {
+		if (!r->scope_row)
+			return ah_reply_error(r, 404, "Agent not found");
+		*out = r->scope_row;
+		return 0;
+	}
 	if (ah_db_query(r->db, r->arena, &rows, SQL_GET, "ss", r->user->id, r->params[0]) != 0)
 		return AH_EFAIL;
 	if (rows.n == 0)
@@ -352,10 +363,10 @@ static int stop_sandbox(ah_req *r)
 const ah_route ah_agents_routes[] = {
 	{"GET", "/agents", list_agents, 0, 0},
 	{"POST", "/agents", create_agent, 0, 0},
-	{"GET", "/agents/{slug}", get_agent, 0, 0},
-	{"PATCH", "/agents/{slug}", patch_agent, 0, 0},
-	{"DELETE", "/agents/{slug}", delete_agent, 0, 0},
-	{"POST", "/agents/{slug}/deploy", deploy_agent, 0, 0},
-	{"DELETE", "/agents/{slug}/sandbox", stop_sandbox, 0, 0},
+	{"GET", "/agents/{slug}", get_agent, AH_R_SCOPED, 0},
+	{"PATCH", "/agents/{slug}", patch_agent, AH_R_SCOPED, 0},
+	{"DELETE", "/agents/{slug}", delete_agent, AH_R_SCOPED, 0},
+	{"POST", "/agents/{slug}/deploy", deploy_agent, AH_R_SCOPED, 0},
+	{"DELETE", "/agents/{slug}/sandbox", stop_sandbox, AH_R_SCOPED, 0},
 	{NULL, NULL, NULL, 0, 0},
 };

@@ -12,13 +12,16 @@ enum {
 	AG_RUNNER_ID, AG_CODE_SHA256, AG_NCOLS
 };
 
+/* Read from `agents a` (the alias lets the same list serve the key+agent query). */
 #define AH_AGENT_COLS                                                                 \
-	"id, name, slug, description, source_type, git_repo_url, git_branch,"             \
-	" timeout_seconds, status, status_message, sandbox_id, needs_redeploy,"           \
-	" created_at, updated_at, deployed_at, image_path, entrypoint, runner_id, code_sha256"
+	"a.id, a.name, a.slug, a.description, a.source_type, a.git_repo_url,"             \
+	" a.git_branch, a.timeout_seconds, a.status, a.status_message, a.sandbox_id,"     \
+	" a.needs_redeploy, a.created_at, a.updated_at, a.deployed_at, a.image_path,"     \
+	" a.entrypoint, a.runner_id, a.code_sha256"
 
-/* Loads the caller's agent named by the first path parameter into *out (a row of
- * AH_AGENT_COLS). Answers 404 itself (also for another user's agent) → AH_EDONE. */
+/* The caller's agent named by the first path parameter, as a row of
+ * AH_AGENT_COLS: the one authentication loaded (AH_R_SCOPED routes) or a fresh
+ * query. Answers 404 itself (also for another user's agent) → AH_EDONE. */
 int ah_agent_load(ah_req *r, char ***out);
 
 /* The contract's agent record. */

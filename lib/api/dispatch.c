@@ -91,7 +91,9 @@ static int authenticate(ah_req *r, const ah_route *rt, const char **why)
 	/* Public routes still honour a key for per-user counting, but never require one. */
 	if (rt && (rt->flags & AH_R_PUBLIC))
 		return 0;
-	int rc = ah_auth_request(r, why);
+	int rc = (rt->flags & AH_R_SCOPED) && r->nparams > 0
+	             ? ah_auth_request_scoped(r, ah_route_scope_sql, r->params[0], why)
+	             : ah_auth_request(r, why);
 	if (rc == AH_EFAIL)
 		return AH_EFAIL;
 	return 0;

@@ -43,9 +43,7 @@ static const char *bearer_token(ah_req *r)
  * cache, which any change to the key or the user (revocation, disabling)
  * invalidates at once. The times are compared with this host's clock instead. */
 static const char SQL_KEY[] =
-	"SELECT k.id, k.key_hash, k.last_used_at, k.expires_at,"
-	" u.id, u.email, u.plan, u.quota_bytes, u.disabled, u.created_at"
-	" FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.key_id = ?";
+	"SELECT " AH_AUTH_KEY_COLS " FROM " AH_AUTH_KEY_FROM " WHERE k.key_id = ?";
 
 static const char SQL_TOUCH[] =
 	"UPDATE api_keys SET last_used_at = NOW(3) WHERE id = ?";
@@ -66,34 +64,18 @@ static bool before(const char *dbtime, const char *than)
 	return dbtime && strcmp(dbtime, than) < 0;
 }
 
-int ah_auth_request(ah_req *r, const char **why)
+/* Checks the key row (hash, expiry), touches last_used_at at most once a minute
+ * and sets r->user. */
+static int accept_key(ah_req *r, const char *tok, const ah_rows *rows, const char **why)
 {
-	const char *tok = bearer_token(r);
-	if (!tok) {
-		*why = "Not authenticated";
-		return AH_EDENIED;
-	}
-	/* Anything else with the outline of a JWS is a token from the identity provider. */
-	if (strncmp(tok, "ahk_", 4) != 0 && ah_jwt_looks_like(tok))
-		return ah_auth_jwt(r, tok, why);
-	if (!ah_auth_key_shape_ok(tok)) {
-		*why = "Invalid API key";
-		return AH_EDENIED;
-	}
-	char key_id[9];
-	memcpy(key_id, tok + 4, 8);
-	key_id[8] = '\0';
-	ah_rows rows;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_KEY, "s", key_id) != 0)
-		return AH_EFAIL;
 	unsigned char want[AH_KEYHASH_BYTES];
 	ah_crypto_key_hash(want, tok, strlen(tok));
-	if (rows.n != 1 || rows.len[0][1] != AH_KEYHASH_BYTES ||
-	    sodium_memcmp(want, rows.v[0][1], AH_KEYHASH_BYTES) != 0) {
+	if (rows->n != 1 || rows->len[0][1] != AH_KEYHASH_BYTES ||
+	    sodium_memcmp(want, rows->v[0][1], AH_KEYHASH_BYTES) != 0) {
 		*why = "Invalid API key";
 		return AH_EDENIED;
 	}
-	char **v = rows.v[0];
+	char **v = rows->v[0];
 	char now[32], stale[32];
 	int64_t ms = ah_now_ms();
 	db_time(now, ms);
@@ -113,4 +95,50 @@ int ah_auth_request(ah_req *r, const char **why)
 	u->created_at = v[9];
 	r->user = u;
 	return 0;
+}
+
+/* Shared by both entry points; scope_sql NULL = a plain key lookup. */
+static int authenticate(ah_req *r, const char *scope_sql, const char *scope_param,
+                        const char **why)
+{
+	const char *tok = bearer_token(r);
+	if (!tok) {
+		*why = "Not authenticated";
+		return AH_EDENIED;
+	}
+	/* Anything else with the outline of a JWS is a token from the identity provider. */
+	if (strncmp(tok, "ahk_", 4) != 0 && ah_jwt_looks_like(tok))
+		return ah_auth_jwt(r, tok, why);
+	if (!ah_auth_key_shape_ok(tok)) {
+		*why = "Invalid API key";
+		return AH_EDENIED;
+	}
+	char key_id[9];
+	memcpy(key_id, tok + 4, 8);
+	key_id[8] = '\0';
+	ah_rows rows;
+	int rc = scope_sql ? ah_db_query(r->db, r->arena, &rows, scope_sql, "ss", scope_param, key_id)
+	                   : ah_db_query(r->db, r->arena, &rows, SQL_KEY, "s", key_id);
+	if (rc != 0)
+		return AH_EFAIL;
+	if ((rc = accept_key(r, tok, &rows, why)) != 0)
+		return rc;
+	if (scope_sql) {
+		char **scope = rows.v[0] + AH_AUTH_KEY_NCOLS;
+		r->scope_loaded = true;
+		/* The LEFT JOIN leaves every scoped column NULL when nothing matched. */
+		r->scope_row = scope[0] ? scope : NULL;
+	}
+	return 0;
+}
+
+int ah_auth_request(ah_req *r, const char **why)
+{
+	return authenticate(r, NULL, NULL, why);
+}
+
+int ah_auth_request_scoped(ah_req *r, const char *scope_sql, const char *scope_param,
+                           const char **why)
+{
+	return authenticate(r, scope_sql, scope_param, why);
 }

@@ -9,6 +9,19 @@
  * *why a message for it), or AH_EFAIL (database trouble). */
 int ah_auth_request(ah_req *r, const char **why);
 
+/* The columns every API-key lookup starts with, and where they come from; a
+ * scoped lookup appends its own columns and a LEFT JOIN (see router.h). */
+#define AH_AUTH_KEY_COLS                                                          \
+	"k.id, k.key_hash, k.last_used_at, k.expires_at,"                             \
+	" u.id, u.email, u.plan, u.quota_bytes, u.disabled, u.created_at"
+#define AH_AUTH_KEY_NCOLS 10
+#define AH_AUTH_KEY_FROM "api_keys k JOIN users u ON u.id = k.user_id"
+
+/* As ah_auth_request, but an API key is looked up with scope_sql, which also
+ * loads the row scope_param names into r->scope_row (r->scope_loaded = true). */
+int ah_auth_request_scoped(ah_req *r, const char *scope_sql, const char *scope_param,
+                           const char **why);
+
 /* True if s has the shape ahk_<8 base62>_<10 base62>. */
 bool ah_auth_key_shape_ok(const char *s);
 

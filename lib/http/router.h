@@ -15,6 +15,7 @@ enum {
 	AH_R_INVOKE  = 1 << 1,  /* counted in the invocation rate-limit class */
 	AH_R_NO_RATE = 1 << 2,  /* not rate limited (health checks of load balancers) */
 	AH_R_STREAM  = 1 << 3,  /* handler reads the body itself (large uploads) */
+	AH_R_SCOPED  = 1 << 4,  /* {slug} names the caller's agent: load it with the key */
 };
 
 typedef struct ah_route {
@@ -29,6 +30,11 @@ typedef struct ah_route {
 
 /* Every table, NULL-terminated (handlers/routes.c). */
 extern const ah_route *const ah_route_tables[];
+
+/* The authentication query of AH_R_SCOPED routes (handlers/agents.c): the API-key
+ * columns (AH_AUTH_KEY_COLS) followed by the scoped row's, parameters (first path
+ * parameter, key id). Saves the handler a round trip on most requests. */
+extern const char ah_route_scope_sql[];
 
 enum { AH_MATCH_OK = 0, AH_MATCH_NO_PATH = 1, AH_MATCH_NO_METHOD = 2 };
 
