@@ -121,7 +121,6 @@ runner_socket = $VAR/run/runner.sock
 runner_listen = 127.0.0.1:0
 runner_secret_file = $VAR/runner.secret
 openapi_file = $BUILD/docs/openapi.json
-crud_workers = 24
 invoke_workers = 16
 rate_limit_crud = 100
 rate_limit_invoke = 10

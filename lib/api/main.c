@@ -100,7 +100,12 @@ int main(int argc, char **argv)
 	int fds[2];
 	const char *paths[2] = {ah_config_get(cfg, "fcgi_socket", "var/run/api.sock"),
 	                        ah_config_get(cfg, "fcgi_invoke_socket", "var/run/api-invoke.sock")};
-	int counts[2] = {(int)ah_config_int(cfg, "crud_workers", 24, 1, 256),
+	/* CRUD requests only wait on MariaDB, so a few workers per core keep the cores
+	 * busy; more only add context switches and queueing (measured with
+	 * scripts/bench-api: 8 per core gave the best p99 on 2 cores). */
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int crud_default = (int)(ncpu > 0 ? (ncpu * 8 < 256 ? ncpu * 8 : 256) : 16);
+	int counts[2] = {(int)ah_config_int(cfg, "crud_workers", crud_default, 1, 256),
 	                 (int)ah_config_int(cfg, "invoke_workers", 16, 1, 256)};
 	for (int p = 0; p < 2; p++)
 		if ((fds[p] = ah_worker_listen(cfg, paths[p], &err)) < 0) {
