@@ -172,15 +172,24 @@ fail:;
 
 /* PID 1 of a fresh pid namespace per exec: when it exits the kernel kills
  * every process the agent left behind, so sessions never accumulate them. */
+/* The agent shares the reaper's memory until it execs (as posix_spawn does,
+ * on a stack of its own; the reaper is suspended meanwhile): no copy of the
+ * address space made and torn down again per exec. Its descriptors,
+ * credentials, signal handlers and limits are still its own. */
+static char agent_stack[256 * 1024] __attribute__((aligned(64)));
+
+static int agent_entry(void *arg)
+{
+	agent_main(arg);
+}
+
 __attribute__((noreturn)) static void reaper_main(exec_req *r, int status_fd)
 {
-	pid_t agent = raw_fork(0);
+	/* status_fd is closed by agent_main's close_range. */
+	pid_t agent = clone(agent_entry, agent_stack + sizeof agent_stack,
+	                    CLONE_VM | CLONE_VFORK | SIGCHLD, r);
 	if (agent < 0)
 		_exit(125);
-	if (agent == 0) {
-		close(status_fd);
-		agent_main(r);
-	}
 	for (int i = 0; i < 3; i++)
 		close(r->fds[i]);
 	int st;
