@@ -30,14 +30,7 @@ static int write_proc(pid_t pid, const char *file, const char *data)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = write(fd, data, strlen(data));
-	int e = errno;
-	close(fd);
-	errno = e;
-	return n == (ssize_t)strlen(data) ? 0 : -1;
+	return sb_write_file(path, data);
 }
 
 int sb_userns_write_maps(pid_t pid, unsigned uid_base)

@@ -8,6 +8,7 @@ The stack's config allows private git hosts (git_allow_private = true), which is
 what lets these tests clone from loopback. Nothing here talks to an outside
 address except npm inside the build sandbox (the npm registry).
 """
+import contextlib
 import io
 import os
 import signal
@@ -194,10 +195,10 @@ def wait_in_log(*needles, timeout=60):
 
 # ---- a git daemon on loopback ---------------------------------------------------
 
-@pytest.fixture(scope="module")
-def git_server(tmp_path_factory):
-    """git://127.0.0.1:<port>/<name> for repositories made with .repo()."""
-    root = str(tmp_path_factory.mktemp("git"))
+@contextlib.contextmanager
+def serve_git(root):
+    """A `git daemon` serving the repositories under root on a free loopback port;
+    yields the port and stops the daemon by its PID afterwards."""
     port = free_port()
     proc = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all",
                              f"--base-path={root}", "--listen=127.0.0.1", f"--port={port}", root],
@@ -209,6 +210,17 @@ def git_server(tmp_path_factory):
             break
         except OSError:
             time.sleep(0.1)
+    try:
+        yield port
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def git_server(tmp_path_factory):
+    """git://127.0.0.1:<port>/<name> for repositories made with .repo()."""
+    root = str(tmp_path_factory.mktemp("git"))
 
     class Server:
         def repo(self, files, tag=None):
@@ -216,9 +228,8 @@ def git_server(tmp_path_factory):
             make_repo(root, name, files, tag)
             return f"git://127.0.0.1:{port}/{name}"
 
-    yield Server()
-    os.kill(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=10)
+    with serve_git(root) as port:
+        yield Server()
 
 
 NPM_AGENT = {

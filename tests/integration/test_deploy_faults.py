@@ -42,8 +42,8 @@ import pytest
 
 from conftest import ROOT, VAR, api_pids, db_query, new_client
 from test_deploy import (ECHO_JS, MANIFEST, assert_active, assert_nothing_left_behind,
-                         create_agent, deploy, free_port, local_agent, project, runner_pid, tgz,
-                         wait_in_log)
+                         create_agent, deploy, local_agent, project, runner_pid,
+                         serve_git, tgz, wait_in_log)
 from agent_code import runner_available
 
 pytestmark = [
@@ -337,17 +337,6 @@ def git_daemon(tmp_path_factory):
     """git://127.0.0.1:<port>/<name> for repositories made with .repo(files),
     file contents as str or bytes."""
     root = str(tmp_path_factory.mktemp("git"))
-    port = free_port()
-    proc = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all",
-                             f"--base-path={root}", "--listen=127.0.0.1", f"--port={port}", root],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
 
     def git(cwd, *args):
         subprocess.run(["git", "-c", "user.email=t@test.example", "-c", "user.name=test",
@@ -368,9 +357,8 @@ def git_daemon(tmp_path_factory):
                 git(path, "commit", "-qm", "initial")
             return f"git://127.0.0.1:{port}/{name}"
 
-    yield Daemon()
-    proc.terminate()
-    proc.wait(timeout=10)
+    with serve_git(root) as port:
+        yield Daemon()
 
 
 def test_repository_over_size_cap(client, git_daemon):

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from agent_code import (ECHO_JS, EARLY_JS, TOOL_JS, VAR, cost, deploy, deployed_agent, exact,
+from agent_code import (ECHO_JS, EARLY_JS, VAR, cost, deploy, deployed_agent, exact,
                         needs_runner, runner_available)
 from conftest import assert_422
 

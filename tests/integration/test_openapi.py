@@ -10,16 +10,14 @@ exactly the documented methods).
 
 Schemas are checked with the small JSON Schema validator below (the subset the
 document uses), so the tests need nothing beyond requests and PyYAML."""
-import json
 import os
 import re
 import uuid
 
 import pytest
-import requests
 import yaml
 
-from conftest import BASE_URL, ROOT, Client
+from conftest import ROOT
 
 DOC_PATH = os.path.join(ROOT, "docs", "openapi.yaml")
 HANDLERS = os.path.join(ROOT, "handlers")
