@@ -247,6 +247,35 @@ static json_object *run_answer(const char *sandbox_id, const ah_sandbox_result *
 	return o;
 }
 
+/* An ephemeral sandbox is destroyed at its release, which takes a while (the
+ * keeper's pid namespace must die and be reaped). The answer does not depend
+ * on it, so the lease rides on the answer object and is released when the
+ * server drops that object, after the answer has been written. */
+struct deferred_release {
+	struct ah_sbx_lease lease;
+	bool broken;
+};
+
+static void release_later(json_object *ans, void *ud)
+{
+	struct deferred_release *d = ud;
+	(void)ans;
+	ah_sandboxes_release(&d->lease, d->broken);
+	free(d);
+}
+
+static void release_with(json_object *ans, struct ah_sbx_lease *lease, bool broken)
+{
+	struct deferred_release *d = malloc(sizeof(*d));
+	if (!d) {
+		ah_sandboxes_release(lease, broken);
+		return;
+	}
+	d->lease = *lease;
+	d->broken = broken;
+	json_object_set_userdata(ans, d, release_later);
+}
+
 static json_object *execute(const struct run_req *q)
 {
 	struct ah_sbx_lease lease = {0};
@@ -278,7 +307,10 @@ static json_object *execute(const struct run_req *q)
 		ans = ah_op_error("the sandbox failed to run the agent");
 	}
 	ah_sandbox_result_free(&res);
-	ah_sandboxes_release(&lease, rc == AH_EFAIL);
+	if (q->session)
+		ah_sandboxes_release(&lease, rc == AH_EFAIL); /* cheap: the sandbox stays */
+	else
+		release_with(ans, &lease, rc == AH_EFAIL);
 	return ans;
 }
 

@@ -205,6 +205,26 @@ __attribute__((noreturn)) static void reaper_main(exec_req *r, int status_fd)
 	_exit(0);
 }
 
+/* The reaper shares the spawner's memory as well (it only makes system calls,
+ * on a stack of its own): forking it used to copy the page tables of what was
+ * a copy of the runner and tear them down again at its exit, on every exec.
+ * Its descriptors are still its own (no CLONE_FILES), and the spawner leaves
+ * the exec request alone until it has reaped the reaper. */
+static char reaper_stack[64 * 1024] __attribute__((aligned(64)));
+
+typedef struct reaper_arg {
+	exec_req *r;
+	int exec_fd, status_fd, status_rd;
+} reaper_arg;
+
+static int reaper_entry(void *arg)
+{
+	reaper_arg *a = arg;
+	close(a->exec_fd);
+	close(a->status_rd);
+	reaper_main(a->r, a->status_fd);
+}
+
 static int parse_exec(exec_req *r, size_t blen)
 {
 	char *p = body_buf, *end = body_buf + blen;
@@ -264,23 +284,20 @@ static void run_one(int exec_fd, exec_req *r, size_t blen)
 		sb_error_reply(exec_fd, errno, "pipe");
 		goto done;
 	}
-	pid_t reaper = raw_fork(CLONE_NEWPID);
+	reaper_arg ra = { r, exec_fd, sp[1], sp[0] };
+	pid_t reaper = clone(reaper_entry, reaper_stack + sizeof reaper_stack,
+	                     CLONE_VM | CLONE_NEWPID | SIGCHLD, &ra);
 	if (reaper < 0) {
 		sb_error_reply(exec_fd, errno, "clone pid namespace");
 		goto done;
 	}
-	if (reaper == 0) {
-		close(exec_fd);
-		close(sp[0]);
-		reaper_main(r, sp[1]);
-	}
 	close(sp[1]);
 	sp[1] = -1;
-	for (int i = 0; i < 3; i++) {
-		close(r->fds[i]);
-		r->fds[i] = -1;
-	}
+	for (int i = 0; i < 3; i++)
+		close(r->fds[i]); /* ours only; the reaper still reads the numbers */
 	sb_msg m = { .op = SB_EXITED, .arg = supervise(exec_fd, reaper, sp[0]) };
+	for (int i = 0; i < 3; i++)
+		r->fds[i] = -1;
 	sb_send(exec_fd, &m, NULL, 0, NULL, 0);
 done:
 	for (int i = 0; i < 2; i++)
