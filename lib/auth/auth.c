@@ -39,6 +39,18 @@ static const char *bearer_token(ah_req *r)
 	return h;
 }
 
+ah_user *ah_user_from_row(ah_arena *a, char **v)
+{
+	ah_user *u = ah_alloc(a, sizeof(*u));
+	u->id = v[0];
+	u->email = v[1];
+	u->plan = v[2];
+	ah_parse_ll(&u->quota_bytes, v[3]);
+	u->disabled = strcmp(v[4], "1") == 0;
+	u->created_at = v[5];
+	return u;
+}
+
 /* No NOW() here: a deterministic statement can be answered from MariaDB's query
  * cache, which any change to the key or the user (revocation, disabling)
  * invalidates at once. The times are compared with this host's clock instead. */
@@ -86,14 +98,7 @@ static int accept_key(ah_req *r, const char *tok, const ah_rows *rows, const cha
 	db_time(stale, ms - 60000);
 	if (!v[2] || before(v[2], stale))
 		ah_db_exec(r->db, NULL, SQL_TOUCH, "s", v[0]); /* best effort */
-	ah_user *u = ah_alloc(r->arena, sizeof(*u));
-	u->id = v[4];
-	u->email = v[5];
-	u->plan = v[6];
-	ah_parse_ll(&u->quota_bytes, v[7]);
-	u->disabled = strcmp(v[8], "1") == 0;
-	u->created_at = v[9];
-	r->user = u;
+	r->user = ah_user_from_row(r->arena, v + 4);
 	return 0;
 }
 

@@ -22,6 +22,10 @@ int ah_auth_request(ah_req *r, const char **why);
 int ah_auth_request_scoped(ah_req *r, const char *scope_sql, const char *scope_param,
                            const char **why);
 
+/* The user of six consecutive columns: id, email, plan, quota_bytes, disabled,
+ * created_at (the order every user lookup selects them in). */
+ah_user *ah_user_from_row(ah_arena *a, char **v);
+
 /* True if s has the shape ahk_<8 base62>_<10 base62>. */
 bool ah_auth_key_shape_ok(const char *s);
 

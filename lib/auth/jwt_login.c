@@ -2,6 +2,7 @@
  * the user a verified token stands for. An identity is the pair (iss, sub); the
  * first login of an unknown identity links it to the user with the token's email
  * (one made by the admin command line, say) or creates that user. */
+#include "auth/auth.h"
 #include "auth/jwt.h"
 #include "core/plans.h"
 #include "core/log.h"
@@ -113,19 +114,11 @@ static int find_user(ah_req *r, const ah_jwt_claims *c)
 		return AH_EFAIL;
 	if (rows.n != 1)
 		return AH_ENOTFOUND;
-	char **v = rows.v[0];
-	ah_user *u = ah_alloc(r->arena, sizeof(*u));
-	u->id = v[0];
-	u->email = v[1];
-	u->plan = v[2];
-	ah_parse_ll(&u->quota_bytes, v[3]);
-	u->disabled = strcmp(v[4], "1") == 0;
-	u->created_at = v[5];
-	r->user = u;
+	r->user = ah_user_from_row(r->arena, rows.v[0]);
 	return 0;
 }
 
-/* The same quotas as `agenthost-admin user create --plan`. */
+/* The configured plan for new users, when it names one (quotas: core/plans.h). */
 static const char *default_plan(const struct jwt_conf *jc)
 {
 	const char *p = jc->plan;
