@@ -103,8 +103,10 @@ int ah_body_object(ah_req *r, json_object **out, const char *const *allowed)
 		if (!ok)
 			ah_verr(r, "body", key, "Extra inputs are not permitted", "extra_forbidden");
 	}
+	/* Unknown keys stay pending: the handler's own field checks add theirs, and
+	 * its ah_verr_reply answers with one entry per offending field. */
 	*out = o;
-	return ah_verr_reply(r);
+	return 0;
 }
 
 /* Common part of the field readers: presence, null handling, required. Returns 1

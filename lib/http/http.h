@@ -68,8 +68,10 @@ const char *ah_param_env(ah_req *r, const char *name);          /* FastCGI param
 /* Decoded value of a query parameter, NULL when absent. */
 const char *ah_query_get(ah_req *r, const char *name);
 
-/* Parses the body as a JSON object; rejects keys not in `allowed` (NULL-terminated)
- * as extra_forbidden. Writes the 422 itself and returns AH_EDONE on any problem. */
+/* Parses the body as a JSON object. Malformed JSON or a non-object: writes the 422
+ * itself and returns AH_EDONE. Keys not in `allowed` (NULL-terminated) are
+ * recorded as extra_forbidden entries and left pending for the handler's
+ * ah_verr_reply, so one answer lists every offending field. */
 int ah_body_object(ah_req *r, json_object **out, const char *const *allowed);
 
 /* Field readers: record a 422 entry (loc body.<name>) on a problem and return

@@ -270,6 +270,14 @@ def test_unknown_and_read_only_fields_are_extra_forbidden(guard, target):
     guard.check()
 
 
+def test_unknown_and_invalid_fields_are_reported_together(guard):
+    """One 422 lists every offending field: unknown ones and invalid known ones."""
+    detail = assert_422(guard.send("create_agent", {"bogus": 1, "timeout_seconds": 0}),
+                        ("body", "bogus"), ("body", "name"), ("body", "timeout_seconds"))
+    assert {e["type"] for e in detail} >= {"extra_forbidden", "missing", "greater_than_equal"}
+    guard.check()
+
+
 @pytest.mark.parametrize("target", TARGET_IDS)
 def test_oversized_strings_are_422(guard, target):
     t = TARGETS[target]
