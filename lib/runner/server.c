@@ -11,6 +11,7 @@
  * (runner_client/wire.h) instead of a line. Requests carry secrets (the env
  * of `run`): env is never logged, and the copies are wiped after use. */
 #include "runner/runner.h"
+#include "core/io.h"
 #include "runner/sandboxes.h"
 #include "runner/ops.h"
 #include "core/log.h"
@@ -93,10 +94,6 @@ static char *read_request(int fd, size_t *len)
 	char *buf = malloc(cap);
 	int64_t deadline = ah_now_ms() + READ_TIMEOUT_MS;
 	while (buf) {
-		int left = (int)(deadline - ah_now_ms());
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		if (left <= 0 || poll(&p, 1, left) <= 0)
-			break;
 		if (n + 1 >= cap) {
 			char *nb = cap >= MAX_REQUEST ? NULL : realloc(buf, cap * 4);
 			if (!nb)
@@ -104,9 +101,7 @@ static char *read_request(int fd, size_t *len)
 			buf = nb;
 			cap *= 4;
 		}
-		ssize_t got = read(fd, buf + n, cap - n - 1);
-		if (got < 0 && errno == EINTR)
-			continue;
+		ssize_t got = ah_read_until(fd, buf + n, cap - n - 1, deadline);
 		if (got <= 0)
 			break;
 		char *nl = memchr(buf + n, '\n', (size_t)got);

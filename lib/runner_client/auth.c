@@ -1,5 +1,6 @@
 /* See auth.h. */
 #include "runner_client/auth.h"
+#include "core/io.h"
 #include "runner_client/wire.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -196,18 +197,9 @@ static int read_line(int fd, char *buf, size_t cap, int64_t deadline, size_t *le
 {
 	size_t n = 0;
 	for (;;) {
-		int left = (int)(deadline - ah_now_ms());
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		if (left <= 0)
+		ssize_t got = ah_read_until(fd, buf + n, 1, deadline);
+		if (got == AH_ETIMEOUT)
 			return AH_ETIMEOUT;
-		int pr = poll(&p, 1, left);
-		if (pr < 0 && errno == EINTR)
-			continue;
-		if (pr == 0)
-			return AH_ETIMEOUT;
-		ssize_t got = pr < 0 ? -1 : read(fd, buf + n, 1);
-		if (got < 0 && errno == EINTR)
-			continue;
 		if (got <= 0)
 			return AH_EFAIL;
 		if (buf[n] == '\n') {

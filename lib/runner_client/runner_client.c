@@ -2,6 +2,7 @@
 #include "runner_client/runner_client.h"
 #include "runner_client/auth.h"
 #include "runner_client/wire.h"
+#include "core/io.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "db/db.h"
@@ -79,10 +80,6 @@ static int read_answer(ah_req *r, int fd, int timeout_ms, char **out, size_t *ou
 	char *buf = ah_alloc(r->arena, cap);
 	int64_t deadline = ah_now_ms() + timeout_ms;
 	for (;;) {
-		int left = (int)(deadline - ah_now_ms());
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		if (left <= 0 || poll(&p, 1, left) == 0)
-			return AH_ETIMEOUT;
 		if (len + 1 >= cap) {
 			if (cap >= MAX_ANSWER)
 				return AH_EFAIL;
@@ -91,9 +88,9 @@ static int read_answer(ah_req *r, int fd, int timeout_ms, char **out, size_t *ou
 			buf = nb;
 			cap *= 4;
 		}
-		ssize_t n = read(fd, buf + len, cap - len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
+		ssize_t n = ah_read_until(fd, buf + len, cap - len - 1, deadline);
+		if (n == AH_ETIMEOUT)
+			return AH_ETIMEOUT;
 		if (n <= 0)
 			break;
 		len += (size_t)n;

@@ -1,5 +1,6 @@
 /* See wire.h. */
 #include "runner_client/wire.h"
+#include "core/io.h"
 #include "core/util.h"
 
 #include <errno.h>
@@ -123,18 +124,9 @@ static int read_exact(int fd, unsigned char *p, size_t n, int64_t deadline, size
 {
 	*got = 0;
 	while (*got < n) {
-		int left = (int)(deadline - ah_now_ms());
-		struct pollfd pf = {.fd = fd, .events = POLLIN};
-		if (left <= 0)
+		ssize_t r = ah_read_until(fd, p + *got, n - *got, deadline);
+		if (r == AH_ETIMEOUT)
 			return AH_ETIMEOUT;
-		int pr = poll(&pf, 1, left);
-		if (pr < 0 && errno == EINTR)
-			continue;
-		if (pr == 0)
-			return AH_ETIMEOUT;
-		ssize_t r = pr < 0 ? -1 : read(fd, p + *got, n - *got);
-		if (r < 0 && errno == EINTR)
-			continue;
 		if (r <= 0)
 			return AH_EFAIL;
 		*got += (size_t)r;

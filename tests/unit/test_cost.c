@@ -8,15 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-	n_test++;
-	if (!cond)
-		n_fail++;
-	printf("%s %d - %s\n", cond ? "ok" : "not ok", n_test, what);
-}
+#include "tap.h"
 
 static const struct {
 	const char *text;
@@ -93,7 +85,7 @@ int main(void)
 	for (size_t i = 0; i < N(prices); i++) {
 		long long v = -1;
 		int rc = ah_price_parse(&v, prices[i].text);
-		ok(rc == prices[i].rc && (rc != 0 || v == prices[i].micro),
+		ok(rc == prices[i].rc && (rc != 0 || v == prices[i].micro), "%s",
 		   prices[i].rc ? ah_sprintf(a, "price \"%s\" is refused", prices[i].text)
 		                : ah_sprintf(a, "price \"%s\" is %lld micro-dollars", prices[i].text,
 		                             prices[i].micro));
@@ -103,7 +95,7 @@ int main(void)
 		const char *want = costs[i].text;
 		int rc = ah_cost_pico(&pico, costs[i].in_tok, costs[i].out_tok, costs[i].pin, costs[i].pout);
 		const char *got = rc == 0 ? ah_money_text(a, pico) : "error";
-		ok(strcmp(got, want) == 0, ah_sprintf(a, "%lld in + %lld out tokens cost %s (got %s)",
+		ok(strcmp(got, want) == 0, "%s", ah_sprintf(a, "%lld in + %lld out tokens cost %s (got %s)",
 		                                      costs[i].in_tok, costs[i].out_tok, want, got));
 	}
 	long long pico;
@@ -111,7 +103,7 @@ int main(void)
 	ok(strcmp(ah_money_text(a, -1500000000000LL), "-1.5") == 0, "negative amounts keep their sign");
 	for (size_t i = 0; i < N(decimals); i++) {
 		const char *got = ah_money_normalise(a, decimals[i].db);
-		ok(strcmp(got, decimals[i].want) == 0,
+		ok(strcmp(got, decimals[i].want) == 0, "%s",
 		   ah_sprintf(a, "DECIMAL %s reads as %s (got %s)", decimals[i].db ? decimals[i].db : "NULL",
 		              decimals[i].want, got));
 	}
@@ -119,8 +111,8 @@ int main(void)
 		size_t n;
 		const char *got = ah_utf8_repair(a, repairs[i].in, repairs[i].len, &n);
 		ok(n == repairs[i].wlen && memcmp(got, repairs[i].want, n) == 0,
-		   ah_sprintf(a, "UTF-8 repair of row %zu", i));
+		   "UTF-8 repair of row %zu", i);
 	}
 	ah_arena_destroy(a);
-	return n_fail == 0 ? 0 : 1;
+	return nfail == 0 ? 0 : 1;
 }

@@ -6,18 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int n_test;
-static int n_fail;
-
-static void ok(int cond, const char *fmt, const char *a, const char *b)
-{
-	n_test++;
-	if (!cond)
-		n_fail++;
-	printf("%s %d - ", cond ? "ok" : "not ok", n_test);
-	printf(fmt, a, b ? b : "");
-	printf("\n");
-}
+#include "tap.h"
 
 static const struct { const char *v; int valid; } semver[] = {
 	{"1.0.0", 1}, {"0.0.0", 1}, {"10.20.30", 1}, {"1.0.0-alpha", 1},
@@ -91,7 +80,7 @@ int main(void)
 		int rc = ah_manifest_parse(&m, "agent.json", manifests[i].json, strlen(manifests[i].json), &err);
 		int good = manifests[i].msg ? rc == AH_EINVALID && strcmp(err.msg, manifests[i].msg) == 0
 		                            : rc == 0;
-		ok(good, "manifest: %s%s", manifests[i].desc, good ? NULL : err.msg);
+		ok(good, "manifest: %s%s", manifests[i].desc, good ? "" : err.msg);
 	}
-	return n_fail ? 1 : 0;
+	return nfail ? 1 : 0;
 }
