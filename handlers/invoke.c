@@ -5,8 +5,9 @@
  *
  * Order of work: validate → collect the environment (secrets decrypted now, so
  * a secret set a moment ago applies) → claim the session → ask the runner →
- * count tokens and price them → record the invocation, the user's daily usage
- * and the session in one transaction → answer. Failed and timed-out runs are
+ * count tokens and price them → record the invocation (one INSERT; its trigger
+ * updates the user's daily usage and the session in the same transaction) →
+ * answer. Failed and timed-out runs are
  * recorded and priced the same way. */
 #include "agents.h"
 #include "invocations.h"
@@ -28,8 +29,11 @@
 #define RUNNER_SLACK_MS 30000 /* sandbox set-up, a wait for a free slot, the kill */
 #define MODEL_KEY_MAX 4096
 
-static const char SQL_SECRETS[] = "SELECT name, nonce, ciphertext FROM secrets WHERE agent_id = ?";
-static const char SQL_SESSION_STATE[] = "SELECT state FROM sessions WHERE agent_id = ? AND id = ?";
+/* The agent's secrets and, for a call in a session, the session's state (the
+ * row whose name is NULL): one round trip for both. */
+static const char SQL_SECRETS_SESSION[] =
+	"SELECT name, nonce, ciphertext FROM secrets WHERE agent_id = ?"
+	" UNION ALL SELECT NULL, NULL, state FROM sessions WHERE agent_id = ? AND id = ?";
 static const char SQL_SESSION_LOCK[] =
 	"SELECT state FROM sessions WHERE agent_id = ? AND id = ? FOR UPDATE";
 static const char SQL_SESSION_CREATE[] =
@@ -41,17 +45,15 @@ static const char SQL_RECORD[] =
 	"INSERT INTO invocations (id, agent_id, user_id, session_id, sandbox_id, prompt,"
 	" response_content, input_tokens, output_tokens, total_cost_usd, duration_ms, status, error,"
 	" created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+/* Only for an invocation whose history row cannot be written (its agent was
+ * deleted during the call); otherwise the invocations_rollup trigger (schema/
+ * 004) counts the usage and touches the session within SQL_RECORD itself. */
 static const char SQL_USAGE[] =
 	"INSERT INTO usage_daily (user_id, day, invocations, input_tokens, output_tokens, total_cost_usd)"
 	" VALUES (?, ?, 1, ?, ?, ?) ON DUPLICATE KEY UPDATE invocations = invocations + 1,"
 	" input_tokens = input_tokens + VALUES(input_tokens),"
 	" output_tokens = output_tokens + VALUES(output_tokens),"
 	" total_cost_usd = total_cost_usd + VALUES(total_cost_usd)";
-/* A session ended meanwhile (stop, redeploy) keeps its state and no sandbox id. */
-static const char SQL_SESSION_TOUCH[] =
-	"UPDATE sessions SET last_invoked_at = ?, invocation_count = invocation_count + 1,"
-	" sandbox_id = IF(state = 'active', ?, NULL) WHERE agent_id = ? AND id = ?";
-
 typedef struct invoke_in {
 	const char *prompt;
 	size_t prompt_len;
@@ -144,16 +146,24 @@ static const char *model_key_value(ah_req *r)
 	return buf;
 }
 
-/* The agent's secrets as they are now, plus the model key; never logged. */
-static int build_env(ah_req *r, const char *agent_id, json_object **out)
+/* The agent's secrets as they are now, plus the model key; never logged. With
+ * a session id, *state is that session's state (NULL: no such session yet). */
+static int build_env(ah_req *r, const char *agent_id, const char *sid, json_object **out,
+                     const char **state)
 {
 	ah_rows rows;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_SECRETS, "s", agent_id) != 0)
+	*state = NULL;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_SECRETS_SESSION, "sss", agent_id, agent_id,
+	                sid ? sid : "") != 0)
 		return AH_EFAIL;
 	json_object *env = json_object_new_object();
 	for (size_t i = 0; i < rows.n; i++) {
 		char *plain;
 		size_t len;
+		if (!rows.v[i][0]) {
+			*state = rows.v[i][2];
+			continue;
+		}
 		if (rows.len[i][1] != AH_NONCE_BYTES ||
 		    ah_crypto_open(r->arena, &plain, &len, (const unsigned char *)rows.v[i][1],
 		                   (const unsigned char *)rows.v[i][2], rows.len[i][2]) != 0) {
@@ -187,13 +197,12 @@ static int forget_sandbox(ah_req *r, const char *agent_id, const char *sid)
 /* Makes the session row exist and be active. A session that ended (stop,
  * redeploy) or expired (idle reclaim) starts anew with a fresh sandbox. The row
  * lock makes a concurrent call of the same session wait until the old sandbox is
- * gone, so it never runs in a sandbox that is being destroyed. */
-static int claim_session(ah_req *r, const char *agent_id, const char *sid)
+ * gone, so it never runs in a sandbox that is being destroyed. state: what
+ * build_env read (NULL: no such session yet). */
+static int claim_session(ah_req *r, const char *agent_id, const char *sid, const char *state)
 {
 	ah_rows rows;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_SESSION_STATE, "ss", agent_id, sid) != 0)
-		return AH_EFAIL;
-	if (rows.n == 1 && strcmp(rows.v[0][0], "active") == 0)
+	if (state && strcmp(state, "active") == 0)
 		return 0; /* the common case: no transaction, no lock */
 	if (ah_db_begin(r->db) != 0)
 		return AH_EFAIL;
@@ -225,6 +234,8 @@ static json_object *run_request(ah_req *r, char **a, const invoke_in *in, const 
 	ah_json_str(q, "op", "run");
 	ah_json_str(q, "invocation_id", inv_id);
 	ah_json_str(q, "agent_id", a[AG_ID]);
+	if (a[AG_RUNNER_ID])
+		ah_json_str(q, "runner_id", a[AG_RUNNER_ID]);
 	ah_json_str(q, "image", a[AG_IMAGE_PATH]);
 	ah_json_str(q, "entrypoint", a[AG_ENTRYPOINT]);
 	ah_json_str(q, "session", in->session_id);
@@ -340,29 +351,16 @@ static void usage_day(char out[11], const char *created_at)
 
 static int record_once(ah_req *r, const char *agent_id, const invoke_in *in, const ah_invocation *v)
 {
-	char day[11];
-	usage_day(day, v->created_at);
-	if (ah_db_begin(r->db) != 0)
-		return AH_EFAIL;
-	int rc = ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisisss", v->id, agent_id, r->user->id,
-	                    v->session_id, v->sandbox_id, in->prompt, in->prompt_len, v->response,
-	                    v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
-	                    v->status, v->error, v->created_at);
-	if (rc == 0)
-		rc = ah_db_exec(r->db, NULL, SQL_USAGE, "ssiis", r->user->id, day, v->input_tokens,
-		                v->output_tokens, v->cost);
-	if (rc == 0 && in->session_id)
-		rc = ah_db_exec(r->db, NULL, SQL_SESSION_TOUCH, "ssss", v->created_at, v->sandbox_id,
-		                agent_id, in->session_id);
-	if (rc == 0 && (rc = ah_db_commit(r->db)) == 0)
-		return 0;
-	ah_db_rollback(r->db);
-	return AH_EFAIL;
+	return ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisisss", v->id, agent_id, r->user->id,
+	                  v->session_id, v->sandbox_id, in->prompt, in->prompt_len, v->response,
+	                  v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
+	                  v->status, v->error, v->created_at);
 }
 
-/* One transaction, retried: a deadlock with the runner's session updates is
- * possible and harmless to repeat. If the history row cannot be written (the
- * agent was deleted during the call), the user's usage is still counted. */
+/* One statement (its own transaction, usage and session included), retried:
+ * a deadlock with the runner's session updates is possible and harmless to
+ * repeat. If the history row cannot be written (the agent was deleted during
+ * the call), the user's usage is still counted. */
 static void record(ah_req *r, const char *agent_id, const invoke_in *in, const ah_invocation *v)
 {
 	for (int attempt = 0; attempt < 3; attempt++)
@@ -415,10 +413,11 @@ static int invoke(ah_req *r)
 	size_t in_tokens;
 	ah_invocation inv = {.id = ah_id_new(r->arena, "inv"), .created_at = db_time(r->arena, start)};
 	inv.session_id = in.session_id ? in.session_id : ah_id_new(r->arena, "ses");
+	const char *state;
 	if (ah_tokenize_count(&in_tokens, in.prompt, in.prompt_len) != 0 ||
-	    build_env(r, a[AG_ID], &env) != 0)
+	    build_env(r, a[AG_ID], in.session_id, &env, &state) != 0)
 		return AH_EFAIL;
-	if (in.session_id && claim_session(r, a[AG_ID], in.session_id) != 0)
+	if (in.session_id && claim_session(r, a[AG_ID], in.session_id, state) != 0)
 		return AH_EFAIL;
 	run_agent(r, a, &in, inv.id, env, &o);
 	inv.duration_ms = ah_now_ms() - start;

@@ -9,6 +9,7 @@
  * in progress finish within a grace period; a job still running after that goes
  * back to the queue (its attempt not counted); destroy every sandbox; exit. */
 #include "runner/runner.h"
+#include "runner_client/runner_client.h"
 #include "runner/sandboxes.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -58,23 +59,6 @@ static int setup_paths(struct ah_runner *r, ah_err *err)
 	return 0;
 }
 
-/* runner_id, else host name plus a hash of the socket path, so two runners on
- * one host differ and a restarted runner is recognised as the same one. */
-static void make_id(struct ah_runner *r)
-{
-	const char *id = ah_config_get(r->cfg, "runner_id", NULL);
-	char host[65] = "runner";
-	uint32_t h = 2166136261u;
-	if (id && *id) {
-		snprintf(r->id, sizeof(r->id), "%.64s", id);
-		return;
-	}
-	gethostname(host, sizeof(host) - 1);
-	for (const char *p = r->socket_path; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	snprintf(r->id, sizeof(r->id), "%.55s-%08x", host, h);
-}
-
 static int write_pid_file(const struct ah_runner *r)
 {
 	FILE *f = fopen(r->pid_file, "w");
@@ -101,7 +85,7 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 	int rc = setup_paths(r, err);
 	if (rc != 0)
 		return rc;
-	make_id(r);
+	ah_runner_local_id(r->cfg, r->id, sizeof(r->id)); /* the socket's dir exists now */
 	r->capacity = (int)ah_config_int(r->cfg, "runner_capacity", 16, 1, 1024);
 	r->lease_seconds = (int)ah_config_int(r->cfg, "deploy_lease_seconds", 30, 3, 3600);
 	r->max_attempts = (int)ah_config_int(r->cfg, "deploy_max_attempts", 3, 1, 100);

@@ -54,6 +54,23 @@ static int socket_group(const char *path, const char *group, ah_err *err)
 	return 0;
 }
 
+/* Whether a runner answers a ping on the socket. Connecting is not enough:
+ * the listening socket of a runner that was just killed can outlive it for a
+ * moment (a child cloned from it that has not yet closed what it inherited),
+ * and takes connections that nobody will answer. */
+static bool runner_answers(const struct sockaddr_un *sa)
+{
+	static const char ping[] = "{\"op\":\"ping\"}\n";
+	char buf[256];
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool live = fd >= 0 && connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 &&
+	            ah_send_all(fd, ping, sizeof(ping) - 1) == 0 &&
+	            ah_read_until(fd, buf, sizeof(buf), ah_now_ms() + 2000) > 0;
+	if (fd >= 0)
+		close(fd);
+	return live;
+}
+
 int ah_server_listen(struct ah_runner *r, ah_err *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -65,11 +82,7 @@ int ah_server_listen(struct ah_runner *r, ah_err *err)
 	/* A socket left by a killed runner is removed; one that answers belongs to a
 	 * live runner, and two runners on one socket would share an id. */
 	if (lstat(r->socket_path, &st) == 0 && S_ISSOCK(st.st_mode)) {
-		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		bool live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-		if (probe >= 0)
-			close(probe);
-		if (live)
+		if (runner_answers(&sa))
 			return ah_err_set(err, AH_ECONFLICT, "another runner is listening on %s",
 			                  r->socket_path);
 		unlink(r->socket_path);
@@ -153,6 +166,12 @@ static json_object *dispatch(json_object *req)
 	const char *name = json_object_object_get_ex(req, "op", &op) ? json_object_get_string(op) : NULL;
 	if (!name)
 		return ah_op_error("missing \"op\"");
+	/* A request that names its runner must have reached that one: an agent's
+	 * sandboxes and image live on the runner that deployed it. */
+	json_object *to = NULL;
+	if (json_object_object_get_ex(req, "runner_id", &to) && to &&
+	    strcmp(json_object_get_string(to), runner->id) != 0)
+		return ah_op_error("request meant for another runner");
 	if (strcmp(name, "ping") == 0)
 		return ah_op_ping(runner);
 	if (strcmp(name, "run") == 0)

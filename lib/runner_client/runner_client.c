@@ -18,27 +18,49 @@
 #define MAX_ANSWER (64 * 1024 * 1024) /* base64 of a 10 MB output plus slack */
 
 #define SQL_AGENT_RUNNER \
-	"SELECT r.address FROM agents a JOIN runners r ON r.id = a.runner_id WHERE a.id = ?"
+	"SELECT r.id, r.address FROM agents a JOIN runners r ON r.id = a.runner_id WHERE a.id = ?"
+
+/* This host's runner id, worked out once per worker (workers are
+ * single-threaded), or again while runner_socket's directory is missing. */
+static const char *local_id(ah_req *r)
+{
+	static char id[80];
+	static bool known;
+	if (!known)
+		known = ah_runner_local_id(r->cfg, id, sizeof id) == 0;
+	return id;
+}
+
+static const char *str_field(json_object *req, const char *key)
+{
+	json_object *v = NULL;
+	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
 
 /* The runner that holds the agent's sandboxes (and its sessions'): the one
- * that deployed it, at the address it registered. Without an agent_id in the
- * request, a runner yet, or a working lookup: the configured socket. */
+ * that deployed it. This host's own runner is reached on runner_socket, with
+ * no lookup when the request names it (runner_id, from the agent's row);
+ * another one at the address it registered. Without an agent_id in the
+ * request, a runner yet, or a working lookup: runner_socket. */
 static const char *runner_address(ah_req *r, json_object *req)
 {
-	const char *fallback = ah_config_get(r->cfg, "runner_socket", "var/run/runner.sock");
-	json_object *id = NULL;
+	const char *local = ah_config_get(r->cfg, "runner_socket", "var/run/runner.sock");
+	const char *named = str_field(req, "runner_id"), *agent = str_field(req, "agent_id");
 	ah_rows rows;
-	if (!r->db || !json_object_object_get_ex(req, "agent_id", &id) ||
-	    !json_object_is_type(id, json_type_string))
-		return fallback;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_AGENT_RUNNER, "s", json_object_get_string(id)) != 0) {
-		ah_log_warn("agent=%s: runner lookup failed (%s); using %s", json_object_get_string(id),
-		            ah_db_error(r->db), fallback);
-		return fallback;
+	if (named && strcmp(named, local_id(r)) == 0)
+		return local;
+	if (!r->db || !agent)
+		return local;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_AGENT_RUNNER, "s", agent) != 0) {
+		ah_log_warn("agent=%s: runner lookup failed (%s); using %s", agent, ah_db_error(r->db),
+		            local);
+		return local;
 	}
-	if (rows.n != 1 || !rows.v[0][0] || !*rows.v[0][0])
-		return fallback;
-	return rows.v[0][0];
+	if (rows.n != 1 || !rows.v[0][1] || !*rows.v[0][1] || strcmp(rows.v[0][0], local_id(r)) == 0)
+		return local;
+	return rows.v[0][1];
 }
 
 static int connect_unix(const char *path)

@@ -16,6 +16,12 @@
  * AH_EFAIL when the runner is unreachable or answered garbage. */
 int ah_runner_call(ah_req *r, json_object *req, json_object **resp, int timeout_ms);
 
+/* This host's runner id (see local.c): what the runner on runner_socket
+ * registers as, and how a worker knows an agent's runner is that one.
+ * -1 when runner_socket's directory does not exist (yet): the id is then
+ * computed from the path as configured and may not be the runner's. */
+int ah_runner_local_id(const ah_config *cfg, char *out, size_t n);
+
 /* Destroys every sandbox of the agent (redeploy, stop, delete). 0 on success. */
 int ah_runner_destroy_agent(ah_req *r, const char *agent_id);
 

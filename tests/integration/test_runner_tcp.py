@@ -328,20 +328,38 @@ def _completed(r):
 
 
 @needs_runner
-def test_invocations_go_to_the_address_the_agents_runner_registered(client):
+def test_invocations_go_to_the_agents_runner(client):
     a = deployed_agent(client, ECHO_JS)
     rows = db_query(f"SELECT r.id, r.address FROM agents a JOIN runners r ON r.id = a.runner_id "
                     f"WHERE a.id = '{a['id']}'")
     assert len(rows) == 1 and rows[0][1] == runner_address(), rows
     rid, addr = rows[0]
-    r = _invoke(client, a["slug"], "over tcp")
-    assert _completed(r) and r.json()["response_content"] == "over tcp", r.text
-    # Point the row somewhere nothing listens: the call follows it, and fails.
+    # This host's own runner is reached on its unix socket, whatever address
+    # it registered for the others: pointing the row nowhere changes nothing.
     try:
         db_query(f"UPDATE runners SET address = '127.0.0.1:1' WHERE id = '{rid}'")
-        assert not _completed(_invoke(client, a["slug"], "nowhere"))
+        r = _invoke(client, a["slug"], "local")
+        assert _completed(r) and r.json()["response_content"] == "local", r.text
     finally:
         db_query(f"UPDATE runners SET address = '{addr}' WHERE id = '{rid}'")
+    # An agent held by another runner goes to that runner's address: nothing
+    # listens there, so the call fails...
+    other = "elsewhere-" + a["id"][-8:]
+    try:
+        db_query(f"INSERT INTO runners (id, address, capacity, started_at, heartbeat_at) "
+                 f"VALUES ('{other}', '127.0.0.1:1', 1, NOW(3), NOW(3))")
+        db_query(f"UPDATE agents SET runner_id = '{other}' WHERE id = '{a['id']}'")
+        assert not _completed(_invoke(client, a["slug"], "nowhere"))
+        # ...and a runner that gets a request meant for another one refuses it
+        # rather than run an agent whose image it does not hold.
+        db_query(f"UPDATE runners SET address = '{addr}' WHERE id = '{other}'")
+        r = _invoke(client, a["slug"], "misrouted")
+        assert not _completed(r)
+        assert r.json()["invocation"]["error"] == \
+            "sandbox runner error: request meant for another runner", r.text
+    finally:
+        db_query(f"UPDATE agents SET runner_id = '{rid}' WHERE id = '{a['id']}'")
+        db_query(f"DELETE FROM runners WHERE id = '{other}'")
     assert _completed(_invoke(client, a["slug"], "back"))
 
 
