@@ -15,7 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DEFAULT_MAX_OUTPUT (10 << 20)
 #define LIMIT_MAX_OUTPUT (16 << 20)
@@ -248,23 +251,33 @@ static json_object *run_answer(const char *sandbox_id, const ah_sandbox_result *
 }
 
 /* An ephemeral sandbox is destroyed at its release, which takes a while (the
- * keeper's pid namespace must die and be reaped). The answer does not depend
- * on it, so the lease rides on the answer object and is released when the
- * server drops that object, after the answer has been written. */
+ * keeper's pid namespace must die and be reaped), and the agent's next one is
+ * built then (a spare: sandboxes.h). The answer depends on neither, so the
+ * lease rides on the answer object and both happen when the server drops that
+ * object, after the answer has been written. */
 struct deferred_release {
 	struct ah_sbx_lease lease;
 	bool broken;
+	char agent_id[33];
+	char image[1024];
 };
 
 static void release_later(json_object *ans, void *ud)
 {
 	struct deferred_release *d = ud;
 	(void)ans;
+	/* This connection's thread ends after this: at a low priority, the work
+	 * leaves the CPU to whatever answers a client right now (the API worker
+	 * recording this very call, the next agent starting). */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
 	ah_sandboxes_release(&d->lease, d->broken);
+	if (!d->broken)
+		ah_sandboxes_prepare(d->agent_id, d->image);
 	free(d);
 }
 
-static void release_with(json_object *ans, struct ah_sbx_lease *lease, bool broken)
+static void release_with(json_object *ans, struct ah_sbx_lease *lease, bool broken,
+                         const struct run_req *q)
 {
 	struct deferred_release *d = malloc(sizeof(*d));
 	if (!d) {
@@ -273,6 +286,8 @@ static void release_with(json_object *ans, struct ah_sbx_lease *lease, bool brok
 	}
 	d->lease = *lease;
 	d->broken = broken;
+	snprintf(d->agent_id, sizeof(d->agent_id), "%s", q->agent_id);
+	snprintf(d->image, sizeof(d->image), "%s", q->image);
 	json_object_set_userdata(ans, d, release_later);
 }
 
@@ -310,7 +325,7 @@ static json_object *execute(const struct run_req *q)
 	if (q->session)
 		ah_sandboxes_release(&lease, rc == AH_EFAIL); /* cheap: the sandbox stays */
 	else
-		release_with(ans, &lease, rc == AH_EFAIL);
+		release_with(ans, &lease, rc == AH_EFAIL, q);
 	return ans;
 }
 

@@ -20,6 +20,7 @@ struct ah_sbx_entry {
 	pthread_mutex_t run_mu;
 	int refs;                 /* leases held or waited for */
 	bool doomed;              /* destroy at the last release */
+	bool spare;               /* built ahead for the agent's next ephemeral call */
 	int64_t last_used_ms;
 	struct ah_sbx_entry *next;
 };
@@ -28,6 +29,13 @@ struct retired {
 	char image[1024];
 	struct retired *next;
 };
+
+/* Spares: after an ephemeral call the runner builds the agent's next
+ * ephemeral sandbox (pool take + /app mount, ~1 ms) once the answer is out,
+ * so the next call finds it ready. One per agent, a few in all, each kept
+ * for a minute of disuse: a spare holds a sandbox slot. */
+#define MAX_SPARES 8
+#define SPARE_IDLE_MS 60000
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct ah_sbx_entry *entries;
@@ -147,11 +155,29 @@ static struct ah_sbx_entry *find_session(const char *agent_id, const char *sessi
 	return NULL;
 }
 
+/* Lock held. The agent's ready spare over image, now an ordinary ephemeral
+ * entry; a spare over an older image is doomed. */
+static struct ah_sbx_entry *take_spare(const char *agent_id, const char *image)
+{
+	for (struct ah_sbx_entry *e = entries; e; e = e->next) {
+		if (!e->spare || e->doomed || strcmp(e->agent_id, agent_id) != 0)
+			continue;
+		if (strcmp(e->image, image) != 0)
+			e->doomed = true;
+		else if (e->sb && e->refs == 0) {
+			e->spare = false;
+			return e;
+		}
+	}
+	return NULL;
+}
+
 int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const char *session,
                          const char *image, ah_err *err)
 {
 	pthread_mutex_lock(&mu);
-	struct ah_sbx_entry *e = session ? find_session(agent_id, session, image) : NULL;
+	struct ah_sbx_entry *e = session ? find_session(agent_id, session, image)
+	                                 : take_spare(agent_id, image);
 	if (!e)
 		e = new_entry(agent_id, session, image);
 	if (e)
@@ -194,6 +220,40 @@ void ah_sandboxes_release(struct ah_sbx_lease *lease, bool broken)
 		e->doomed = true;
 	pthread_mutex_unlock(&mu);
 	sweep();
+}
+
+void ah_sandboxes_prepare(const char *agent_id, const char *image)
+{
+	int spares = 0;
+	bool have = false;
+	pthread_mutex_lock(&mu);
+	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+		if (e->spare && !e->doomed) {
+			spares++;
+			have |= strcmp(e->agent_id, agent_id) == 0 && strcmp(e->image, image) == 0;
+		}
+	struct ah_sbx_entry *e = !have && spares < MAX_SPARES ? new_entry(agent_id, NULL, image) : NULL;
+	if (e) {
+		e->spare = true;
+		e->refs = 1; /* building: neither taken nor swept */
+	}
+	pthread_mutex_unlock(&mu);
+	if (!e)
+		return;
+	ah_sandbox_spec spec = {.image_dir = image, .ahead = true};
+	ah_sandbox *sb = NULL;
+	ah_err err = {0};
+	int rc = ah_sandbox_create(&sb, &spec, &err);
+	pthread_mutex_lock(&mu);
+	e->sb = rc == 0 ? sb : NULL;
+	e->refs--;
+	e->last_used_ms = ah_now_ms();
+	if (rc != 0)
+		e->doomed = true;
+	pthread_mutex_unlock(&mu);
+	if (rc != 0)
+		ah_log_warn("agent=%s: no spare sandbox: %s", agent_id, err.msg);
+	sweep(); /* failed, or doomed meanwhile (destroy_agent) */
 }
 
 /* Dooms the entries matching (agent or NULL, session or NULL); the unused ones
@@ -247,6 +307,8 @@ int ah_sandboxes_reap_idle(int64_t idle_ms, ah_sbx_reaped_fn fn, void *ctx)
 	int n = 0;
 	pthread_mutex_lock(&mu);
 	for (struct ah_sbx_entry *e = entries; e && n < BATCH; e = e->next) {
+		if (e->spare && e->refs == 0 && e->last_used_ms < ah_now_ms() - SPARE_IDLE_MS)
+			e->doomed = true;
 		if (e->refs > 0 || e->doomed || !e->session[0] || e->last_used_ms > cutoff)
 			continue;
 		e->doomed = true;

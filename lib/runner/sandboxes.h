@@ -4,7 +4,7 @@
  * A caller acquires a lease, runs in the leased sandbox, and releases it.
  * Leases of one session are serialized (the session's mutex is held for the
  * lease); ephemeral leases (session NULL) get a sandbox of their own that is
- * destroyed on release. Destroying something in use only marks it: the last
+ * destroyed on release (a spare built ahead for the agent, when there is one). Destroying something in use only marks it: the last
  * release destroys it, so no sandbox is ever destroyed under a running exec.
  * Retired images (after a redeploy) are removed once no sandbox uses them. */
 #ifndef AH_RUNNER_SANDBOXES_H
@@ -32,6 +32,12 @@ int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const c
                          const char *image, ah_err *err);
 /* broken: the sandbox failed (ah_sandbox_exec returned AH_EFAIL): destroy it. */
 void ah_sandboxes_release(struct ah_sbx_lease *lease, bool broken);
+
+/* Builds the agent's spare ephemeral sandbox over image, unless it has one
+ * (or too many agents do): the next ephemeral acquire takes it ready-made.
+ * Blocks ~1 ms: called after an answer has been sent. Spares go with their
+ * agent (destroy_agent) and after a minute unused (reap_idle). */
+void ah_sandboxes_prepare(const char *agent_id, const char *image);
 
 /* Number destroyed (or marked, when in use). */
 int ah_sandboxes_destroy_session(const char *agent_id, const char *session);

@@ -163,7 +163,7 @@ int sb_write_file(const char *path, const char *data);
 
 /* ---- pool.c ---- */
 int sb_pool_start(ah_err *err);
-int sb_pool_take(struct ah_sandbox **out, long long disk_bytes, ah_err *err);
+int sb_pool_take(struct ah_sandbox **out, long long disk_bytes, bool counted, ah_err *err);
 void sb_pool_retire(struct ah_sandbox *sb);   /* torn down by the pool thread */
 void sb_pool_stop(void);
 

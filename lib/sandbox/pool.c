@@ -299,7 +299,7 @@ static int take_custom(struct ah_sandbox **out, long long disk_bytes, ah_err *er
 	return o.rc;
 }
 
-int sb_pool_take(struct ah_sandbox **out, long long disk_bytes, ah_err *err)
+int sb_pool_take(struct ah_sandbox **out, long long disk_bytes, bool counted, ah_err *err)
 {
 	if (disk_bytes > 0 && disk_bytes != sb_g.disk_bytes)
 		return take_custom(out, disk_bytes, err);
@@ -315,7 +315,8 @@ int sb_pool_take(struct ah_sandbox **out, long long disk_bytes, ah_err *err)
 		P.ready = sb->next;
 		P.nready--;
 		sb->next = NULL;
-		note_take(sb);
+		if (counted)
+			note_take(sb);
 		/* Refill: the peak may just have grown, wake every builder. */
 		pthread_cond_broadcast(&P.wake);
 	}

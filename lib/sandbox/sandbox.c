@@ -512,7 +512,7 @@ int ah_sandbox_create(ah_sandbox **out, const ah_sandbox_spec *spec, ah_err *err
 	if (!inited)
 		return ah_err_set(err, AH_EINVALID, "ah_sandbox_init was not called");
 	ah_sandbox *sb = NULL;
-	int rc = sb_pool_take(&sb, spec->disk_bytes, err);
+	int rc = sb_pool_take(&sb, spec->disk_bytes, !spec->ahead, err);
 	if (rc)
 		return rc;
 	if ((rc = claim_limits(sb, spec, err)) || (rc = claim_app(sb, spec, err))) {

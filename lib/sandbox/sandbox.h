@@ -61,6 +61,9 @@ typedef struct ah_sandbox_spec {
 	/* 0: the config's value. */
 	long long memory_bytes, disk_bytes;
 	int cpus, pids_max, nofile;
+	/* Made ahead of a call that has not come yet (a runner's spare): the
+	 * pool, which grows to the calls it sees at once, does not count it. */
+	bool ahead;
 } ah_sandbox_spec;
 
 typedef struct ah_sandbox_exec_spec {

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from agent_code import (ECHO_JS, EARLY_JS, VAR, cost, deploy, deployed_agent, exact,
-                        needs_runner, runner_available)
+                        needs_runner, project, runner_available)
 from conftest import assert_422
 
 ID = r"[0-9A-Za-z]{22}"
@@ -194,6 +194,30 @@ def test_session_keeps_files_and_loses_them_after_redeploy(client):
     s = client.get(f"/agents/{slug}/sessions").json()[0]
     assert s["invocation_count"] == 1  # the session started anew
     assert s["sandbox_id"] == r.json()["sandbox_id"]
+
+
+@needs_runner
+def test_ephemeral_calls_get_fresh_sandboxes_and_new_code_after_redeploy(client):
+    """After an ephemeral call the runner builds the agent's next sandbox ahead
+    (a spare): every call still gets a sandbox of its own, and one built over
+    the old image is never used once the agent is redeployed with new code."""
+    a = deployed_agent(client)
+    slug = a["slug"]
+    seen = set()
+    for i in range(3):
+        r = invoke(client, slug, f"!write e{i}")
+        assert r.status_code == 200, r.text
+        seen.add(r.json()["sandbox_id"])
+        assert invoke(client, slug, "!read").json()["response_content"] == "none|none"
+    assert len(seen) == 3
+    v2 = "process.stdin.resume(); process.stdin.on('end', () => process.stdout.write('v2'));"
+    r = client.put(f"/agents/{slug}/code", data=project(v2),
+                   headers={"Content-Type": "application/gzip"})
+    assert r.status_code == 200, r.text
+    deploy(client, slug)
+    r = invoke(client, slug, "!read")
+    assert r.status_code == 200, r.text
+    assert r.json()["response_content"] == "v2"
 
 
 @needs_runner

@@ -269,8 +269,12 @@ def test_no_leaks_after_ephemeral_calls_and_sessions(client):
         r = invoke(other, b["slug"], f"s{i}", session_id=f"cycle-{i}")
         assert r.status_code == 200, r.text
         assert other.delete(f"/agents/{b['slug']}/sessions/cycle-{i}").status_code == 204
-    # Every resource left belongs to a pooled sandbox, as before, and the pool
-    # is no bigger than it was (the calls were one at a time).
+    # The first agent keeps a spare sandbox for its next ephemeral call; it
+    # goes with the agent. Then every resource left belongs to a pooled
+    # sandbox, as before, and the pool is no bigger than it was (the calls
+    # were one at a time).
+    assert client.delete(f"/agents/{slug}").status_code == 204
+    assert other.delete(f"/agents/{b['slug']}").status_code == 204
     after = wait_until(lambda: (lambda c: c if not_more(before, c) else None)(settled()),
                        timeout=15, interval=0.5)
     assert after, f"not back to the baseline: before {before}, after {counts()}"
