@@ -246,8 +246,8 @@ static int parse_exec(exec_req *r, size_t blen)
 	return 0;
 }
 
-/* Waits for the reaper while honouring KILL from the runner; returns the
- * agent's wait status (a killed reaper reads as SIGKILL). */
+/* Waits for the agent's status from the reaper while honouring KILL from the
+ * runner; returns it (a killed reaper reads as SIGKILL). */
 static int supervise(int exec_fd, pid_t reaper, int status_fd)
 {
 	int st = SIGKILL, got = 0;
@@ -268,8 +268,6 @@ static int supervise(int exec_fd, pid_t reaper, int status_fd)
 				pf[0].fd = -1;
 		}
 	}
-	while (waitpid(reaper, NULL, 0) < 0 && errno == EINTR)
-		;
 	return st;
 }
 
@@ -299,6 +297,11 @@ static void run_one(int exec_fd, exec_req *r, size_t blen)
 	for (int i = 0; i < 3; i++)
 		r->fds[i] = -1;
 	sb_send(exec_fd, &m, NULL, 0, NULL, 0);
+	/* Reaped after the answer: the reaper's exit tears its pid namespace
+	 * down (whatever the agent left behind dies with it), which the caller
+	 * need not wait for. The next request is read only after this. */
+	while (waitpid(reaper, NULL, 0) < 0 && errno == EINTR)
+		;
 done:
 	for (int i = 0; i < 2; i++)
 		if (sp[i] >= 0)
