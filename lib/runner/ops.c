@@ -15,13 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #define DEFAULT_MAX_OUTPUT (10 << 20)
 #define LIMIT_MAX_OUTPUT (16 << 20)
+#define QUIET_SETTLE_MS 10   /* background work waits for this long without a run... */
+#define QUIET_WAIT_MS 1000   /* ...but no longer than this */
 
 struct run_req {
 	const char *invocation_id, *agent_id, *image, *entrypoint, *session;
@@ -201,7 +200,9 @@ static const char *parse_run(struct run_req *q, const struct ah_runner *r, json_
 
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t slot_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t quiet_cv = PTHREAD_COND_INITIALIZER; /* slots_used fell to 0 */
 static int slots_used;
+static int64_t last_run_ms; /* when a run last started or ended */
 
 static bool take_slot(const struct ah_runner *r, int wait_ms)
 {
@@ -213,8 +214,10 @@ static bool take_slot(const struct ah_runner *r, int wait_ms)
 	while (slots_used >= r->capacity && rc == 0)
 		rc = pthread_cond_timedwait(&slot_cv, &slot_mu, &ts);
 	bool ok = slots_used < r->capacity;
-	if (ok)
+	if (ok) {
 		slots_used++;
+		last_run_ms = ah_now_ms();
+	}
 	pthread_mutex_unlock(&slot_mu);
 	return ok;
 }
@@ -223,7 +226,32 @@ static void give_slot(void)
 {
 	pthread_mutex_lock(&slot_mu);
 	slots_used--;
+	last_run_ms = ah_now_ms();
 	pthread_cond_signal(&slot_cv);
+	if (slots_used == 0)
+		pthread_cond_broadcast(&quiet_cv);
+	pthread_mutex_unlock(&slot_mu);
+}
+
+/* Waits until no agent has run here for QUIET_SETTLE_MS (a next call often
+ * follows the last answer within a few ms), or QUIET_WAIT_MS in all. */
+static void wait_until_quiet(void)
+{
+	int64_t give_up = ah_now_ms() + QUIET_WAIT_MS;
+	pthread_mutex_lock(&slot_mu);
+	for (;;) {
+		int64_t now = ah_now_ms();
+		int64_t settled = last_run_ms + QUIET_SETTLE_MS;
+		if (now >= give_up || (slots_used == 0 && now >= settled))
+			break;
+		int64_t until = slots_used == 0 && settled < give_up ? settled : give_up;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		long long ns = ts.tv_nsec + (until - now) * 1000000LL;
+		ts.tv_sec += (time_t)(ns / 1000000000LL);
+		ts.tv_nsec = (long)(ns % 1000000000LL);
+		pthread_cond_timedwait(&quiet_cv, &slot_mu, &ts);
+	}
 	pthread_mutex_unlock(&slot_mu);
 }
 
@@ -266,10 +294,13 @@ static void release_later(json_object *ans, void *ud)
 {
 	struct deferred_release *d = ud;
 	(void)ans;
-	/* This connection's thread ends after this: at a low priority, the work
-	 * leaves the CPU to whatever answers a client right now (the API worker
-	 * recording this very call, the next agent starting). */
-	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+	/* This connection's thread ends after this. The work is background: it
+	 * waits until no agent has run for a moment (wait_until_quiet), because
+	 * tearing a sandbox down and setting one up also load the kernel (name
+	 * spaces, mounts, RCU), and on a small host that slowed the next call by
+	 * milliseconds; and it runs as SCHED_IDLE. */
+	wait_until_quiet();
+	ah_sandbox_background(true);
 	ah_sandboxes_release(&d->lease, d->broken);
 	if (!d->broken)
 		ah_sandboxes_prepare(d->agent_id, d->image);

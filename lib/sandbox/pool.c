@@ -11,7 +11,7 @@
  * Threads: NBUILDERS long-lived builders and one reaper. Builders live as long
  * as the pool on purpose: PR_SET_PDEATHSIG fires when the *thread* that
  * created a process exits, so keepers made by short-lived request threads
- * would die with them. Refills run at a low priority (BUILD_NICE) so that they
+ * would die with them. Refills and teardowns run as SCHED_IDLE so that they
  * do not take the CPU from agents running right now; a build somebody is
  * waiting for runs at normal priority. create() with an empty pool waits for
  * a builder (which then builds past the target for each waiter); a build
@@ -25,6 +25,7 @@
 #include "core/log.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -32,7 +33,6 @@
 #include <unistd.h>
 
 #define NBUILDERS 2
-#define BUILD_NICE 10
 #define YOUNG_MS 10000        /* a take counts towards concurrency this long */
 #define PEAK_HOLD_MS 60000    /* the pool stays grown this long after a peak */
 #define NLIVE 64              /* young takes tracked */
@@ -129,10 +129,17 @@ static bool want_more(void)
 
 /* ---- builders ---- */
 
-static void set_nice(int n)
+/* Per thread on Linux. Work nobody waits for (refills, teardowns) runs as
+ * SCHED_IDLE: it takes only CPU time that nothing else wants, so it never
+ * slows the agents running right now, however many cores they keep busy.
+ * A build somebody is waiting for runs normally. The keeper gets the normal
+ * policy back in keeper_spawn. */
+void ah_sandbox_background(bool on)
 {
-	/* Per thread on Linux; the keeper gets 0 back in keeper_spawn. */
-	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), n);
+	struct sched_param sp = { 0 };
+	sched_setscheduler((pid_t)syscall(SYS_gettid), on ? SCHED_IDLE : SCHED_OTHER, &sp);
+	if (!on)
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 0);
 }
 
 static void backoff(void)
@@ -149,7 +156,7 @@ static void backoff(void)
 static void fill_order(order *o)
 {
 	pthread_mutex_unlock(&P.mu);
-	set_nice(0);
+	ah_sandbox_background(false);
 	o->rc = sb_build(&o->sb, o->disk_bytes, &o->err);
 	pthread_mutex_lock(&P.mu);
 	o->done = true;
@@ -161,7 +168,7 @@ static void build_one(void)
 	P.nbuilding++;
 	bool urgent = P.waiters > 0;
 	pthread_mutex_unlock(&P.mu);
-	set_nice(urgent ? 0 : BUILD_NICE);
+	ah_sandbox_background(!urgent);
 	struct ah_sandbox *sb = NULL;
 	ah_err err = { 0 };
 	int rc = sb_build(&sb, 0, &err);
@@ -219,6 +226,7 @@ static void shrink(void)
 static void *reaper_main(void *arg)
 {
 	(void)arg;
+	ah_sandbox_background(true);
 	pthread_mutex_lock(&P.mu);
 	while (!P.stop || P.retired) {
 		if (P.retired) {

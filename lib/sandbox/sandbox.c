@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -162,8 +163,9 @@ static int keeper_spawn(ah_sandbox *sb, ah_err *err)
 		return ah_err_set(err, AH_EFAIL, "clone3 namespaces: %s", strerror(e));
 	sb->keeper = pid;
 	sb->keeper_pidfd = pidfd;
-	/* A refill runs at a low priority (pool.c); the agents, which descend
-	 * from the keeper, must not. The keeper forks nothing before GO. */
+	/* A refill runs as SCHED_IDLE (pool.c); the agents, which descend from
+	 * the keeper, must not. The keeper forks nothing before GO. */
+	sched_setscheduler(pid, SCHED_OTHER, &(struct sched_param){ 0 });
 	setpriority(PRIO_PROCESS, (id_t)pid, 0);
 	return 0;
 }

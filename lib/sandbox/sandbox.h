@@ -117,4 +117,8 @@ void ah_sandbox_destroy(ah_sandbox *sb);
 /* Stops the pool, destroys pooled sandboxes, removes the network policy. */
 void ah_sandbox_shutdown(void);
 
+/* The calling thread's work is background (on: SCHED_IDLE, off: back to
+ * normal): sandbox teardowns and builds nobody waits for. */
+void ah_sandbox_background(bool on);
+
 #endif

@@ -241,13 +241,15 @@ def not_more(before, after):
 
 
 def settled():
-    """Counts once the pool has stopped changing for a second (refills, teardowns)."""
+    """Counts once the pool has stopped changing for two seconds: refills,
+    teardowns, and the spares the runner builds after ephemeral calls, which
+    wait for up to a second with no agent running."""
     prev, same = counts(), 0
-    for _ in range(60):
+    for _ in range(80):
         time.sleep(0.25)
         cur = counts()
         same = same + 1 if cur == prev else 0
-        if same >= 4:
+        if same >= 8:
             break
         prev = cur
     return cur
