@@ -20,7 +20,7 @@
 #define DEFAULT_MAX_OUTPUT (10 << 20)
 #define LIMIT_MAX_OUTPUT (16 << 20)
 #define QUIET_SETTLE_MS 10   /* background work waits for this long without a run... */
-#define QUIET_WAIT_MS 1000   /* ...but no longer than this */
+#define QUIET_WAIT_MS 250    /* ...but no longer than this */
 
 struct run_req {
 	const char *invocation_id, *agent_id, *image, *entrypoint, *session;
@@ -353,10 +353,12 @@ static json_object *execute(const struct run_req *q)
 		ans = ah_op_error("the sandbox failed to run the agent");
 	}
 	ah_sandbox_result_free(&res);
-	if (q->session)
+	if (q->session) {
 		ah_sandboxes_release(&lease, rc == AH_EFAIL); /* cheap: the sandbox stays */
-	else
+	} else {
+		ah_sandbox_done(lease.sb);
 		release_with(ans, &lease, rc == AH_EFAIL, q);
+	}
 	return ans;
 }
 

@@ -323,7 +323,10 @@ int sb_exec_run(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	long long oom_before = sb_cgroup_oom_count(sb), t0 = mono_ms();
+	/* Nothing runs in the sandbox between execs (each one's processes die
+	 * with its pid namespace): the count after the last one is the count now. */
+	long long oom_before = sb->oom_kills >= 0 ? sb->oom_kills : sb_cgroup_oom_count(sb);
+	long long t0 = mono_ms();
 	if (open_pipes(p, &s) < 0) {
 		rc = ah_err_set(err, AH_EFAIL, "pipe: %s", strerror(errno));
 		goto done;
@@ -333,7 +336,8 @@ int sb_exec_run(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result
 		rc = io_loop(sb, &s, x->timeout_ms, &status, &out->timed_out, err);
 	if (rc == 0) {
 		fill_result(out, &s, status);
-		out->oom_killed = sb_cgroup_oom_count(sb) > oom_before;
+		sb->oom_kills = sb_cgroup_oom_count(sb);
+		out->oom_killed = sb->oom_kills > oom_before;
 		out->duration_ms = mono_ms() - t0;
 	}
 done:

@@ -75,6 +75,7 @@ struct ah_sandbox {
 	int idmap_fd;                /* userns: host 0 -> agent, for /app's idmapped mount */
 	int nsteps_done;             /* host steps set up, torn down in reverse */
 	bool claimed, broken;
+	long long oom_kills;         /* the cgroup's count after the last exec; -1: not read yet */
 	bool deploy;                 /* /app is a host dir: tear down synchronously */
 	struct ah_sandbox *next;     /* pool list */
 };

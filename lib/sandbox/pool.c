@@ -339,6 +339,13 @@ int sb_pool_take(struct ah_sandbox **out, long long disk_bytes, bool counted, ah
 	return fail.code ? fail.code : AH_EFAIL;
 }
 
+void ah_sandbox_done(const struct ah_sandbox *sb)
+{
+	pthread_mutex_lock(&P.mu);
+	note_retire(sb);
+	pthread_mutex_unlock(&P.mu);
+}
+
 void sb_pool_retire(struct ah_sandbox *sb)
 {
 	pthread_mutex_lock(&P.mu);

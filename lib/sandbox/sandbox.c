@@ -296,6 +296,7 @@ int sb_build(ah_sandbox **out, long long disk_bytes, ah_err *err)
 	if (!sb)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
 	sb->keeper_pidfd = sb->ctl_fd = sb->exec_fd = sb->cg_fd = sb->slot_lock = sb->idmap_fd = -1;
+	sb->oom_kills = -1;
 	sb->plan.slot = -1;
 	make_plan(sb, disk_bytes);
 	for (int i = 0; i < NSTEPS; i++) {

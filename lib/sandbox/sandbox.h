@@ -117,6 +117,10 @@ void ah_sandbox_destroy(ah_sandbox *sb);
 /* Stops the pool, destroys pooled sandboxes, removes the network policy. */
 void ah_sandbox_shutdown(void);
 
+/* The call that took sb is over, though sb may be destroyed only later:
+ * the pool, which grows to the calls it sees at once, stops counting it. */
+void ah_sandbox_done(const ah_sandbox *sb);
+
 /* The calling thread's work is background (on: SCHED_IDLE, off: back to
  * normal): sandbox teardowns and builds nobody waits for. */
 void ah_sandbox_background(bool on);

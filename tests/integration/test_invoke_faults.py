@@ -243,7 +243,7 @@ def not_more(before, after):
 def settled():
     """Counts once the pool has stopped changing for two seconds: refills,
     teardowns, and the spares the runner builds after ephemeral calls, which
-    wait for up to a second with no agent running."""
+    wait for up to 250 ms with no agent running."""
     prev, same = counts(), 0
     for _ in range(80):
         time.sleep(0.25)
