@@ -1,6 +1,8 @@
-/* The worker's accept loop. SIGTERM is blocked while a request is handled and
- * unblocked only while waiting in accept, so a drain never cuts a response in
- * half: an idle worker exits at once, a busy one right after it answers. */
+/* The worker's loop: wait for a request on one of the connections nginx keeps
+ * to this worker or on a new one, answer it, keep the connection if nginx
+ * does. SIGTERM is blocked while a request is handled and unblocked only while
+ * waiting, so a drain never cuts a response in half: an idle worker exits at
+ * once, a busy one right after it answers. */
 #include "api/worker.h"
 #include "api/dispatch.h"
 #include "core/log.h"
@@ -8,8 +10,10 @@
 #include "ratelimit/ratelimit.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fcgiapp.h>
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +45,9 @@ int ah_worker_listen(const ah_config *cfg, const char *path, ah_err *err)
 		ah_log_warn("cannot chown %s to group %s: %s", path, group, strerror(errno));
 	mode_t mode = (mode_t)strtol(ah_config_get(cfg, "socket_mode", "0660"), NULL, 8);
 	chmod(path, mode & 0777);
+	/* Workers poll it with their kept connections; whoever loses the race
+	 * for a new connection gets EAGAIN instead of blocking. */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	return fd;
 }
 
@@ -54,18 +61,86 @@ static void on_term(int sig)
  * side and waits (up to 2 s) for nginx to close first, which cost every request
  * an extra sleep and wake-up before the worker could accept the next. Once the
  * request's input is all read, nothing is left for nginx to send, and on a unix
- * socket it reads the whole response (ended by FCGI_END_REQUEST) before it sees
+ * socket it reads the whole response (ended by FCGX_END_REQUEST) before it sees
  * the close, so the linger buys nothing: detaching the request is libfcgi's way
  * to skip it. With input left unread (an early 401/413), linger as before so
- * that nginx can finish sending and still read the answer. */
-static void finish(FCGX_Request *fcgi, const ah_req *r)
+ * that nginx can finish sending and still read the answer.
+ *
+ * A connection nginx keeps (fastcgi_keep_conn) must carry nothing of this
+ * request into the next: input the handler left unread is read and dropped.
+ * Returns the connection to keep, or -1. */
+static int finish(FCGX_Request *fcgi, const ah_req *r)
 {
 	bool drained = r->content_length <= 0 || FCGX_HasSeenEOF(fcgi->in) ||
 	               (r->body && r->body_len == (size_t)r->content_length);
+	if (fcgi->keepConnection && !drained) {
+		char scrap[16384];
+		while (FCGX_GetStr(scrap, sizeof(scrap), fcgi->in) > 0)
+			;
+	}
 	if (!fcgi->keepConnection && drained)
 		FCGX_Detach(fcgi);
 	FCGX_Finish_r(fcgi);
 	fcgi->detached = 0;
+	int kept = fcgi->ipcFd; /* -1 unless nginx keeps it and it is sound */
+	fcgi->ipcFd = -1;
+	return kept;
+}
+
+/* Connections nginx keeps open to this worker between requests (its upstream
+ * keepalive). A worker serves one request at a time: a request nginx sends on
+ * one of them while it is busy waits for the request in hand (nginx reuses
+ * the connection it got back last, usually one whose worker is free). Idle,
+ * a worker always takes new connections too: one refused would wait in the
+ * backlog until nginx happened to close some other. */
+#define MAX_KEPT 64
+
+typedef struct kept {
+	int fd[MAX_KEPT];
+	int n;
+} kept;
+
+static void keep(kept *k, int fd)
+{
+	if (fd < 0)
+		return;
+	if (k->n < MAX_KEPT)
+		k->fd[k->n++] = fd;
+	else
+		close(fd); /* more than nginx keeps in all: a stale one */
+}
+
+/* The next connection with a request on it: a kept one or a new one, taken
+ * in turn (a fixed order starved the connections and the listening socket at
+ * the end of it under load). -1 when there is none after all: another worker
+ * took the new connection, or nginx closed a kept one. */
+static int next_connection(int listen_fd, kept *k)
+{
+	static unsigned turn;
+	struct pollfd pf[MAX_KEPT + 1];
+	int n = k->n + 1;
+	for (int i = 0; i < k->n; i++)
+		pf[i] = (struct pollfd){.fd = k->fd[i], .events = POLLIN};
+	pf[k->n] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
+	if (poll(pf, (nfds_t)n, -1) <= 0)
+		return -1;
+	for (int j = 0; j < n; j++) {
+		int i = (int)((turn + (unsigned)j) % (unsigned)n);
+		if (!pf[i].revents)
+			continue;
+		turn = (unsigned)i + 1;
+		if (i == k->n)
+			return accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		int fd = k->fd[i];
+		k->fd[i] = k->fd[--k->n];
+		char b;
+		if (recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) {
+			close(fd); /* nginx let it go (or it broke) */
+			return -1;
+		}
+		return fd;
+	}
+	return -1;
 }
 
 int ah_worker_run(const ah_config *cfg, int listen_fd, int pool)
@@ -91,15 +166,26 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool)
 	struct sigaction sa = {.sa_handler = on_term};
 	sigaction(SIGTERM, &sa, NULL);
 	long long pruned = 0;
+	kept k = {.n = 0};
 	for (;;) {
 		sigprocmask(SIG_UNBLOCK, &term, NULL);
-		int rc = FCGX_Accept_r(&fcgi);
+		int fd = next_connection(listen_fd, &k);
 		sigprocmask(SIG_BLOCK, &term, NULL);
+		if (fd < 0)
+			continue;
+		/* libfcgi reads the request from the connection handed to it (and
+		 * keepConnection stops it from closing that one first). If it finds
+		 * none there, it tries the listening socket, which never blocks. */
+		fcgi.ipcFd = fd;
+		fcgi.keepConnection = 1;
+		int rc = FCGX_Accept_r(&fcgi);
+		if (rc == -EAGAIN || rc == -EWOULDBLOCK || rc == -EINTR)
+			continue;
 		if (rc < 0)
 			break;
 		ah_req r = {.arena = arena, .fcgi = &fcgi, .db = db, .cfg = cfg};
 		ah_dispatch(&r);
-		finish(&fcgi, &r);
+		keep(&k, finish(&fcgi, &r));
 		ah_ratelimit_idle(db); /* the client has its answer: refill off its clock */
 		ah_arena_reset(arena);
 		/* Old rate-limit windows are dropped by whichever worker gets there;
