@@ -380,6 +380,9 @@ static int keeper_setup(const sb_plan *p, int exec_fd, const char **what)
 	/* Never the OOM killer's choice: the agent is. Best effort: some hosts
 	 * refuse negative values even to root. */
 	sb_write_file("/proc/self/oom_score_adj", "-1000");
+	*what = "cgroup attach";
+	if (sb_cgroup_join_self(p) < 0)
+		return -1;
 	*what = "cgroup namespace";
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		return -1;

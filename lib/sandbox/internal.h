@@ -134,7 +134,7 @@ int sb_net_inside_setup(const sb_plan *p, const char **what);         /* keeper 
 /* ---- cgroup.c ---- */
 int sb_cgroup_init(ah_err *err);
 int sb_cgroup_setup(struct ah_sandbox *sb, ah_err *err);
-int sb_cgroup_attach(struct ah_sandbox *sb, ah_err *err);
+int sb_cgroup_join_self(const sb_plan *p);   /* in the keeper (v1) */
 int sb_cgroup_set_limits(struct ah_sandbox *sb, ah_err *err);
 long long sb_cgroup_oom_count(const struct ah_sandbox *sb);
 void sb_cgroup_teardown(struct ah_sandbox *sb);

@@ -255,9 +255,9 @@ static int net_setup(ah_sandbox *sb, ah_err *err) { return sb_net_host_setup(&sb
 static void net_teardown(ah_sandbox *sb) { sb_net_host_teardown(&sb->plan); }
 
 /* The set-up order matters: the cgroup exists before the keeper so that v2 can
- * clone straight into it; the keeper exists before the veth (its peer is
- * created in the keeper's netns) and before v1 attachment; GO comes last,
- * once everything the keeper needs from outside is there. */
+ * clone straight into it (on v1 the keeper moves itself in after GO); the
+ * keeper exists before the veth (its peer is created in the keeper's netns);
+ * GO comes last, once everything the keeper needs from outside is there. */
 static const struct step {
 	const char *name;
 	int (*setup)(ah_sandbox *sb, ah_err *err);
@@ -268,7 +268,6 @@ static const struct step {
 	{ "cgroup",        sb_cgroup_setup,   sb_cgroup_teardown },
 	{ "disk",          disk_setup,        disk_teardown },
 	{ "keeper",        keeper_spawn,      keeper_kill },
-	{ "cgroup attach", sb_cgroup_attach,  NULL },
 	{ "network",       net_setup,         net_teardown },
 	{ "inside",        keeper_go,         NULL },
 };
