@@ -100,11 +100,16 @@ int main(int argc, char **argv)
 	int fds[2];
 	const char *paths[2] = {ah_config_get(cfg, "fcgi_socket", "var/run/api.sock"),
 	                        ah_config_get(cfg, "fcgi_invoke_socket", "var/run/api-invoke.sock")};
-	/* CRUD requests only wait on MariaDB, so a few workers per core keep the cores
-	 * busy; more only add context switches and queueing (measured with
-	 * scripts/bench-api: 8 per core gave the best p99 on 2 cores). */
+	/* CRUD requests only wait on MariaDB, so a few workers per core keep the
+	 * cores busy; more only add context switches and queueing. Any number
+	 * covers nginx's kept connections: a worker polls all it holds (worker.c).
+	 * Measured with scripts/bench-api on 2 cores, 64 connections: 3-8
+	 * workers gave 21-23k req/s with a p99 of 7.4-9.1 ms, 16 workers 16k
+	 * req/s and 14-19 ms, 32 workers 15k and 27 ms. */
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	int crud_default = (int)(ncpu > 0 ? (ncpu * 8 < 256 ? ncpu * 8 : 256) : 16);
+	int crud_default = (int)(ncpu > 0 ? (ncpu * 3 < 256 ? ncpu * 3 : 256) : 6);
+	if (crud_default < 4)
+		crud_default = 4;
 	int counts[2] = {(int)ah_config_int(cfg, "crud_workers", crud_default, 1, 256),
 	                 (int)ah_config_int(cfg, "invoke_workers", 16, 1, 256)};
 	for (int p = 0; p < 2; p++)
