@@ -54,7 +54,7 @@ int ah_worker_listen(const ah_config *cfg, const char *path, ah_err *err)
 static void on_term(int sig)
 {
 	(void)sig;
-	_exit(0); /* only ever delivered while idle in accept: nothing to clean */
+	_exit(0); /* only ever delivered while waiting for a request: nothing to clean */
 }
 
 /* Ends the request. libfcgi closes a connection lingering: it shuts down its
@@ -113,7 +113,9 @@ static void keep(kept *k, int fd)
 /* The next connection with a request on it: a kept one or a new one, taken
  * in turn (a fixed order starved the connections and the listening socket at
  * the end of it under load). -1 when there is none after all: another worker
- * took the new connection, or nginx closed a kept one. */
+ * took the new connection, or nginx closed a kept one; -2 when accepting
+ * fails for good (out of descriptors, say): the worker exits, and the master
+ * starts a new one, as when libfcgi's own accept failed. */
 static int next_connection(int listen_fd, kept *k)
 {
 	static unsigned turn;
@@ -129,8 +131,13 @@ static int next_connection(int listen_fd, kept *k)
 		if (!pf[i].revents)
 			continue;
 		turn = (unsigned)i + 1;
-		if (i == k->n)
-			return accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (i == k->n) {
+			int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+			if (fd < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+			    errno != ECONNABORTED)
+				return -2;
+			return fd;
+		}
 		int fd = k->fd[i];
 		k->fd[i] = k->fd[--k->n];
 		char b;
@@ -171,6 +178,10 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool)
 		sigprocmask(SIG_UNBLOCK, &term, NULL);
 		int fd = next_connection(listen_fd, &k);
 		sigprocmask(SIG_BLOCK, &term, NULL);
+		if (fd == -2) {
+			ah_log_error("accept failed: %s", strerror(errno));
+			break;
+		}
 		if (fd < 0)
 			continue;
 		/* libfcgi reads the request from the connection handed to it (and
