@@ -7,8 +7,7 @@
  * a secret set a moment ago applies) → claim the session → ask the runner →
  * count tokens and price them → record the invocation (one INSERT; its trigger
  * updates the user's daily usage and the session in the same transaction) →
- * answer. Failed and timed-out runs are
- * recorded and priced the same way. */
+ * answer. Failed and timed-out runs are recorded and priced the same way. */
 #include "agents.h"
 #include "invocations.h"
 #include "routes.h"

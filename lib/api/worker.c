@@ -61,7 +61,7 @@ static void on_term(int sig)
  * side and waits (up to 2 s) for nginx to close first, which cost every request
  * an extra sleep and wake-up before the worker could accept the next. Once the
  * request's input is all read, nothing is left for nginx to send, and on a unix
- * socket it reads the whole response (ended by FCGX_END_REQUEST) before it sees
+ * socket it reads the whole response (ended by FCGI_END_REQUEST) before it sees
  * the close, so the linger buys nothing: detaching the request is libfcgi's way
  * to skip it. With input left unread (an early 401/413), linger as before so
  * that nginx can finish sending and still read the answer.

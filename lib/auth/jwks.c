@@ -6,6 +6,7 @@
  * Each key is bound to the one algorithm its type implies, so a key is never used
  * with an algorithm the identity provider did not mean it for. */
 #include "auth/jwt.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/util.h"
 
@@ -45,14 +46,6 @@ static int b64url(unsigned char *out, size_t cap, size_t *outlen, const char *s)
 	return 0;
 }
 
-static const char *member(json_object *o, const char *name)
-{
-	json_object *v;
-	if (!json_object_object_get_ex(o, name, &v) || !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
 static EVP_PKEY *pkey_from_params(const char *type, const OSSL_PARAM *params)
 {
 	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, type, NULL);
@@ -69,8 +62,8 @@ static EVP_PKEY *rsa_key(json_object *o)
 {
 	unsigned char n[1024], e[16];
 	size_t nlen, elen;
-	if (b64url(n, sizeof(n), &nlen, member(o, "n")) != 0 ||
-	    b64url(e, sizeof(e), &elen, member(o, "e")) != 0)
+	if (b64url(n, sizeof(n), &nlen, ah_json_get_str(o, "n")) != 0 ||
+	    b64url(e, sizeof(e), &elen, ah_json_get_str(o, "e")) != 0)
 		return NULL;
 	BIGNUM *bn = BN_bin2bn(n, (int)nlen, NULL), *be = BN_bin2bn(e, (int)elen, NULL);
 	OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
@@ -96,9 +89,10 @@ static EVP_PKEY *ec_key(json_object *o)
 {
 	unsigned char pub[65] = {0x04};
 	size_t xlen, ylen;
-	const char *crv = member(o, "crv");
-	if (!crv || strcmp(crv, "P-256") != 0 || b64url(pub + 1, 32, &xlen, member(o, "x")) != 0 ||
-	    xlen != 32 || b64url(pub + 33, 32, &ylen, member(o, "y")) != 0 || ylen != 32)
+	const char *crv = ah_json_get_str(o, "crv");
+	if (!crv || strcmp(crv, "P-256") != 0 ||
+	    b64url(pub + 1, 32, &xlen, ah_json_get_str(o, "x")) != 0 || xlen != 32 ||
+	    b64url(pub + 33, 32, &ylen, ah_json_get_str(o, "y")) != 0 || ylen != 32)
 		return NULL;
 	OSSL_PARAM params[] = {
 		OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)"prime256v1", 0),
@@ -118,9 +112,9 @@ static EVP_PKEY *ec_key(json_object *o)
 static bool ed25519_key(struct jwk *k, json_object *o)
 {
 	size_t len;
-	const char *crv = member(o, "crv");
+	const char *crv = ah_json_get_str(o, "crv");
 	return crv && strcmp(crv, "Ed25519") == 0 &&
-	       b64url(k->ed, sizeof(k->ed), &len, member(o, "x")) == 0 && len == sizeof(k->ed);
+	       b64url(k->ed, sizeof(k->ed), &len, ah_json_get_str(o, "x")) == 0 && len == sizeof(k->ed);
 }
 
 static const char *alg_name(ah_jwt_alg alg)
@@ -131,8 +125,8 @@ static const char *alg_name(ah_jwt_alg alg)
 /* Fills k from one JWK; false for a key we cannot or must not use. */
 static bool load_key(struct jwk *k, json_object *o)
 {
-	const char *kty = member(o, "kty"), *use = member(o, "use"), *alg = member(o, "alg");
-	const char *kid = member(o, "kid");
+	const char *kty = ah_json_get_str(o, "kty"), *use = ah_json_get_str(o, "use");
+	const char *alg = ah_json_get_str(o, "alg"), *kid = ah_json_get_str(o, "kid");
 	if (!kty || (use && strcmp(use, "sig") != 0) || (kid && strlen(kid) >= sizeof(k->kid)))
 		return false;
 	memset(k, 0, sizeof(*k));

@@ -6,6 +6,7 @@
  * HS256 cannot turn a public key from the JWKS into an HMAC secret; the JWKS
  * keys verify only the asymmetric algorithm their type implies. */
 #include "auth/jwt.h"
+#include "core/json.h"
 
 #include <json-c/json.h>
 #include <sodium.h>
@@ -68,15 +69,6 @@ static json_object *parse_object(ah_arena *a, const unsigned char *s, size_t n)
 	return o;
 }
 
-/* The string member `name`, NULL when absent or of another type. */
-static const char *str_member(json_object *o, const char *name)
-{
-	json_object *v;
-	if (!json_object_object_get_ex(o, name, &v) || !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
 static ah_jwt_alg alg_by_name(const char *name)
 {
 	static const struct {
@@ -95,14 +87,14 @@ static ah_jwt_alg alg_by_name(const char *name)
 static int parse_header(struct token *t, json_object *h)
 {
 	json_object *v;
-	t->alg = alg_by_name(str_member(h, "alg"));
+	t->alg = alg_by_name(ah_json_get_str(h, "alg"));
 	if (!t->alg)
 		return AH_EDENIED;
 	/* We implement no header extensions, so any critical one is unsupported. */
 	if (json_object_object_get_ex(h, "crit", NULL))
 		return AH_EDENIED;
 	if (json_object_object_get_ex(h, "kid", &v)) {
-		t->kid = str_member(h, "kid");
+		t->kid = ah_json_get_str(h, "kid");
 		if (!t->kid || strlen(t->kid) > 256)
 			return AH_EDENIED;
 	}
@@ -213,7 +205,7 @@ static bool audience_ok(json_object *c, const char *want)
 /* iss and sub become the identity's key, VARCHAR(255) each. */
 static int check_identity(ah_jwt_claims *out, ah_arena *a, json_object *c, const ah_jwt_policy *p)
 {
-	const char *iss = str_member(c, "iss"), *sub = str_member(c, "sub");
+	const char *iss = ah_json_get_str(c, "iss"), *sub = ah_json_get_str(c, "sub");
 	bool has_iss = json_object_object_get_ex(c, "iss", NULL);
 	if ((has_iss && !iss) || (p->issuer && (!iss || strcmp(iss, p->issuer) != 0)))
 		return AH_EDENIED;
@@ -221,7 +213,7 @@ static int check_identity(ah_jwt_claims *out, ah_arena *a, json_object *c, const
 		return AH_EDENIED;
 	out->iss = ah_strdup(a, iss ? iss : "");
 	out->sub = ah_strdup(a, sub);
-	const char *email = str_member(c, p->email_claim ? p->email_claim : "email");
+	const char *email = ah_json_get_str(c, p->email_claim ? p->email_claim : "email");
 	out->email = email ? ah_strdup(a, email) : NULL;
 	json_object *ev;
 	out->email_unverified = json_object_object_get_ex(c, "email_verified", &ev) &&

@@ -7,6 +7,7 @@
 #include "runner/ops.h"
 #include "runner/sandboxes.h"
 #include "core/log.h"
+#include "core/json.h"
 #include "core/util.h"
 #include "deploy/deploy.h"
 
@@ -60,14 +61,6 @@ static bool token_ok(const char *s, size_t max, const char *extra)
 			return false;
 	}
 	return true;
-}
-
-static const char *get_str(json_object *req, const char *key)
-{
-	json_object *v;
-	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
 }
 
 static long long get_int(json_object *req, const char *key, long long def, long long min,
@@ -148,7 +141,7 @@ static const char *parse_env(struct run_req *q, json_object *req)
 
 static const char *parse_stdin(struct run_req *q, json_object *req)
 {
-	const char *b64 = get_str(req, "stdin_b64");
+	const char *b64 = ah_json_get_str(req, "stdin_b64");
 	size_t len = b64 ? strlen(b64) : 0;
 	q->in = malloc(len / 4 * 3 + 4);
 	if (!q->in)
@@ -173,11 +166,11 @@ static bool image_ok(const struct ah_runner *r, const char *image)
 static const char *parse_run(struct run_req *q, const struct ah_runner *r, json_object *req)
 {
 	json_object *s = NULL;
-	q->invocation_id = get_str(req, "invocation_id");
-	q->agent_id = get_str(req, "agent_id");
-	q->image = get_str(req, "image");
-	q->entrypoint = get_str(req, "entrypoint");
-	q->session = get_str(req, "session");
+	q->invocation_id = ah_json_get_str(req, "invocation_id");
+	q->agent_id = ah_json_get_str(req, "agent_id");
+	q->image = ah_json_get_str(req, "image");
+	q->entrypoint = ah_json_get_str(req, "entrypoint");
+	q->session = ah_json_get_str(req, "session");
 	if (json_object_object_get_ex(req, "session", &s) && s && !q->session)
 		return "\"session\" must be a string or null";
 	if (!token_ok(q->invocation_id, 64, "_-"))
@@ -204,11 +197,20 @@ static pthread_cond_t quiet_cv = PTHREAD_COND_INITIALIZER; /* slots_used fell to
 static int slots_used;
 static int64_t last_run_ms; /* when a run last started or ended */
 
-static bool take_slot(const struct ah_runner *r, int wait_ms)
+/* The CLOCK_REALTIME instant ms from now, for pthread_cond_timedwait. */
+static struct timespec in_ms(int64_t ms)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += wait_ms / 1000;
+	long long ns = ts.tv_nsec + ms * 1000000LL;
+	ts.tv_sec += (time_t)(ns / 1000000000LL);
+	ts.tv_nsec = (long)(ns % 1000000000LL);
+	return ts;
+}
+
+static bool take_slot(const struct ah_runner *r, int wait_ms)
+{
+	struct timespec ts = in_ms(wait_ms);
 	pthread_mutex_lock(&slot_mu);
 	int rc = 0;
 	while (slots_used >= r->capacity && rc == 0)
@@ -245,11 +247,7 @@ static void wait_until_quiet(void)
 		if (now >= give_up || (slots_used == 0 && now >= settled))
 			break;
 		int64_t until = slots_used == 0 && settled < give_up ? settled : give_up;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		long long ns = ts.tv_nsec + (until - now) * 1000000LL;
-		ts.tv_sec += (time_t)(ns / 1000000000LL);
-		ts.tv_nsec = (long)(ns % 1000000000LL);
+		struct timespec ts = in_ms(until - now);
 		pthread_cond_timedwait(&quiet_cv, &slot_mu, &ts);
 	}
 	pthread_mutex_unlock(&slot_mu);
@@ -386,7 +384,7 @@ json_object *ah_op_run(struct ah_runner *r, json_object *req)
 
 json_object *ah_op_destroy_session(json_object *req)
 {
-	const char *agent = get_str(req, "agent_id"), *session = get_str(req, "session");
+	const char *agent = ah_json_get_str(req, "agent_id"), *session = ah_json_get_str(req, "session");
 	if (!token_ok(agent, 32, "_") || !token_ok(session, 128, "._:-"))
 		return ah_op_error("invalid agent_id or session");
 	int n = ah_sandboxes_destroy_session(agent, session);
@@ -396,7 +394,7 @@ json_object *ah_op_destroy_session(json_object *req)
 
 json_object *ah_op_destroy_agent(json_object *req)
 {
-	const char *agent = get_str(req, "agent_id");
+	const char *agent = ah_json_get_str(req, "agent_id");
 	if (!token_ok(agent, 32, "_"))
 		return ah_op_error("invalid agent_id");
 	int n = ah_sandboxes_destroy_agent(agent);

@@ -303,11 +303,11 @@ int ah_sandboxes_reap_idle(int64_t idle_ms, ah_sbx_reaped_fn fn, void *ctx)
 {
 	enum { BATCH = 64 };
 	char agents[BATCH][33], sessions[BATCH][129];
-	int64_t cutoff = ah_now_ms() - idle_ms;
+	int64_t now = ah_now_ms(), cutoff = now - idle_ms;
 	int n = 0;
 	pthread_mutex_lock(&mu);
 	for (struct ah_sbx_entry *e = entries; e && n < BATCH; e = e->next) {
-		if (e->spare && e->refs == 0 && e->last_used_ms < ah_now_ms() - SPARE_IDLE_MS)
+		if (e->spare && e->refs == 0 && e->last_used_ms < now - SPARE_IDLE_MS)
 			e->doomed = true;
 		if (e->refs > 0 || e->doomed || !e->session[0] || e->last_used_ms > cutoff)
 			continue;

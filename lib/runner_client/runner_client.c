@@ -3,6 +3,7 @@
 #include "runner_client/auth.h"
 #include "runner_client/wire.h"
 #include "core/io.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "db/db.h"
@@ -31,14 +32,6 @@ static const char *local_id(ah_req *r)
 	return id;
 }
 
-static const char *str_field(json_object *req, const char *key)
-{
-	json_object *v = NULL;
-	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
 /* The runner that holds the agent's sandboxes (and its sessions'): the one
  * that deployed it. This host's own runner is reached on runner_socket, with
  * no lookup when the request names it (runner_id, from the agent's row);
@@ -47,7 +40,8 @@ static const char *str_field(json_object *req, const char *key)
 static const char *runner_address(ah_req *r, json_object *req)
 {
 	const char *local = ah_config_get(r->cfg, "runner_socket", "var/run/runner.sock");
-	const char *named = str_field(req, "runner_id"), *agent = str_field(req, "agent_id");
+	const char *named = ah_json_get_str(req, "runner_id");
+	const char *agent = ah_json_get_str(req, "agent_id");
 	ah_rows rows;
 	if (named && strcmp(named, local_id(r)) == 0)
 		return local;

@@ -137,10 +137,11 @@ int sb_cgroup_init(ah_err *err)
 	return 0;
 }
 
-static void cg_path(char *out, size_t n, const struct ah_sandbox *sb, int ctl, const char *file)
+/* snprintf into out only: the keeper calls this too (sb_cgroup_join_self). */
+static void cg_path(char *out, size_t n, const sb_plan *p, int ctl, const char *file)
 {
 	const char *base = sb_g.cg == SB_CG_V2 ? sb_g.cg_v2 : sb_g.cg_v1[ctl];
-	snprintf(out, n, "%s/slot%d%s%s", base, sb->plan.slot, file ? "/" : "", file ? file : "");
+	snprintf(out, n, "%s/slot%d%s%s", base, p->slot, file ? "/" : "", file ? file : "");
 }
 
 static int ncg(void)
@@ -152,7 +153,7 @@ static int set(const struct ah_sandbox *sb, int ctl, const char *file, const cha
                bool optional, ah_err *err)
 {
 	char path[400];
-	cg_path(path, sizeof path, sb, ctl, file);
+	cg_path(path, sizeof path, &sb->plan, ctl, file);
 	if (sb_write_file(path, val) < 0 && !(optional && errno == ENOENT))
 		return ah_err_set(err, AH_EFAIL, "write %s: %s", path, strerror(errno));
 	return 0;
@@ -187,12 +188,12 @@ int sb_cgroup_setup(struct ah_sandbox *sb, ah_err *err)
 {
 	char path[400];
 	for (int i = 0; i < ncg(); i++) {
-		cg_path(path, sizeof path, sb, i, NULL);
+		cg_path(path, sizeof path, &sb->plan, i, NULL);
 		if (mkdir(path, 0755) < 0)
 			return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", path, strerror(errno));
 	}
 	if (sb_g.cg == SB_CG_V2) {
-		cg_path(path, sizeof path, sb, 0, NULL);
+		cg_path(path, sizeof path, &sb->plan, 0, NULL);
 		sb->cg_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (sb->cg_fd < 0)
 			return ah_err_set(err, AH_EFAIL, "open %s: %s", path, strerror(errno));
@@ -212,7 +213,7 @@ int sb_cgroup_join_self(const sb_plan *p)
 		return 0;
 	for (int i = 0; i < CG_N; i++) {
 		char path[400];
-		snprintf(path, sizeof path, "%s/slot%d/tasks", sb_g.cg_v1[i], p->slot);
+		cg_path(path, sizeof path, p, i, "tasks");
 		if (sb_write_file(path, "0") < 0)
 			return -1;
 	}
@@ -222,7 +223,7 @@ int sb_cgroup_join_self(const sb_plan *p)
 long long sb_cgroup_oom_count(const struct ah_sandbox *sb)
 {
 	char path[400], line[128];
-	cg_path(path, sizeof path, sb, CG_MEM,
+	cg_path(path, sizeof path, &sb->plan, CG_MEM,
 	        sb_g.cg == SB_CG_V2 ? "memory.events" : "memory.oom_control");
 	FILE *f = fopen(path, "re");
 	long long n = 0;
@@ -259,7 +260,7 @@ void sb_cgroup_teardown(struct ah_sandbox *sb)
 		close(sb->cg_fd);
 	sb->cg_fd = -1;
 	for (int i = 0; i < ncg(); i++) {
-		cg_path(path, sizeof path, sb, i, NULL);
+		cg_path(path, sizeof path, &sb->plan, i, NULL);
 		rmdir_retry(path);
 	}
 }
@@ -288,7 +289,7 @@ void sb_cgroup_clear_slot(struct ah_sandbox *sb)
 {
 	char path[400];
 	for (int i = 0; i < ncg(); i++) {
-		cg_path(path, sizeof path, sb, i, NULL);
+		cg_path(path, sizeof path, &sb->plan, i, NULL);
 		if (access(path, F_OK) < 0)
 			continue;
 		kill_procs(path);

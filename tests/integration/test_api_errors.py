@@ -8,7 +8,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import BASE_URL, api_pids, assert_422
+from conftest import BASE_URL, Client, api_pids, assert_422
 
 REPO = "https://example.com/acme/agent.git"
 
@@ -459,3 +459,18 @@ def test_long_query_strings(guard):
     r = guard.client.get("/agents?" + "&".join(["limit=1"] * 500))
     assert r.status_code in (200, 422)
     guard.check()
+
+
+def test_refused_bodies_leave_nothing_on_kept_connections(client):
+    """nginx keeps its FastCGI connections to the workers. Requests refused
+    before their body is read (a bad key, 20 KB of body, which nginx sends in
+    full) must not spoil the requests that follow on those connections. nginx
+    never retries a POST, so a spoiled connection would show as a 502."""
+    stranger = Client("ahk_AAAAAAAA_AAAAAAAAAA")
+    junk = {"name": "x" * 20_000, "git_repo_url": REPO}
+    for i in range(20):
+        r = stranger.post("/agents", json=junk)
+        assert r.status_code == 401, r.text[:200]
+        r = client.post("/agents", json={"name": f"kept {i}", "git_repo_url": REPO})
+        assert r.status_code == 201, r.text[:200]
+        assert r.json()["name"] == f"kept {i}"
