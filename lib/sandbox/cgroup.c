@@ -1,11 +1,10 @@
 /* Cgroups: memory, cpu and pids limits, on cgroup v1 (one hierarchy per
  * controller, as on these machines) or v2 (one unified tree, most hosts).
  *
- * Each sandbox gets <hierarchy>/agenthost/slot<N>. The keeper is put in it
- * before it runs anything (v2: clone3 CLONE_INTO_CGROUP, free; v1: writing
- * cgroup.procs, ~11 ms for an RCU grace period, which is why the pool does it
- * ahead of time), and then unshares its cgroup namespace so the sandbox sees its
- * own cgroup as the root. The memory cap makes the kernel OOM-kill inside the
+ * Each sandbox gets <hierarchy>/agenthost/slot<N>. The keeper moves itself
+ * into it before it runs anything (see sb_cgroup_join_file), and then
+ * unshares its cgroup namespace so the sandbox sees its own cgroup as the
+ * root. The memory cap makes the kernel OOM-kill inside the
  * sandbox, never on the host; the oom_kill counter tells exec what happened.
  * Runs in the runner. */
 #include "sandbox/internal.h"
@@ -86,18 +85,6 @@ static void scan_mount(char *line, char v2[256])
 				snprintf(sb_g.cg_v1[i], sizeof sb_g.cg_v1[i], "%s/agenthost", f[4]);
 }
 
-int sb_write_file(const char *path, const char *data)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = write(fd, data, strlen(data));
-	int e = errno;
-	close(fd);
-	errno = e;
-	return n == (ssize_t)strlen(data) ? 0 : -1;
-}
-
 static int init_v2(const char *mnt, ah_err *err)
 {
 	char path[300];
@@ -137,7 +124,6 @@ int sb_cgroup_init(ah_err *err)
 	return 0;
 }
 
-/* snprintf into out only: the keeper calls this too (sb_cgroup_join_self). */
 static void cg_path(char *out, size_t n, const sb_plan *p, int ctl, const char *file)
 {
 	const char *base = sb_g.cg == SB_CG_V2 ? sb_g.cg_v2 : sb_g.cg_v1[ctl];
@@ -192,32 +178,21 @@ int sb_cgroup_setup(struct ah_sandbox *sb, ah_err *err)
 		if (mkdir(path, 0755) < 0)
 			return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", path, strerror(errno));
 	}
-	if (sb_g.cg == SB_CG_V2) {
-		cg_path(path, sizeof path, &sb->plan, 0, NULL);
-		sb->cg_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (sb->cg_fd < 0)
-			return ah_err_set(err, AH_EFAIL, "open %s: %s", path, strerror(errno));
-	}
 	return sb_cgroup_set_limits(sb, err);
 }
 
-/* v1: the keeper moves itself into its slot's cgroups, first thing after GO
- * (v2: clone3 put it there). A task moving itself skips the cgroup core's
- * global threadgroup lock, whose write side waits for an RCU grace period:
- * moving the keeper from the runner cost 5-15 ms per sandbox, this ~0.2 ms.
- * Everything the keeper starts is born inside. Runs in the keeper: system
- * calls and stack buffers only. */
-int sb_cgroup_join_self(const sb_plan *p)
+/* The keeper moves itself into its slot's cgroups, first thing after GO, by
+ * writing 0 to these files. v1's per-thread "tasks" file, written by the task
+ * itself, skips the cgroup core's global threadgroup lock, whose write side
+ * waits for an RCU grace period: moving the keeper from the runner cost 5-15
+ * ms per sandbox, this ~0.2 ms. v2 has only cgroup.procs, which takes that
+ * lock (the pool builds ahead of time, so no call waits for it). Everything
+ * the keeper starts is born inside. */
+void sb_cgroup_join_file(const sb_plan *p, int i, char *out, size_t n)
 {
-	if (sb_g.cg != SB_CG_V1)
-		return 0;
-	for (int i = 0; i < CG_N; i++) {
-		char path[400];
-		cg_path(path, sizeof path, p, i, "tasks");
-		if (sb_write_file(path, "0") < 0)
-			return -1;
-	}
-	return 0;
+	out[0] = '\0';
+	if (i < ncg())
+		cg_path(out, n, p, i, sb_g.cg == SB_CG_V2 ? "cgroup.procs" : "tasks");
 }
 
 long long sb_cgroup_oom_count(const struct ah_sandbox *sb)
@@ -256,9 +231,6 @@ static void rmdir_retry(const char *path)
 void sb_cgroup_teardown(struct ah_sandbox *sb)
 {
 	char path[400];
-	if (sb->cg_fd >= 0)
-		close(sb->cg_fd);
-	sb->cg_fd = -1;
 	for (int i = 0; i < ncg(); i++) {
 		cg_path(path, sizeof path, &sb->plan, i, NULL);
 		rmdir_retry(path);

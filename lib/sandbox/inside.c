@@ -1,10 +1,10 @@
-/* Inside the sandbox: the keeper, the spawner, the reaper and the agent (see
- * internal.h for who is who), plus the wire format they share with the runner.
+/* agenthost-keeper: the keeper, the spawner, the reaper and the agent (see
+ * internal.h for who is who). The runner execs this program as the sandbox's
+ * PID 1 with its two sockets at fds 3 and 4 (SB_KEEPER_CTL_FD/EXEC_FD).
  *
- * Everything here starts as a raw clone of a possibly multi-threaded runner,
- * where another thread may have held the malloc or stdio lock at that moment:
- * so no malloc, no stdio, no glibc fork() (its atfork handlers take locks),
- * only system calls, stack or static buffers and snprintf into arrays. */
+ * The reaper and the agent share memory with their parent until the agent
+ * execs (CLONE_VM), so nothing here mallocs or uses stdio: system calls,
+ * stack or static buffers and snprintf into arrays only. */
 #include "sandbox/internal.h"
 
 #include <errno.h>
@@ -16,76 +16,10 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <linux/seccomp.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* ---- wire ---- */
-
-int sb_send(int fd, const sb_msg *m, const void *body, size_t blen, const int *fds, int nfds)
-{
-	struct iovec iov[2] = { { (void *)m, sizeof *m }, { (void *)body, blen } };
-	union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int) * 4)]; } c;
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = blen ? 2 : 1 };
-	if (nfds > 0) {
-		memset(&c, 0, sizeof c);
-		mh.msg_control = c.b;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-		struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-		h->cmsg_level = SOL_SOCKET;
-		h->cmsg_type = SCM_RIGHTS;
-		h->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-		memcpy(CMSG_DATA(h), fds, sizeof(int) * (size_t)nfds);
-	}
-	ssize_t n;
-	do
-		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n == (ssize_t)(sizeof *m + blen) ? 0 : -1;
-}
-
-int sb_recv(int fd, sb_msg *m, void *body, size_t bcap, size_t *blen, int *fds, int *nfds)
-{
-	struct iovec iov[2] = { { m, sizeof *m }, { body, bcap } };
-	union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int) * 4)]; } c;
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = body ? 2 : 1,
-	                     .msg_control = c.b, .msg_controllen = sizeof c.b };
-	if (nfds)
-		*nfds = 0;
-	ssize_t n;
-	do
-		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0)
-		return n == 0 ? 0 : -1;
-	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
-		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
-			continue;
-		int k = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		int got[4];
-		memcpy(got, CMSG_DATA(h), sizeof(int) * (size_t)(k > 4 ? 4 : k));
-		for (int i = 0; i < k && i < 4; i++) {
-			if (fds && nfds && *nfds < 3)
-				fds[(*nfds)++] = got[i];
-			else
-				close(got[i]);
-		}
-	}
-	if (n < (ssize_t)sizeof *m || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-		errno = EPROTO;
-		return -1;
-	}
-	if (blen)
-		*blen = (size_t)n - sizeof *m;
-	return 1;
-}
-
-int sb_error_reply(int fd, int err, const char *what)
-{
-	sb_msg m = { .op = SB_ERROR, .err = err };
-	snprintf(m.msg, sizeof m.msg, "%s: %s", what, strerror(err));
-	return sb_send(fd, &m, NULL, 0, NULL, 0);
-}
 
 /* ---- helpers ---- */
 
@@ -112,20 +46,8 @@ static void die_with_parent(pid_t parent)
 		_exit(1); /* the parent died before the line above */
 }
 
-/* Moves the fds a process keeps to 3, 4, ... and closes everything else: a raw
- * clone inherits all of the runner's descriptors (database, sockets, other
- * sandboxes' pipes). */
-static void keep_fds(int *fds, int n)
-{
-	int tmp[8];
-	for (int i = 0; i < n; i++)
-		tmp[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 100);
-	for (int i = 0; i < n; i++) {
-		dup3(tmp[i], 3 + i, O_CLOEXEC);
-		fds[i] = 3 + i;
-	}
-	syscall(SYS_close_range, 3 + n, ~0U, 0);
-}
+/* GO's body: what the runner decided for this sandbox. */
+static sb_keeper_conf K;
 
 /* ---- agent ---- */
 
@@ -157,7 +79,9 @@ __attribute__((noreturn)) static void agent_main(exec_req *r)
 	if (sb_userns_drop_to_agent() < 0)
 		goto fail;
 	what = "seccomp";
-	if (sb_seccomp_apply(&sb_g.seccomp) < 0)
+	struct sock_fprog prog = { .len = K.seccomp_len, .filter = K.seccomp };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
 		goto fail;
 	execve(r->argv[0], r->argv, r->envp);
 	what = "exec";
@@ -357,7 +281,7 @@ static int start_spawner(const sb_plan *p, int exec_fd, const char **what)
 		return -1;
 	if (pid == 0) {
 		close(sv[0]);
-		close(3); /* the runner's control socket is the keeper's alone */
+		close(SB_KEEPER_CTL_FD); /* the runner's control socket is the keeper's alone */
 		spawner_main(exec_fd, sv[1], self);
 	}
 	close(sv[1]);
@@ -375,13 +299,21 @@ static int start_spawner(const sb_plan *p, int exec_fd, const char **what)
 	return 0;
 }
 
+static int join_cgroups(void)
+{
+	for (int i = 0; i < 3; i++)
+		if (K.cg_join[i][0] && sb_write_file(K.cg_join[i], "0") < 0)
+			return -1;
+	return 0;
+}
+
 static int keeper_setup(const sb_plan *p, int exec_fd, const char **what)
 {
 	/* Never the OOM killer's choice: the agent is. Best effort: some hosts
 	 * refuse negative values even to root. */
 	sb_write_file("/proc/self/oom_score_adj", "-1000");
 	*what = "cgroup attach";
-	if (sb_cgroup_join_self(p) < 0)
+	if (join_cgroups() < 0)
 		return -1;
 	*what = "cgroup namespace";
 	if (unshare(CLONE_NEWCGROUP) < 0)
@@ -389,7 +321,7 @@ static int keeper_setup(const sb_plan *p, int exec_fd, const char **what)
 	*what = "hostname";
 	if (sethostname("sandbox", 7) < 0)
 		return -1;
-	if (sb_net_inside_setup(p, what) < 0 || sb_mounts_build_root(p, what) < 0)
+	if (sb_net_inside_setup(p, what) < 0 || sb_mounts_build_root(p, K.resolv, what) < 0)
 		return -1;
 	if (start_spawner(p, exec_fd, what) < 0)
 		return -1;
@@ -421,27 +353,41 @@ __attribute__((noreturn)) static void keeper_serve(int ctl)
 	}
 }
 
-void sb_keeper_main(const sb_plan *p, int ctl_fd, int exec_fd)
+/* GO carries the settings; anything else first (or a runner gone: EOF)
+ * ends the keeper before it has set anything up. */
+static bool receive_go(int ctl)
 {
-	int fds[2] = { ctl_fd, exec_fd };
-	pid_t runner = getppid();
-	keep_fds(fds, 2);
-	int ctl = fds[0];
-	reset_signals();
-	/* getppid() is 0 across the pid namespace boundary, so the usual race
-	 * check is the GO message instead: a dead runner means EOF here. */
-	(void)runner;
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	sb_msg m;
-	if (sb_recv(ctl, &m, NULL, 0, NULL, NULL, NULL) != 1 || m.op != SB_GO)
+	size_t blen = 0;
+	if (sb_recv(ctl, &m, &K, sizeof K, &blen, NULL, NULL) != 1 || m.op != SB_GO ||
+	    blen != sizeof K || K.seccomp_len == 0 || K.seccomp_len > SB_SECCOMP_MAX)
+		return false;
+	K.resolv[sizeof K.resolv - 1] = '\0';
+	for (int i = 0; i < 3; i++)
+		K.cg_join[i][sizeof K.cg_join[i] - 1] = '\0';
+	K.plan.root_mnt[sizeof K.plan.root_mnt - 1] = '\0';
+	K.plan.loop_dev[sizeof K.plan.loop_dev - 1] = '\0';
+	return true;
+}
+
+int main(void)
+{
+	int ctl = SB_KEEPER_CTL_FD, exec_fd = SB_KEEPER_EXEC_FD;
+	reset_signals();
+	/* The runner's thread that started us may exit with the runner: then so
+	 * do we (a runner dying before this line closes ctl: see receive_go). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (fcntl(ctl, F_GETFD) < 0 || fcntl(exec_fd, F_GETFD) < 0)
+		return 2; /* not started by the runner */
+	syscall(SYS_close_range, SB_KEEPER_EXEC_FD + 1, ~0U, 0);
+	if (!receive_go(ctl))
 		_exit(1);
 	const char *what = "";
-	if (keeper_setup(p, fds[1], &what) < 0) {
+	if (keeper_setup(&K.plan, exec_fd, &what) < 0) {
 		sb_error_reply(ctl, errno, what);
 		_exit(1);
 	}
 	if (sb_send(ctl, &(sb_msg){ .op = SB_READY }, NULL, 0, NULL, 0) < 0)
 		_exit(1);
 	keeper_serve(ctl);
-	_exit(0);
 }

@@ -2,17 +2,24 @@
  * computed once), the sandbox record, the wire format between the runner and the
  * processes inside, and one set-up/tear-down pair per isolation concern.
  *
- * Processes: the runner clones the *keeper* (PID 1 of the sandbox's pid
+ * Processes: the runner starts the *keeper* (PID 1 of the sandbox's pid
  * namespace, still real root, in new mount/net/ipc/uts/cgroup namespaces; it
  * builds the root filesystem and later mounts /app, and never runs sandboxed
- * code). The keeper forks the *spawner*, which moves into a new user namespace
+ * code). The keeper is its own small program, agenthost-keeper (inside.c and
+ * what it calls), exec'd straight from a vfork-style clone: a fork of the
+ * runner would copy the page tables of the runner's whole address space and
+ * tear them down again, per sandbox and again for the spawner, and make the
+ * runner's own writes fault for as long as the copies live. The keeper's
+ * settings (plan, resolv.conf, seccomp filter) come with GO. The keeper forks
+ * the *spawner*, which moves into a new user namespace
  * where root is an unprivileged host uid. For each exec the spawner clones a
  * *reaper* into a new pid namespace, and the reaper forks the *agent*, which
  * drops to uid 1000, no_new_privs, seccomp, and execs. When the agent exits the
  * reaper exits, and the kernel kills whatever the agent left behind.
  *
- * Code that runs in the keeper, spawner, reaper or agent is a raw clone of a
- * possibly multi-threaded runner: it must not malloc or use stdio locks. */
+ * The keeper's processes are raw clones and share memory with each other at
+ * times (see inside.c): they make system calls and use stack or static
+ * buffers only. */
 #ifndef AH_SANDBOX_INTERNAL_H
 #define AH_SANDBOX_INTERNAL_H
 
@@ -27,6 +34,7 @@
 #define SB_IDS_PER_SLOT 65536u
 #define SB_MAX_NS      4          /* DNS resolvers kept */
 #define SB_MSG_MAX     (256 * 1024)
+#define SB_SECCOMP_MAX 512        /* BPF instructions of the filter */
 
 /* Everything one sandbox needs, decided before anything is set up. */
 typedef struct sb_plan {
@@ -45,6 +53,16 @@ typedef struct sb_plan {
 
 enum sb_cg_version { SB_CG_NONE, SB_CG_V1, SB_CG_V2 };
 
+/* What the keeper needs beyond the plan, sent as GO's body: the keeper is
+ * exec'd and shares nothing else with the runner. */
+typedef struct sb_keeper_conf {
+	sb_plan plan;
+	char resolv[512];
+	char cg_join[3][400];        /* files the keeper writes 0 to, to join its cgroups */
+	unsigned short seccomp_len;
+	struct sock_filter seccomp[SB_SECCOMP_MAX];
+} sb_keeper_conf;
+
 /* Process-wide state set by ah_sandbox_init. */
 typedef struct sb_global {
 	char root[256];              /* sandbox_root, absolute */
@@ -60,6 +78,7 @@ typedef struct sb_global {
 	int ndns;
 	bool allow_host;
 	struct sock_fprog seccomp;   /* built once, loaded by every agent */
+	int keeper_exe;              /* O_PATH fd of agenthost-keeper */
 } sb_global;
 
 extern sb_global sb_g;
@@ -70,9 +89,8 @@ struct ah_sandbox {
 	int keeper_pidfd;
 	int ctl_fd;                  /* runner end of the keeper's socket */
 	int exec_fd;                 /* runner end of the spawner's socket */
-	int cg_fd;                   /* v2: cgroup dir for CLONE_INTO_CGROUP */
 	int slot_lock;               /* flock'ed slot file: the slot is ours */
-	int idmap_fd;                /* userns: host 0 -> agent, for /app's idmapped mount */
+	int idmap_fd;                /* userns: host 0 -> agent, for /app's idmapped mount (the slot's) */
 	int nsteps_done;             /* host steps set up, torn down in reverse */
 	bool claimed, broken;
 	long long oom_kills;         /* the cgroup's count after the last exec; -1: not read yet */
@@ -82,7 +100,7 @@ struct ah_sandbox {
 
 /* Wire format: SOCK_SEQPACKET, one struct per message, fds by SCM_RIGHTS. */
 enum sb_op {
-	SB_GO = 1,      /* runner → keeper: cgroup and veth are ready */
+	SB_GO = 1,      /* runner → keeper, body sb_keeper_conf: cgroup and veth are ready */
 	SB_READY,       /* keeper → runner: sandbox built */
 	SB_ERROR,       /* inside → runner: msg says what failed */
 	SB_MOUNT_APP,   /* runner → keeper, fd = dir: arg 0 overlay lower, 1 bind rw */
@@ -102,12 +120,13 @@ typedef struct sb_msg {
 	char msg[200];               /* SB_ERROR text; SB_EXEC: cwd */
 } sb_msg;
 
-/* ---- wire helpers (inside.c) ---- */
+/* ---- wire.c ---- */
 int sb_send(int fd, const sb_msg *m, const void *body, size_t blen, const int *fds, int nfds);
 /* Receives into m (+ body up to bcap, *blen set); fds (up to 3) into fds/nfds.
  * Returns 1 on a message, 0 on EOF, -1 on error. */
 int sb_recv(int fd, sb_msg *m, void *body, size_t bcap, size_t *blen, int *fds, int *nfds);
 int sb_error_reply(int fd, int err, const char *what);
+int sb_write_file(const char *path, const char *data);
 
 /* ---- userns.c ---- */
 int sb_userns_write_maps(pid_t pid, unsigned uid_base);
@@ -116,7 +135,7 @@ int sb_userns_drop_to_agent(void);
 int sb_userns_idmap_fd(unsigned to);
 
 /* ---- mounts.c (keeper side) ---- */
-int sb_mounts_build_root(const sb_plan *p, const char **what);
+int sb_mounts_build_root(const sb_plan *p, const char *resolv, const char **what);
 int sb_mounts_app(int dirfd, bool writable, const char **what);
 
 /* ---- disk.c (runner side) ---- */
@@ -124,17 +143,25 @@ int sb_disk_setup(sb_plan *p, ah_err *err);
 void sb_disk_teardown(sb_plan *p);
 void sb_disk_close_loop(sb_plan *p);
 
-/* ---- net.c ---- */
+/* ---- netlink.c ---- */
+int sb_nl_create_veth(const char *host, pid_t peer_pid);  /* peer "eth0" in peer_pid's netns */
+int sb_nl_delete_link(const char *name);
+int sb_nl_add_addr(int idx, uint32_t ip);
+int sb_nl_link_up(int idx);
+void sb_nl_disable_ipv6(const char *ifname);
+int sb_net_inside_setup(const sb_plan *p, const char **what);         /* keeper */
+
+/* ---- net.c (runner side) ---- */
 int sb_net_policy_install(ah_err *err);
 void sb_net_policy_remove(void);
-int sb_net_host_setup(const sb_plan *p, pid_t keeper, ah_err *err);   /* runner */
+int sb_net_host_setup(const sb_plan *p, pid_t keeper, ah_err *err);
 void sb_net_host_teardown(const sb_plan *p);
-int sb_net_inside_setup(const sb_plan *p, const char **what);         /* keeper */
 
 /* ---- cgroup.c ---- */
 int sb_cgroup_init(ah_err *err);
 int sb_cgroup_setup(struct ah_sandbox *sb, ah_err *err);
-int sb_cgroup_join_self(const sb_plan *p);   /* in the keeper (v1) */
+/* The file the keeper writes 0 to, to join controller i (< 3); "" if none. */
+void sb_cgroup_join_file(const sb_plan *p, int i, char *out, size_t n);
 int sb_cgroup_set_limits(struct ah_sandbox *sb, ah_err *err);
 long long sb_cgroup_oom_count(const struct ah_sandbox *sb);
 void sb_cgroup_teardown(struct ah_sandbox *sb);
@@ -143,12 +170,12 @@ void sb_cgroup_clear_slot(struct ah_sandbox *sb);
 /* ---- rlimits.c ---- */
 int sb_rlimits_apply(int nofile, int nproc, long long fsize);
 
-/* ---- seccomp.c ---- */
+/* ---- seccomp.c (built in the runner, applied in inside.c) ---- */
 int sb_seccomp_build(struct sock_fprog *out, ah_err *err);
-int sb_seccomp_apply(const struct sock_fprog *prog);
 
-/* ---- inside.c: keeper, spawner, reaper, agent ---- */
-__attribute__((noreturn)) void sb_keeper_main(const sb_plan *p, int ctl_fd, int exec_fd);
+/* ---- inside.c: agenthost-keeper's main, the spawner, reaper and agent ---- */
+#define SB_KEEPER_CTL_FD  3       /* the keeper's descriptors at exec */
+#define SB_KEEPER_EXEC_FD 4
 
 /* ---- exec.c (runner side) ---- */
 struct ah_sandbox_exec_spec;
@@ -160,7 +187,6 @@ int sb_exec_run(struct ah_sandbox *sb, const struct ah_sandbox_exec_spec *x,
 /* A fresh unclaimed sandbox; disk_bytes 0: the configured size. */
 int sb_build(struct ah_sandbox **out, long long disk_bytes, ah_err *err);
 void sb_teardown(struct ah_sandbox *sb);
-int sb_write_file(const char *path, const char *data);
 
 /* ---- pool.c ---- */
 int sb_pool_start(ah_err *err);

@@ -81,17 +81,16 @@ static int mirror_host_path(const char *root, const char *hostpath, const char *
 	return bind_ro(hostpath, dst, S_ISDIR(st.st_mode));
 }
 
-static int build_etc(const char *root, const sb_plan *p)
+static int build_etc(const char *root, const char *resolv)
 {
 	char d[512], f[600], host[300];
 	snprintf(d, sizeof d, "%s/etc", root);
 	if (mkdir(d, 0755) < 0)
 		return -1;
-	(void)p;
 	const struct { const char *name, *data; } files[] = {
 		{ "passwd", PASSWD }, { "group", GROUP }, { "hosts", HOSTS },
 		{ "nsswitch.conf", NSSWITCH }, { "hostname", "sandbox\n" },
-		{ "resolv.conf", sb_g.resolv },
+		{ "resolv.conf", resolv },
 	};
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
 		snprintf(f, sizeof f, "%s/%s", d, files[i].name);
@@ -187,7 +186,7 @@ static int pivot(const char *root)
 
 #define STEP(expr, name) do { *what = (name); if ((expr) < 0) return -1; } while (0)
 
-int sb_mounts_build_root(const sb_plan *p, const char **what)
+int sb_mounts_build_root(const sb_plan *p, const char *resolv, const char **what)
 {
 	const char *r = p->root_mnt;
 	char f[600];
@@ -201,7 +200,7 @@ int sb_mounts_build_root(const sb_plan *p, const char **what)
 		snprintf(h, sizeof h, "/%s", RO_TOP[i]);
 		STEP(mirror_host_path(r, h, RO_TOP[i]), "mirror /bin, /lib");
 	}
-	STEP(build_etc(r, p), "build /etc");
+	STEP(build_etc(r, resolv), "build /etc");
 	STEP(build_dev(r), "build /dev");
 	STEP(build_disk(r, p), "mount disk");
 	snprintf(f, sizeof f, "%s/app", r);

@@ -29,8 +29,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/close_range.h>
 #include <linux/mount.h>
-#include <linux/sched.h>
 
 sb_global sb_g;
 static bool inited;
@@ -97,7 +97,7 @@ static int slot_take(ah_sandbox *sb, ah_err *err)
  * crashed run's cgroup or veth waits for its slot to be reused. */
 static void sweep_free_slots(void)
 {
-	ah_sandbox tmp = { .cg_fd = -1 };
+	ah_sandbox tmp = { .slot_lock = -1 };
 	for (int i = 0; i < sb_g.max_slots; i++) {
 		char path[64];
 		snprintf(path, sizeof path, SB_LOCK_DIR "/slot-%d.lock", i);
@@ -127,6 +127,30 @@ static void slot_release(ah_sandbox *sb)
 
 /* ---- keeper process ---- */
 
+/* The child of keeper_spawn, on a stack of its own in the runner's memory
+ * while the runner's thread waits (CLONE_VM | CLONE_VFORK, as posix_spawn
+ * does): it only puts its two sockets at 3 and 4 and execs agenthost-keeper.
+ * Its descriptor table is its own copy; signals are blocked until the exec. */
+typedef struct keeper_child {
+	int ctl, ex;
+} keeper_child;
+
+static int keeper_child_main(void *arg)
+{
+	keeper_child *c = arg;
+	/* Out of the way first: any of the three may be 3 or 4 now. */
+	int ctl = fcntl(c->ctl, F_DUPFD_CLOEXEC, 100), ex = fcntl(c->ex, F_DUPFD_CLOEXEC, 100);
+	int exe = fcntl(sb_g.keeper_exe, F_DUPFD_CLOEXEC, 100);
+	if (ctl < 0 || ex < 0 || exe < 0 || dup2(ctl, SB_KEEPER_CTL_FD) < 0 ||
+	    dup2(ex, SB_KEEPER_EXEC_FD) < 0)
+		_exit(126);
+	/* Close on exec, not now: the program's own descriptor is among them. */
+	syscall(SYS_close_range, SB_KEEPER_EXEC_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC);
+	char *argv[] = { "agenthost-keeper", NULL }, *envp[] = { NULL };
+	syscall(SYS_execveat, exe, "", argv, envp, AT_EMPTY_PATH);
+	_exit(127);
+}
+
 static int keeper_spawn(ah_sandbox *sb, ah_err *err)
 {
 	int ctl[2], ex[2];
@@ -137,30 +161,24 @@ static int keeper_spawn(ah_sandbox *sb, ah_err *err)
 		close(ctl[1]);
 		return ah_err_set(err, AH_EFAIL, "socketpair: %s", strerror(errno));
 	}
+	keeper_child child = { ctl[1], ex[1] };
+	char stack[32 * 1024] __attribute__((aligned(16)));
 	int pidfd = -1;
-	struct clone_args ca = {
-		.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
-		         CLONE_PIDFD,
-		.pidfd = (uintptr_t)&pidfd,
-		.exit_signal = SIGCHLD,
-	};
-	if (sb_g.cg == SB_CG_V2) {
-		ca.flags |= CLONE_INTO_CGROUP;
-		ca.cgroup = (uint64_t)sb->cg_fd;
-	}
-	pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
-	if (pid == 0) {
-		close(ctl[0]);
-		close(ex[0]);
-		sb_keeper_main(&sb->plan, ctl[1], ex[1]);
-	}
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t pid = clone(keeper_child_main, stack + sizeof stack,
+	                  CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+	                  CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD,
+	                  &child, &pidfd);
 	int e = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	close(ctl[1]);
 	close(ex[1]);
 	sb->ctl_fd = ctl[0];
 	sb->exec_fd = ex[0];
 	if (pid < 0)
-		return ah_err_set(err, AH_EFAIL, "clone3 namespaces: %s", strerror(e));
+		return ah_err_set(err, AH_EFAIL, "clone namespaces: %s", strerror(e));
 	sb->keeper = pid;
 	sb->keeper_pidfd = pidfd;
 	/* A refill runs as SCHED_IDLE (pool.c); the agents, which descend from
@@ -225,28 +243,59 @@ static int keeper_reply(ah_sandbox *sb, int want, int timeout_ms, ah_err *err)
 	return 0;
 }
 
+/* The keeper's settings, sent with GO: the plan and the host's choices. */
+static void keeper_conf(const ah_sandbox *sb, sb_keeper_conf *c)
+{
+	memset(c, 0, sizeof *c);
+	c->plan = sb->plan;
+	snprintf(c->resolv, sizeof c->resolv, "%s", sb_g.resolv);
+	for (int i = 0; i < 3; i++)
+		sb_cgroup_join_file(&sb->plan, i, c->cg_join[i], sizeof c->cg_join[i]);
+	c->seccomp_len = sb_g.seccomp.len;
+	memcpy(c->seccomp, sb_g.seccomp.filter, sb_g.seccomp.len * sizeof c->seccomp[0]);
+}
+
 static int keeper_go(ah_sandbox *sb, ah_err *err)
 {
-	if (sb_send(sb->ctl_fd, &(sb_msg){ .op = SB_GO }, NULL, 0, NULL, 0) < 0)
-		return ah_err_set(err, AH_EFAIL, "sandbox keeper died");
+	static __thread sb_keeper_conf conf; /* 6 KiB: off the stack */
+	keeper_conf(sb, &conf);
+	if (sb_send(sb->ctl_fd, &(sb_msg){ .op = SB_GO }, &conf, sizeof conf, NULL, 0) < 0)
+		return keeper_died(sb, err);
 	int rc = keeper_reply(sb, SB_READY, 10000, err);
 	sb_disk_close_loop(&sb->plan); /* mounted inside now, or never */
 	return rc;
 }
 
+/* The idmapped mount's user namespace depends only on the slot, so each
+ * slot's is made once (it takes a throw-away process) and kept while the
+ * sandbox layer lives; only the slot's owner touches its entry. */
+static int slot_idmap[16384];
+
 static int idmap_setup(ah_sandbox *sb, ah_err *err)
 {
-	sb->idmap_fd = sb_userns_idmap_fd(sb->plan.uid_base + SB_AGENT_UID);
-	if (sb->idmap_fd < 0)
+	int *fd = &slot_idmap[sb->plan.slot];
+	if (*fd <= 0)
+		*fd = sb_userns_idmap_fd(sb->plan.uid_base + SB_AGENT_UID);
+	if (*fd <= 0) {
+		*fd = 0;
 		return ah_err_set(err, AH_EFAIL, "idmap user namespace: %s", strerror(errno));
+	}
+	sb->idmap_fd = *fd;
 	return 0;
 }
 
 static void idmap_teardown(ah_sandbox *sb)
 {
-	if (sb->idmap_fd >= 0)
-		close(sb->idmap_fd);
-	sb->idmap_fd = -1;
+	sb->idmap_fd = -1; /* the slot's, kept */
+}
+
+static void idmap_close_all(void)
+{
+	for (size_t i = 0; i < sizeof slot_idmap / sizeof slot_idmap[0]; i++)
+		if (slot_idmap[i] > 0) {
+			close(slot_idmap[i]);
+			slot_idmap[i] = 0;
+		}
 }
 
 static int disk_setup(ah_sandbox *sb, ah_err *err) { return sb_disk_setup(&sb->plan, err); }
@@ -254,9 +303,8 @@ static void disk_teardown(ah_sandbox *sb) { sb_disk_teardown(&sb->plan); }
 static int net_setup(ah_sandbox *sb, ah_err *err) { return sb_net_host_setup(&sb->plan, sb->keeper, err); }
 static void net_teardown(ah_sandbox *sb) { sb_net_host_teardown(&sb->plan); }
 
-/* The set-up order matters: the cgroup exists before the keeper so that v2 can
- * clone straight into it (on v1 the keeper moves itself in after GO); the
- * keeper exists before the veth (its peer is created in the keeper's netns);
+/* The set-up order matters: the cgroup exists before GO (the keeper moves
+ * itself in then, before anything else); the keeper exists before the veth (its peer is created in the keeper's netns);
  * GO comes last, once everything the keeper needs from outside is there. */
 static const struct step {
 	const char *name;
@@ -294,7 +342,7 @@ int sb_build(ah_sandbox **out, long long disk_bytes, ah_err *err)
 	ah_sandbox *sb = calloc(1, sizeof *sb);
 	if (!sb)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
-	sb->keeper_pidfd = sb->ctl_fd = sb->exec_fd = sb->cg_fd = sb->slot_lock = sb->idmap_fd = -1;
+	sb->keeper_pidfd = sb->ctl_fd = sb->exec_fd = sb->slot_lock = sb->idmap_fd = -1;
 	sb->oom_kills = -1;
 	sb->plan.slot = -1;
 	make_plan(sb, disk_bytes);
@@ -407,6 +455,35 @@ static int read_config(const ah_config *cfg, ah_err *err)
 	return 0;
 }
 
+/* agenthost-keeper: sandbox_keeper if set, else next to this program (an
+ * install), else where the build put it. Opened once: every keeper is exec'd
+ * from this descriptor. */
+static int open_keeper(const ah_config *cfg, ah_err *err)
+{
+	char self[PATH_MAX], here[PATH_MAX + 32];
+	const char *conf = ah_config_get(cfg, "sandbox_keeper", "");
+	const char *tries[3] = { conf[0] ? conf : NULL, NULL, conf[0] ? NULL : AH_KEEPER_PATH };
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (!conf[0] && n > 0) {
+		self[n] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(here, sizeof here, "%s/agenthost-keeper", self);
+			tries[1] = here;
+		}
+	}
+	for (int i = 0; i < 3; i++) {
+		if (!tries[i] || access(tries[i], X_OK) < 0)
+			continue;
+		sb_g.keeper_exe = open(tries[i], O_PATH | O_CLOEXEC);
+		if (sb_g.keeper_exe >= 0)
+			return 0;
+	}
+	return ah_err_set(err, AH_EINVALID, "agenthost-keeper not found (%s); set sandbox_keeper",
+	                  conf[0] ? conf : AH_KEEPER_PATH);
+}
+
 /* The policy is shared by every runner process on the host: each holds a
  * shared lock on it while alive, and the last one out removes it. */
 static int policy_lock = -1;
@@ -440,8 +517,9 @@ int ah_sandbox_init(const ah_config *cfg, ah_err *err)
 	if (geteuid() != 0)
 		return ah_err_set(err, AH_EDENIED, "sandboxes need root");
 	int rc;
+	sb_g.keeper_exe = -1;
 	if ((rc = read_config(cfg, err)) || (rc = sb_cgroup_init(err)) ||
-	    (rc = sb_seccomp_build(&sb_g.seccomp, err)))
+	    (rc = sb_seccomp_build(&sb_g.seccomp, err)) || (rc = open_keeper(cfg, err)))
 		return rc;
 	char dir[300];
 	snprintf(dir, sizeof dir, "%s/root", sb_g.root);
@@ -452,8 +530,10 @@ int ah_sandbox_init(const ah_config *cfg, ah_err *err)
 		return rc;
 	}
 	sweep_free_slots();
-	if (sb_write_file("/proc/sys/net/ipv4/ip_forward", "1") < 0)
+	if (sb_write_file("/proc/sys/net/ipv4/ip_forward", "1") < 0) {
+		policy_release();
 		return ah_err_set(err, AH_EFAIL, "enable ip_forward: %s", strerror(errno));
+	}
 	if ((rc = sb_pool_start(err))) {
 		policy_release();
 		return rc;
@@ -574,7 +654,10 @@ void ah_sandbox_shutdown(void)
 		return;
 	sb_pool_stop();
 	policy_release();
+	idmap_close_all();
 	free(sb_g.seccomp.filter);
 	sb_g.seccomp.filter = NULL;
+	close(sb_g.keeper_exe);
+	sb_g.keeper_exe = -1;
 	inited = false;
 }

@@ -7,8 +7,9 @@
  * administration. clone with namespace flags is refused; clone3 answers ENOSYS
  * so libc falls back to clone, whose flags a filter can inspect. Foreign
  * architectures (i386, x32 syscall numbers) kill the process: the deny list
- * only names x86-64 numbers. The filter is compiled once at init by libseccomp
- * and loaded with a plain prctl in each program, after no_new_privs. */
+ * only names x86-64 numbers. The filter is compiled once at init by libseccomp,
+ * sent to each keeper with GO and loaded with a plain prctl in each program,
+ * after no_new_privs (inside.c). */
 #include "sandbox/internal.h"
 
 #include <errno.h>
@@ -18,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 #include <linux/seccomp.h>
 
@@ -78,6 +78,10 @@ static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *out)
 		free(f);
 		goto done;
 	}
+	if (len / sizeof(struct sock_filter) > SB_SECCOMP_MAX) {
+		free(f);
+		goto done;
+	}
 	out->filter = f;
 	out->len = (unsigned short)(len / sizeof(struct sock_filter));
 	rc = 0;
@@ -105,11 +109,4 @@ int sb_seccomp_build(struct sock_fprog *out, ah_err *err)
 done:
 	seccomp_release(ctx);
 	return rc;
-}
-
-int sb_seccomp_apply(const struct sock_fprog *prog)
-{
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return -1;
-	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog);
 }
