@@ -23,19 +23,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/loop.h>
 
 extern char **environ;
 
-static int run_mkfs(const char *file)
+static int run_mkfs(const char *file, const char *root)
 {
 	/* No journal: the disk never outlives a crash, so there is nothing to
 	 * recover; lazy init keeps mkfs from writing the inode tables; no
-	 * resize inode (never resized), which leaves ~200 KiB of data to copy. */
+	 * resize inode (never resized), which leaves ~200 KiB of data to copy.
+	 * -d root: the directories the keeper needs are in the template, so no
+	 * sandbox allocates their blocks (mounts.c only makes missing ones). */
 	char *argv[] = { "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode",
-	                 "-E", "lazy_itable_init=1,nodiscard", (char *)file, NULL };
+	                 "-E", "lazy_itable_init=1,nodiscard", "-d", (char *)root, (char *)file, NULL };
 	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
@@ -110,11 +113,24 @@ static int make_template(const char *dir_file, long long bytes)
 		return -1;
 	int rc = ftruncate(fd, bytes);
 	close(fd);
-	if (rc == 0 && run_mkfs(path) == 0)
+	char root[640], sub[700];
+	snprintf(root, sizeof root, "%s.d", path);
+	rc = rc < 0 || (mkdir(root, 0700) < 0 && errno != EEXIST) ? -1 : 0;
+	for (size_t i = 0; i < sizeof SB_DISK_DIRS / sizeof SB_DISK_DIRS[0] && rc == 0; i++) {
+		snprintf(sub, sizeof sub, "%s/%s", root, SB_DISK_DIRS[i].name);
+		if (mkdir(sub, SB_DISK_DIRS[i].mode) < 0 || chmod(sub, SB_DISK_DIRS[i].mode) < 0)
+			rc = -1;
+	}
+	if (rc == 0 && run_mkfs(path, root) == 0)
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 	else
 		fd = -1;
 	int e = errno;
+	for (size_t i = 0; i < sizeof SB_DISK_DIRS / sizeof SB_DISK_DIRS[0]; i++) {
+		snprintf(sub, sizeof sub, "%s/%s", root, SB_DISK_DIRS[i].name);
+		rmdir(sub);
+	}
+	rmdir(root);
 	unlink(path);
 	errno = e;
 	return fd;

@@ -321,7 +321,7 @@ static int keeper_setup(const sb_plan *p, int exec_fd, const char **what)
 	*what = "hostname";
 	if (sethostname("sandbox", 7) < 0)
 		return -1;
-	if (sb_net_inside_setup(p, what) < 0 || sb_mounts_build_root(p, K.resolv, what) < 0)
+	if (sb_mounts_build_root(p, K.resolv, what) < 0)
 		return -1;
 	if (start_spawner(p, exec_fd, what) < 0)
 		return -1;

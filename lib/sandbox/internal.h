@@ -3,9 +3,9 @@
  * processes inside, and one set-up/tear-down pair per isolation concern.
  *
  * Processes: the runner starts the *keeper* (PID 1 of the sandbox's pid
- * namespace, still real root, in new mount/net/ipc/uts/cgroup namespaces; it
- * builds the root filesystem and later mounts /app, and never runs sandboxed
- * code). The keeper is its own small program, agenthost-keeper (inside.c and
+ * namespace, still real root, in new mount/ipc/uts/cgroup namespaces and the
+ * slot's network namespace; it builds the root filesystem and later mounts
+ * /app, and never runs sandboxed code). The keeper is its own small program, agenthost-keeper (inside.c and
  * what it calls), exec'd straight from a vfork-style clone: a fork of the
  * runner would copy the page tables of the runner's whole address space and
  * tear them down again, per sandbox and again for the spawner, and make the
@@ -89,7 +89,6 @@ struct ah_sandbox {
 	int keeper_pidfd;
 	int ctl_fd;                  /* runner end of the keeper's socket */
 	int exec_fd;                 /* runner end of the spawner's socket */
-	int slot_lock;               /* flock'ed slot file: the slot is ours */
 	int idmap_fd;                /* userns: host 0 -> agent, for /app's idmapped mount (the slot's) */
 	int nsteps_done;             /* host steps set up, torn down in reverse */
 	bool claimed, broken;
@@ -138,24 +137,34 @@ int sb_userns_idmap_fd(unsigned to);
 int sb_mounts_build_root(const sb_plan *p, const char *resolv, const char **what);
 int sb_mounts_app(int dirfd, bool writable, const char **what);
 
+/* The writable disk's top-level directories (mounts.c), made in the disk
+ * template already (disk.c). upper/ is chown'ed to the agent by the keeper. */
+static const struct { const char *name; unsigned mode; } SB_DISK_DIRS[] = {
+	{ "upper", 0755 }, { "work", 0700 }, { "lower", 0700 }, { "tmp", 01777 },
+};
+
 /* ---- disk.c (runner side) ---- */
 int sb_disk_setup(sb_plan *p, ah_err *err);
 void sb_disk_teardown(sb_plan *p);
 void sb_disk_close_loop(sb_plan *p);
 
 /* ---- netlink.c ---- */
-int sb_nl_create_veth(const char *host, pid_t peer_pid);  /* peer "eth0" in peer_pid's netns */
+int sb_nl_create_veth(const char *host, int peer_ns);  /* peer "eth0" in netns peer_ns */
 int sb_nl_delete_link(const char *name);
 int sb_nl_add_addr(int idx, uint32_t ip);
 int sb_nl_link_up(int idx);
 void sb_nl_disable_ipv6(const char *ifname);
-int sb_net_inside_setup(const sb_plan *p, const char **what);         /* keeper */
+int sb_net_inside_setup(const sb_plan *p, const char **what);  /* from inside the netns */
 
 /* ---- net.c (runner side) ---- */
 int sb_net_policy_install(ah_err *err);
 void sb_net_policy_remove(void);
-int sb_net_host_setup(const sb_plan *p, pid_t keeper, ah_err *err);
-void sb_net_host_teardown(const sb_plan *p);
+/* The slot's network namespace in *ns (-1: none yet): the one kept from the
+ * slot's last sandbox while it holds no socket, else a new one with its veth
+ * configured on both sides. */
+int sb_net_slot_setup(const sb_plan *p, int *ns, ah_err *err);
+void sb_net_slot_drop(const sb_plan *p, int *ns);
+void sb_net_host_teardown(const sb_plan *p);   /* deletes a leftover veth */
 
 /* ---- cgroup.c ---- */
 int sb_cgroup_init(ah_err *err);

@@ -153,19 +153,17 @@ static int build_disk(const char *root, const sb_plan *p)
 		if (mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, opt) < 0)
 			return -1;
 	}
+	/* On the ext4 disk they exist already (the template has them). */
+	for (size_t i = 0; i < sizeof SB_DISK_DIRS / sizeof SB_DISK_DIRS[0]; i++) {
+		snprintf(f, sizeof f, "%s/%s", d, SB_DISK_DIRS[i].name);
+		if (mkdir(f, SB_DISK_DIRS[i].mode) < 0 ? errno != EEXIST : chmod(f, SB_DISK_DIRS[i].mode) < 0)
+			return -1;
+	}
 	uid_t agent = p->uid_base + SB_AGENT_UID;
 	snprintf(f, sizeof f, "%s/upper", d);
-	if (mkdir(f, 0755) < 0 || chown(f, agent, agent) < 0)
-		return -1;
-	snprintf(f, sizeof f, "%s/work", d);
-	if (mkdir(f, 0700) < 0)
-		return -1;
-	snprintf(f, sizeof f, "%s/lower", d);
-	if (mkdir(f, 0700) < 0)
+	if (chown(f, agent, agent) < 0)
 		return -1;
 	snprintf(f, sizeof f, "%s/tmp", d);
-	if (mkdir(f, 01777) < 0 || chmod(f, 01777) < 0)
-		return -1;
 	char t[512];
 	snprintf(t, sizeof t, "%s/tmp", root);
 	if (mkdir(t, 01777) < 0 || mount(f, t, NULL, MS_BIND, NULL) < 0)

@@ -16,9 +16,13 @@
  * keeper does its side from inside the namespace). */
 #include "sandbox/internal.h"
 
+#include "core/log.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <spawn.h>
@@ -29,7 +33,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* ---- per sandbox ---- */
+/* ---- per slot: a network namespace kept while it stays clean ----
+ *
+ * Making a network namespace, its veth pair and its addresses, and tearing
+ * them down again, was a third of the runner's work per sandbox. A slot keeps
+ * its namespace between its sandboxes, for as long as this process holds the
+ * slot, on one condition: it holds no socket at all, not even one in
+ * TIME_WAIT, so that no sandbox can see in /proc/net where the last one was
+ * connected. Nothing inside can change its configuration: agents have no
+ * capability over it (it belongs to the host's user namespace) and the keeper
+ * never touches it. The thread that sets one up enters it (setns affects only
+ * the calling thread) and comes back. */
 
 /* A dead sandbox's veth disappears asynchronously with its namespace. */
 static void wait_gone(const char *name)
@@ -38,13 +52,67 @@ static void wait_gone(const char *name)
 		usleep(5000);
 }
 
-int sb_net_host_setup(const sb_plan *p, pid_t keeper, ah_err *err)
+static void go_home(int home)
 {
-	int rc = sb_nl_create_veth(p->veth, keeper);
+	if (setns(home, CLONE_NEWNET) < 0) {
+		/* A thread left in a sandbox's namespace would make every later
+		 * veth and netlink request there: there is no going on. */
+		ah_log_error("sandbox: cannot return to the host's network namespace: %s",
+		             strerror(errno));
+		abort();
+	}
+	close(home);
+}
+
+/* Value after `key` on the sockstat line that `line` starts (it may start
+ * with the newline before it), or -1. */
+static long sockstat_field(const char *buf, const char *line, const char *key)
+{
+	const char *l = strstr(buf, line);
+	const char *eol = l ? strchr(l + 1, '\n') : NULL;
+	const char *k = l ? strstr(l, key) : NULL;
+	if (!k || (eol && k > eol))
+		return -1;
+	return strtol(k + strlen(key), NULL, 10);
+}
+
+/* True when the namespace holds no socket of any kind. sockstat's "sockets:
+ * used" counts every socket in the namespace; TIME_WAIT ones are not sockets
+ * any more and have their own count. */
+static bool ns_empty(int ns)
+{
+	int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (home < 0)
+		return false;
+	if (setns(ns, CLONE_NEWNET) < 0) {
+		close(home);
+		return false;
+	}
+	char buf[1024];
+	ssize_t n = -1;
+	int fd = open("/proc/thread-self/net/sockstat", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+	}
+	go_home(home);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return sockstat_field(buf, "sockets:", " used ") == 0 &&
+	       sockstat_field(buf, "\nTCP:", " inuse ") == 0 &&
+	       sockstat_field(buf, "\nTCP:", " tw ") == 0 &&
+	       sockstat_field(buf, "\nUDP:", " inuse ") == 0 &&
+	       sockstat_field(buf, "\nRAW:", " inuse ") == 0;
+}
+
+static int host_side(const sb_plan *p, int ns, ah_err *err)
+{
+	int rc = sb_nl_create_veth(p->veth, ns);
 	if (rc < 0 && errno == EEXIST) {
 		sb_nl_delete_link(p->veth); /* left by a crashed run */
 		wait_gone(p->veth);
-		rc = sb_nl_create_veth(p->veth, keeper);
+		rc = sb_nl_create_veth(p->veth, ns);
 	}
 	if (rc < 0)
 		return ah_err_set(err, AH_EFAIL, "create veth %s: %s", p->veth, strerror(errno));
@@ -53,6 +121,68 @@ int sb_net_host_setup(const sb_plan *p, pid_t keeper, ah_err *err)
 	if (idx <= 0 || sb_nl_add_addr(idx, p->host_ip) < 0 || sb_nl_link_up(idx) < 0)
 		return ah_err_set(err, AH_EFAIL, "configure %s: %s", p->veth, strerror(errno));
 	return 0;
+}
+
+static int inside(const sb_plan *p, int ns, ah_err *err)
+{
+	int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (home < 0 || setns(ns, CLONE_NEWNET) < 0) {
+		int e = errno;
+		if (home >= 0)
+			close(home);
+		return ah_err_set(err, AH_EFAIL, "enter the network namespace: %s", strerror(e));
+	}
+	const char *what = "";
+	int rc = sb_net_inside_setup(p, &what);
+	int e = errno;
+	go_home(home);
+	return rc < 0 ? ah_err_set(err, AH_EFAIL, "%s: %s", what, strerror(e)) : 0;
+}
+
+/* A new namespace: this thread unshares into it, keeps a descriptor, and
+ * comes back before anything else. */
+static int ns_new(const sb_plan *p, int *out, ah_err *err)
+{
+	int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (home < 0)
+		return ah_err_set(err, AH_EFAIL, "open netns: %s", strerror(errno));
+	if (unshare(CLONE_NEWNET) < 0) {
+		int e = errno;
+		close(home);
+		return ah_err_set(err, AH_EFAIL, "new network namespace: %s", strerror(e));
+	}
+	int ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int e = errno;
+	go_home(home);
+	if (ns < 0)
+		return ah_err_set(err, AH_EFAIL, "open netns: %s", strerror(e));
+	int rc = host_side(p, ns, err);
+	if (rc == 0)
+		rc = inside(p, ns, err);
+	if (rc != 0) {
+		close(ns);
+		sb_net_host_teardown(p);
+		return rc;
+	}
+	*out = ns;
+	return 0;
+}
+
+int sb_net_slot_setup(const sb_plan *p, int *ns, ah_err *err)
+{
+	if (*ns >= 0 && ns_empty(*ns))
+		return 0;
+	sb_net_slot_drop(p, ns);
+	return ns_new(p, ns, err);
+}
+
+void sb_net_slot_drop(const sb_plan *p, int *ns)
+{
+	if (*ns < 0)
+		return;
+	close(*ns);
+	*ns = -1;
+	sb_net_host_teardown(p);
 }
 
 /* Deleting one end deletes the pair; done explicitly because the kernel

@@ -1,7 +1,5 @@
-/* rtnetlink requests (links, addresses, routes), built on the stack, and the
- * sandbox's side of its network: the keeper configures lo and eth0 from
- * inside the namespace, where it must not malloc; the runner creates and
- * deletes the veth pair (net.c). Linked into the runner and agenthost-keeper. */
+/* rtnetlink requests (links, addresses, routes), built on the stack: the veth
+ * pair, and the configuration of both its ends (net.c). */
 #include "sandbox/internal.h"
 
 #include <errno.h>
@@ -117,7 +115,7 @@ static int add_default_route(int idx, uint32_t gw)
 	return nl_talk(&m);
 }
 
-int sb_nl_create_veth(const char *host, pid_t peer_pid)
+int sb_nl_create_veth(const char *host, int peer_ns)
 {
 	nlbuf m;
 	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC };
@@ -129,8 +127,8 @@ int sb_nl_create_veth(const char *host, pid_t peer_pid)
 	struct rtattr *peer = nl_attr(&m, VETH_INFO_PEER, NULL, 0);
 	nl_raw(&m, &ifi, sizeof ifi);
 	nl_attr(&m, IFLA_IFNAME, "eth0", 5);
-	uint32_t pid = (uint32_t)peer_pid;
-	nl_attr(&m, IFLA_NET_NS_PID, &pid, 4);
+	uint32_t fd = (uint32_t)peer_ns;
+	nl_attr(&m, IFLA_NET_NS_FD, &fd, 4);
 	nl_end(&m, peer);
 	nl_end(&m, data);
 	nl_end(&m, info);
@@ -153,7 +151,7 @@ void sb_nl_disable_ipv6(const char *ifname)
 	sb_write_file(path, "1");
 }
 
-/* ---- inside the sandbox (the keeper) ---- */
+/* ---- inside the namespace (the calling thread has entered it) ---- */
 
 #define STEP(expr, name) do { *what = (name); if ((expr) < 0) return -1; } while (0)
 

@@ -40,12 +40,29 @@ static bool inited;
  * Several runner processes (and the CLI) may share a host, so a slot is owned
  * through a host-wide lock file: flock is released by the kernel when the
  * owner dies, and whoever takes the slot next clears what a dead owner left
- * (cgroup, veth). Nobody ever touches a slot it does not hold. */
+ * (cgroup, veth). Nobody ever touches a slot it does not hold.
+ *
+ * A process keeps holding a slot after its sandbox is gone, with what can be
+ * reused by the slot's next sandbox: the network namespace (net.c) and the
+ * idmapped mount's user namespace. Slots held this way are taken first; all
+ * are let go at shutdown. */
 
 #define SB_LOCK_DIR "/run/agenthost-sandbox"
+#define SB_SLOTS_MAX 16384
 
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
-static unsigned char slot_used[16384];
+static struct slot {
+	bool used;       /* a sandbox has it */
+	int lock;        /* the flock'ed lock file while we hold the slot, else -1 */
+	int idmap;       /* user namespace for /app's idmapped mount, or -1 */
+	int netns;       /* network namespace, configured, or -1 */
+} slots[SB_SLOTS_MAX];
+
+static void slots_init(void)
+{
+	for (int i = 0; i < SB_SLOTS_MAX; i++)
+		slots[i] = (struct slot){ .lock = -1, .idmap = -1, .netns = -1 };
+}
 
 static int lock_slot(int i)
 {
@@ -70,26 +87,37 @@ static void fill_slot(sb_plan *p)
 	snprintf(p->veth, sizeof p->veth, "ahs%d", p->slot);
 }
 
+/* A free slot: one we hold already if any, else one we can lock. */
+static int pick_slot(bool *fresh)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < sb_g.max_slots; i++) {
+			struct slot *s = &slots[i];
+			if (s->used || (pass == 0) != (s->lock >= 0))
+				continue;
+			if (pass == 1 && (s->lock = lock_slot(i)) < 0)
+				continue;
+			s->used = true;
+			*fresh = pass == 1;
+			return i;
+		}
+	return -1;
+}
+
 static int slot_take(ah_sandbox *sb, ah_err *err)
 {
 	sb_plan *p = &sb->plan;
-	p->slot = -1;
+	bool fresh = false;
 	pthread_mutex_lock(&slot_mu);
-	for (int i = 0; i < sb_g.max_slots && p->slot < 0; i++) {
-		if (slot_used[i])
-			continue;
-		sb->slot_lock = lock_slot(i);
-		if (sb->slot_lock >= 0) {
-			slot_used[i] = 1;
-			p->slot = i;
-		}
-	}
+	p->slot = pick_slot(&fresh);
 	pthread_mutex_unlock(&slot_mu);
 	if (p->slot < 0)
 		return ah_err_set(err, AH_ETOOBIG, "all %d sandbox slots are in use", sb_g.max_slots);
 	fill_slot(p);
-	sb_cgroup_clear_slot(sb);
-	sb_net_host_teardown(p);
+	if (fresh) {
+		sb_cgroup_clear_slot(sb);
+		sb_net_host_teardown(p);
+	}
 	return 0;
 }
 
@@ -97,7 +125,7 @@ static int slot_take(ah_sandbox *sb, ah_err *err)
  * crashed run's cgroup or veth waits for its slot to be reused. */
 static void sweep_free_slots(void)
 {
-	ah_sandbox tmp = { .slot_lock = -1 };
+	ah_sandbox tmp = { 0 };
 	for (int i = 0; i < sb_g.max_slots; i++) {
 		char path[64];
 		snprintf(path, sizeof path, SB_LOCK_DIR "/slot-%d.lock", i);
@@ -114,15 +142,30 @@ static void sweep_free_slots(void)
 	}
 }
 
+/* The sandbox is gone; we keep the slot (see above). */
 static void slot_release(ah_sandbox *sb)
 {
 	pthread_mutex_lock(&slot_mu);
 	if (sb->plan.slot >= 0)
-		slot_used[sb->plan.slot] = 0;
-	if (sb->slot_lock >= 0)
-		close(sb->slot_lock);
-	sb->slot_lock = -1;
+		slots[sb->plan.slot].used = false;
 	pthread_mutex_unlock(&slot_mu);
+}
+
+/* Shutdown: every slot we hold goes, with what it kept. */
+static void slots_let_go(void)
+{
+	for (int i = 0; i < SB_SLOTS_MAX; i++) {
+		struct slot *s = &slots[i];
+		if (s->lock < 0 || s->used)
+			continue;
+		sb_plan p = { .slot = i };
+		fill_slot(&p);
+		sb_net_slot_drop(&p, &s->netns);
+		if (s->idmap >= 0)
+			close(s->idmap);
+		close(s->lock);
+		*s = (struct slot){ .lock = -1, .idmap = -1, .netns = -1 };
+	}
 }
 
 /* ---- keeper process ---- */
@@ -132,12 +175,14 @@ static void slot_release(ah_sandbox *sb)
  * does): it only puts its two sockets at 3 and 4 and execs agenthost-keeper.
  * Its descriptor table is its own copy; signals are blocked until the exec. */
 typedef struct keeper_child {
-	int ctl, ex;
+	int ctl, ex, netns;
 } keeper_child;
 
 static int keeper_child_main(void *arg)
 {
 	keeper_child *c = arg;
+	if (setns(c->netns, CLONE_NEWNET) < 0)
+		_exit(125);
 	/* Out of the way first: any of the three may be 3 or 4 now. */
 	int ctl = fcntl(c->ctl, F_DUPFD_CLOEXEC, 100), ex = fcntl(c->ex, F_DUPFD_CLOEXEC, 100);
 	int exe = fcntl(sb_g.keeper_exe, F_DUPFD_CLOEXEC, 100);
@@ -161,15 +206,15 @@ static int keeper_spawn(ah_sandbox *sb, ah_err *err)
 		close(ctl[1]);
 		return ah_err_set(err, AH_EFAIL, "socketpair: %s", strerror(errno));
 	}
-	keeper_child child = { ctl[1], ex[1] };
+	keeper_child child = { ctl[1], ex[1], slots[sb->plan.slot].netns };
 	char stack[32 * 1024] __attribute__((aligned(16)));
 	int pidfd = -1;
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid_t pid = clone(keeper_child_main, stack + sizeof stack,
-	                  CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
-	                  CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD,
+	                  CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+	                  CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD,
 	                  &child, &pidfd);
 	int e = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -266,20 +311,16 @@ static int keeper_go(ah_sandbox *sb, ah_err *err)
 	return rc;
 }
 
-/* The idmapped mount's user namespace depends only on the slot, so each
- * slot's is made once (it takes a throw-away process) and kept while the
- * sandbox layer lives; only the slot's owner touches its entry. */
-static int slot_idmap[16384];
-
+/* The idmapped mount's user namespace depends only on the slot: made once
+ * per slot we hold (it takes a throw-away process). Only the slot's owner
+ * touches its entry. */
 static int idmap_setup(ah_sandbox *sb, ah_err *err)
 {
-	int *fd = &slot_idmap[sb->plan.slot];
-	if (*fd <= 0)
+	int *fd = &slots[sb->plan.slot].idmap;
+	if (*fd < 0)
 		*fd = sb_userns_idmap_fd(sb->plan.uid_base + SB_AGENT_UID);
-	if (*fd <= 0) {
-		*fd = 0;
+	if (*fd < 0)
 		return ah_err_set(err, AH_EFAIL, "idmap user namespace: %s", strerror(errno));
-	}
 	sb->idmap_fd = *fd;
 	return 0;
 }
@@ -289,19 +330,12 @@ static void idmap_teardown(ah_sandbox *sb)
 	sb->idmap_fd = -1; /* the slot's, kept */
 }
 
-static void idmap_close_all(void)
-{
-	for (size_t i = 0; i < sizeof slot_idmap / sizeof slot_idmap[0]; i++)
-		if (slot_idmap[i] > 0) {
-			close(slot_idmap[i]);
-			slot_idmap[i] = 0;
-		}
-}
-
 static int disk_setup(ah_sandbox *sb, ah_err *err) { return sb_disk_setup(&sb->plan, err); }
 static void disk_teardown(ah_sandbox *sb) { sb_disk_teardown(&sb->plan); }
-static int net_setup(ah_sandbox *sb, ah_err *err) { return sb_net_host_setup(&sb->plan, sb->keeper, err); }
-static void net_teardown(ah_sandbox *sb) { sb_net_host_teardown(&sb->plan); }
+static int net_setup(ah_sandbox *sb, ah_err *err)
+{
+	return sb_net_slot_setup(&sb->plan, &slots[sb->plan.slot].netns, err);
+}
 
 /* The set-up order matters: the cgroup exists before GO (the keeper moves
  * itself in then, before anything else); the keeper exists before the veth (its peer is created in the keeper's netns);
@@ -315,8 +349,8 @@ static const struct step {
 	{ "idmap",         idmap_setup,       idmap_teardown },
 	{ "cgroup",        sb_cgroup_setup,   sb_cgroup_teardown },
 	{ "disk",          disk_setup,        disk_teardown },
+	{ "network",       net_setup,         NULL },           /* the slot's, kept */
 	{ "keeper",        keeper_spawn,      keeper_kill },
-	{ "network",       net_setup,         net_teardown },
 	{ "inside",        keeper_go,         NULL },
 };
 #define NSTEPS ((int)(sizeof STEPS / sizeof STEPS[0]))
@@ -342,7 +376,7 @@ int sb_build(ah_sandbox **out, long long disk_bytes, ah_err *err)
 	ah_sandbox *sb = calloc(1, sizeof *sb);
 	if (!sb)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
-	sb->keeper_pidfd = sb->ctl_fd = sb->exec_fd = sb->slot_lock = sb->idmap_fd = -1;
+	sb->keeper_pidfd = sb->ctl_fd = sb->exec_fd = sb->idmap_fd = -1;
 	sb->oom_kills = -1;
 	sb->plan.slot = -1;
 	make_plan(sb, disk_bytes);
@@ -518,6 +552,7 @@ int ah_sandbox_init(const ah_config *cfg, ah_err *err)
 		return ah_err_set(err, AH_EDENIED, "sandboxes need root");
 	int rc;
 	sb_g.keeper_exe = -1;
+	slots_init();
 	if ((rc = read_config(cfg, err)) || (rc = sb_cgroup_init(err)) ||
 	    (rc = sb_seccomp_build(&sb_g.seccomp, err)) || (rc = open_keeper(cfg, err)))
 		return rc;
@@ -654,7 +689,7 @@ void ah_sandbox_shutdown(void)
 		return;
 	sb_pool_stop();
 	policy_release();
-	idmap_close_all();
+	slots_let_go();
 	free(sb_g.seccomp.filter);
 	sb_g.seccomp.filter = NULL;
 	close(sb_g.keeper_exe);

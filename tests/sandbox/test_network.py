@@ -243,3 +243,53 @@ def test_deploy_npm_install_writes_root_owned_files(sandbox, tmp_path):
     pkg = work / "node_modules" / "left-pad" / "package.json"
     assert pkg.exists()
     assert pkg.stat().st_uid == 0 and (work / "package-lock.json").stat().st_uid == 0
+
+
+# Leaves a socket in TIME_WAIT (LEAVE=1: a local connection this side closes
+# first) and reports the slot (eth0's address), the network namespace and the
+# sockets it found at start.
+SLOT_PROBE = """
+const fs = require('fs'), net = require('net');
+const ip = require('os').networkInterfaces().eth0[0].address;
+const ns = fs.readlinkSync('/proc/self/ns/net');
+const seen = {};
+for (const f of ['tcp', 'udp', 'raw', 'unix'])
+  seen[f] = fs.readFileSync('/proc/net/' + f, 'utf8').trim().split('\\n').length - 1;
+const report = () => { console.log(JSON.stringify({ip, ns, seen})); process.exit(0); };
+if (process.env.LEAVE !== '1') report();
+const srv = net.createServer(c => c.on('end', () => c.end())).listen(0, '127.0.0.1', () => {
+  const c = net.connect(srv.address().port, '127.0.0.1', () => c.end());
+  c.on('close', report);
+});
+"""
+
+
+def test_a_slots_network_namespace_is_reused_only_when_it_holds_no_socket(sandbox):
+    """Sandboxes in one slot share its network namespace while they leave no
+    socket behind; one that leaves a TIME_WAIT gets the next one a fresh
+    namespace, where nothing of it shows in /proc/net."""
+    sandbox.write("agent.js", SLOT_PROBE)
+
+    def runs(leave):
+        p = sandbox.cli(["--image", sandbox.image, "--repeat", "6", "--env", f"LEAVE={leave}"],
+                        ["/usr/bin/node", "agent.js"])
+        assert p.returncode == 0, p.stderr.decode(errors="replace")
+        out = [json.loads(json.loads(l)["stdout"]) for l in p.stdout.decode().splitlines()
+               if l.startswith("{")]
+        assert len(out) == 6
+        return out
+
+    clean = runs(0)
+    by_slot = {}
+    for r in clean:
+        assert r["seen"] == {"tcp": 0, "udp": 0, "raw": 0, "unix": 0}, r
+        by_slot.setdefault(r["ip"], set()).add(r["ns"])
+    assert any(len(nss) == 1 and sum(r["ip"] == ip for r in clean) > 1
+               for ip, nss in by_slot.items()), clean
+
+    # (Namespace numbers are recycled once one is freed: only what a run
+    # sees can tell whether it got the last one's namespace.)
+    dirty = runs(1)
+    assert len({r["ip"] for r in dirty}) < 6, "no slot was used twice: nothing tested"
+    for r in dirty:
+        assert r["seen"] == {"tcp": 0, "udp": 0, "raw": 0, "unix": 0}, r
