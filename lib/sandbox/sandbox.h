@@ -1,7 +1,9 @@
 /* Sandboxes: run a stranger's Node.js program isolated from the host.
  *
- * A sandbox is a set of fresh namespaces (user, pid, mount, net, ipc, uts,
- * cgroup) with its own cgroup limits (memory, cpu, pids), a root filesystem that
+ * A sandbox is a set of fresh namespaces (user, pid, mount, ipc, uts, cgroup)
+ * and a network namespace of its own (reused by its slot's next sandbox only
+ * while it holds no socket at all), with its own cgroup limits (memory, cpu,
+ * pids), a root filesystem that
  * shows only read-only /usr (+ the /bin, /lib* links), a curated /etc, a minimal
  * /dev, private /proc and /tmp, and /app: the agent's image as the lower layer
  * of an overlayfs whose upper layer lives on the sandbox's own size-capped disk.
@@ -35,6 +37,9 @@
  *                                   empty: the nameservers of /etc/resolv.conf
  *   sandbox_allow_loopback_egress  0  tests only: sandboxes may reach the host's
  *                                   own addresses (e.g. a mock provider)
+ *   sandbox_keeper         (empty)  path of agenthost-keeper, the program each
+ *                                   sandbox runs as its PID 1; empty: next to
+ *                                   this program, else where the build put it
  */
 #ifndef AH_SANDBOX_SANDBOX_H
 #define AH_SANDBOX_SANDBOX_H
