@@ -67,7 +67,11 @@ __attribute__((noreturn)) static void agent_main(exec_req *r)
 			_exit(126);
 	syscall(SYS_close_range, 3, ~0U, 0);
 	setsid();
-	reset_signals();
+	/* Every disposition here is the default already (the keeper reset them
+	 * at its start, the spawner put SIGCHLD back); exec keeps the mask. */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	sb_write_file("/proc/self/oom_score_adj", "0"); /* the keeper's -1000 is inherited */
 	const char *what = "chdir";
 	if (chdir(r->m.msg[0] ? r->m.msg : "/app") < 0)

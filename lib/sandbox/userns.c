@@ -44,22 +44,27 @@ int sb_userns_write_maps(pid_t pid, unsigned uid_base)
 
 /* After the maps are written the spawner still carries host uid 0 (unmapped,
  * shown as 65534): switching to 0 inside makes its host identity uid_base, so
- * it no longer has root's file access on anything it can see. */
+ * it no longer has root's file access on anything it can see. It then empties
+ * its bounding set (CAP_SETPCAP, which root inside has), once for every
+ * program it starts: no exec can gain a capability back. The spawner itself
+ * never execs, so it keeps what it needs (new pid namespaces). */
 int sb_userns_become_root(void)
 {
 	if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
 		return -1;
-	return 0;
-}
-
-/* Drops to the agent user: bounding set emptied first (needs CAP_SETPCAP,
- * which root inside still has), then the uid change clears the permitted,
- * effective and ambient sets because SECBIT_KEEP_CAPS is not set. */
-int sb_userns_drop_to_agent(void)
-{
 	for (int cap = 0; cap <= 63; cap++)
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
 			return -1;
+	return 0;
+}
+
+/* Drops to the agent user: the uid change clears the permitted, effective
+ * and ambient sets because SECBIT_KEEP_CAPS is not set (the bounding set is
+ * empty already: sb_userns_become_root). */
+int sb_userns_drop_to_agent(void)
+{
+	if (prctl(PR_CAPBSET_READ, CAP_SYS_ADMIN, 0, 0, 0) != 0)
+		return -1; /* never: the spawner emptied it */
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
 		return -1;
 	if (setgroups(0, NULL) < 0)
