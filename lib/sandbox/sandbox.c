@@ -172,8 +172,9 @@ static void slots_let_go(void)
 
 /* The child of keeper_spawn, on a stack of its own in the runner's memory
  * while the runner's thread waits (CLONE_VM | CLONE_VFORK, as posix_spawn
- * does): it only puts its two sockets at 3 and 4 and execs agenthost-keeper.
- * Its descriptor table is its own copy; signals are blocked until the exec. */
+ * does): it only joins the slot's network namespace, puts its two sockets at
+ * 3 and 4 and execs agenthost-keeper. Its descriptor table is its own copy;
+ * signals are blocked until the exec. */
 typedef struct keeper_child {
 	int ctl, ex, netns;
 } keeper_child;
@@ -302,7 +303,7 @@ static void keeper_conf(const ah_sandbox *sb, sb_keeper_conf *c)
 
 static int keeper_go(ah_sandbox *sb, ah_err *err)
 {
-	static __thread sb_keeper_conf conf; /* 6 KiB: off the stack */
+	sb_keeper_conf conf;
 	keeper_conf(sb, &conf);
 	if (sb_send(sb->ctl_fd, &(sb_msg){ .op = SB_GO }, &conf, sizeof conf, NULL, 0) < 0)
 		return keeper_died(sb, err);
