@@ -48,6 +48,16 @@ int64_t ah_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+struct timespec ah_deadline_in_ms(int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	long long ns = ts.tv_nsec + ms * 1000000LL;
+	ts.tv_sec += (time_t)(ns / 1000000000LL);
+	ts.tv_nsec = (long)(ns % 1000000000LL);
+	return ts;
+}
+
 char *ah_now_rfc3339(ah_arena *a)
 {
 	struct timespec ts;

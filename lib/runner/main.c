@@ -131,9 +131,7 @@ static void stop(struct ah_runner *r, ah_db *db, pthread_t jobs, pthread_t beat,
 	r->stopping = 1;
 	pthread_join(srv, NULL);
 	ah_server_stop(grace * 1000);
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += grace;
+	struct timespec ts = ah_deadline_in_ms(grace * 1000LL);
 	if (pthread_timedjoin_np(jobs, NULL, &ts) != 0) {
 		pthread_mutex_lock(&r->job_mu);
 		long long job = r->current_job;

@@ -20,8 +20,6 @@
 
 #define DEFAULT_MAX_OUTPUT (10 << 20)
 #define LIMIT_MAX_OUTPUT (16 << 20)
-#define QUIET_SETTLE_MS 10   /* background work waits for this long without a run... */
-#define QUIET_WAIT_MS 250    /* ...but no longer than this */
 
 struct run_req {
 	const char *invocation_id, *agent_id, *image, *entrypoint, *session;
@@ -193,33 +191,18 @@ static const char *parse_run(struct run_req *q, const struct ah_runner *r, json_
 
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t slot_cv = PTHREAD_COND_INITIALIZER;
-static pthread_cond_t quiet_cv = PTHREAD_COND_INITIALIZER; /* slots_used fell to 0 */
 static int slots_used;
-static int64_t last_run_ms; /* when a run last started or ended */
-
-/* The CLOCK_REALTIME instant ms from now, for pthread_cond_timedwait. */
-static struct timespec in_ms(int64_t ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	long long ns = ts.tv_nsec + ms * 1000000LL;
-	ts.tv_sec += (time_t)(ns / 1000000000LL);
-	ts.tv_nsec = (long)(ns % 1000000000LL);
-	return ts;
-}
 
 static bool take_slot(const struct ah_runner *r, int wait_ms)
 {
-	struct timespec ts = in_ms(wait_ms);
+	struct timespec ts = ah_deadline_in_ms(wait_ms);
 	pthread_mutex_lock(&slot_mu);
 	int rc = 0;
 	while (slots_used >= r->capacity && rc == 0)
 		rc = pthread_cond_timedwait(&slot_cv, &slot_mu, &ts);
 	bool ok = slots_used < r->capacity;
-	if (ok) {
+	if (ok)
 		slots_used++;
-		last_run_ms = ah_now_ms();
-	}
 	pthread_mutex_unlock(&slot_mu);
 	return ok;
 }
@@ -228,28 +211,7 @@ static void give_slot(void)
 {
 	pthread_mutex_lock(&slot_mu);
 	slots_used--;
-	last_run_ms = ah_now_ms();
 	pthread_cond_signal(&slot_cv);
-	if (slots_used == 0)
-		pthread_cond_broadcast(&quiet_cv);
-	pthread_mutex_unlock(&slot_mu);
-}
-
-/* Waits until no agent has run here for QUIET_SETTLE_MS (a next call often
- * follows the last answer within a few ms), or QUIET_WAIT_MS in all. */
-static void wait_until_quiet(void)
-{
-	int64_t give_up = ah_now_ms() + QUIET_WAIT_MS;
-	pthread_mutex_lock(&slot_mu);
-	for (;;) {
-		int64_t now = ah_now_ms();
-		int64_t settled = last_run_ms + QUIET_SETTLE_MS;
-		if (now >= give_up || (slots_used == 0 && now >= settled))
-			break;
-		int64_t until = slots_used == 0 && settled < give_up ? settled : give_up;
-		struct timespec ts = in_ms(until - now);
-		pthread_cond_timedwait(&quiet_cv, &slot_mu, &ts);
-	}
 	pthread_mutex_unlock(&slot_mu);
 }
 
@@ -293,11 +255,12 @@ static void release_later(json_object *ans, void *ud)
 	struct deferred_release *d = ud;
 	(void)ans;
 	/* This connection's thread ends after this. The work is background: it
-	 * waits until no agent has run for a moment (wait_until_quiet), because
-	 * tearing a sandbox down and setting one up also load the kernel (name
-	 * spaces, mounts, RCU), and on a small host that slowed the next call by
-	 * milliseconds; and it runs as SCHED_IDLE. */
-	wait_until_quiet();
+	 * waits until no agent has run for a moment (a next call often follows
+	 * the last answer within a few ms), because tearing a sandbox down and
+	 * setting one up also load the kernel (namespaces, mounts, RCU), and on a
+	 * small host that slowed the next call by milliseconds; and it runs as
+	 * SCHED_IDLE. */
+	ah_sandbox_wait_quiet();
 	ah_sandbox_background(true);
 	ah_sandboxes_release(&d->lease, d->broken);
 	if (!d->broken)

@@ -304,9 +304,7 @@ void ah_server_stop(int grace_ms)
 	int64_t deadline = ah_now_ms() + grace_ms;
 	pthread_mutex_lock(&conn_mu);
 	while (connections > 0 && ah_now_ms() < deadline) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
+		struct timespec ts = ah_deadline_in_ms(1000);
 		pthread_cond_timedwait(&conn_cv, &conn_mu, &ts);
 	}
 	if (connections > 0)

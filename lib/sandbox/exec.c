@@ -46,6 +46,48 @@ static long long mono_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* ---- whether programs run now (for background work: see sandbox.h) ---- */
+
+static pthread_mutex_t run_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t run_cv = PTHREAD_COND_INITIALIZER; /* running fell to 0 */
+static int running;
+static long long run_changed_ms;
+
+static void run_mark(int delta)
+{
+	pthread_mutex_lock(&run_mu);
+	running += delta;
+	run_changed_ms = mono_ms();
+	if (running == 0)
+		pthread_cond_broadcast(&run_cv);
+	pthread_mutex_unlock(&run_mu);
+}
+
+long long sb_exec_idle_ms(void)
+{
+	pthread_mutex_lock(&run_mu);
+	long long idle = running ? -1 : mono_ms() - run_changed_ms;
+	pthread_mutex_unlock(&run_mu);
+	return idle;
+}
+
+void ah_sandbox_wait_quiet(void)
+{
+	long long give_up = mono_ms() + SB_QUIET_MAX_MS;
+	pthread_mutex_lock(&run_mu);
+	for (;;) {
+		long long now = mono_ms(), settled = run_changed_ms + SB_QUIET_SETTLE_MS;
+		if (now >= give_up || (running == 0 && now >= settled))
+			break;
+		long long until = running == 0 && settled < give_up ? settled : give_up;
+		struct timespec ts = ah_deadline_in_ms(until - now);
+		pthread_cond_timedwait(&run_cv, &run_mu, &ts);
+	}
+	pthread_mutex_unlock(&run_mu);
+}
+
+/* ---- one run ---- */
+
 static int pack(const ah_sandbox_exec_spec *x, char **body, size_t *blen, int *argc, int *envc)
 {
 	size_t n = 0;
@@ -327,6 +369,7 @@ int sb_exec_run(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result
 	 * with its pid namespace): the count after the last one is the count now. */
 	long long oom_before = sb->oom_kills >= 0 ? sb->oom_kills : sb_cgroup_oom_count(sb);
 	long long t0 = mono_ms();
+	run_mark(1);
 	if (open_pipes(p, &s) < 0) {
 		rc = ah_err_set(err, AH_EFAIL, "pipe: %s", strerror(errno));
 		goto done;
@@ -349,6 +392,7 @@ done:
 	close_fd(&s.fd_out);
 	close_fd(&s.fd_err);
 	free(s.out);
+	run_mark(-1);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }

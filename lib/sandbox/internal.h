@@ -191,6 +191,10 @@ struct ah_sandbox_exec_spec;
 struct ah_sandbox_result;
 int sb_exec_run(struct ah_sandbox *sb, const struct ah_sandbox_exec_spec *x,
                 struct ah_sandbox_result *out, ah_err *err);
+/* Milliseconds since a program last started or ended; -1 while one runs. */
+long long sb_exec_idle_ms(void);
+#define SB_QUIET_SETTLE_MS 10     /* see ah_sandbox_wait_quiet */
+#define SB_QUIET_MAX_MS 250
 
 /* ---- sandbox.c ---- */
 /* A fresh unclaimed sandbox; disk_bytes 0: the configured size. */

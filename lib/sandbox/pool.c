@@ -12,8 +12,10 @@
  * as the pool on purpose: PR_SET_PDEATHSIG fires when the *thread* that
  * created a process exits, so keepers made by short-lived request threads
  * would die with them. Refills and teardowns run as SCHED_IDLE so that they
- * do not take the CPU from agents running right now; a build somebody is
- * waiting for runs at normal priority. create() with an empty pool waits for
+ * do not take the CPU from agents running right now, and a refill first waits
+ * for a moment when none runs (SCHED_IDLE alone still let builds take kernel
+ * locks the running calls' sandboxes needed); a build somebody is waiting for
+ * runs at once, at normal priority. create() with an empty pool waits for
  * a builder (which then builds past the target for each waiter); a build
  * failure wakes the waiters with the error rather than retrying forever.
  * The reaper tears destroyed sandboxes down (their processes are already
@@ -23,6 +25,7 @@
 #include "sandbox/internal.h"
 
 #include "core/log.h"
+#include "core/util.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -145,9 +148,7 @@ void ah_sandbox_background(bool on)
 static void backoff(void)
 {
 	/* Only while nobody waits: a waiter gets the error at once instead. */
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += P.failures < 5 ? 1 : 5;
+	struct timespec ts = ah_deadline_in_ms(P.failures < 5 ? 1000 : 5000);
 	while (!P.stop && P.waiters == 0)
 		if (pthread_cond_timedwait(&P.wake, &P.mu, &ts) != 0)
 			break;
@@ -189,6 +190,21 @@ static void build_one(void)
 		backoff();
 }
 
+/* A refill nobody waits for yet waits for a quiet moment (as
+ * ah_sandbox_wait_quiet), or until somebody does wait (lock held). */
+static void wait_quiet(void)
+{
+	long long give_up = ah_now_ms() + SB_QUIET_MAX_MS;
+	for (;;) {
+		long long idle = sb_exec_idle_ms(), left = give_up - ah_now_ms();
+		if (P.stop || P.waiters > 0 || left <= 0 || idle >= SB_QUIET_SETTLE_MS)
+			return;
+		long long nap = idle < 0 ? SB_QUIET_SETTLE_MS : SB_QUIET_SETTLE_MS - idle;
+		struct timespec ts = ah_deadline_in_ms(nap < left ? nap : left);
+		pthread_cond_timedwait(&P.wake, &P.mu, &ts);
+	}
+}
+
 static void *builder_main(void *arg)
 {
 	(void)arg;
@@ -199,7 +215,9 @@ static void *builder_main(void *arg)
 			P.orders = o->next;
 			fill_order(o);
 		} else if (want_more()) {
-			build_one();
+			wait_quiet();
+			if (want_more())
+				build_one();
 		} else {
 			pthread_cond_wait(&P.wake, &P.mu);
 		}
@@ -240,9 +258,7 @@ static void *reaper_main(void *arg)
 		shrink();
 		if (P.retired)
 			continue;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 5;
+		struct timespec ts = ah_deadline_in_ms(5000);
 		pthread_cond_timedwait(&P.reap_cv, &P.mu, &ts);
 	}
 	pthread_mutex_unlock(&P.mu);

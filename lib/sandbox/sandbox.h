@@ -130,4 +130,12 @@ void ah_sandbox_done(const ah_sandbox *sb);
  * normal): sandbox teardowns and builds nobody waits for. */
 void ah_sandbox_background(bool on);
 
+/* Waits until no program has started or ended in this process's sandboxes
+ * for 10 ms (a next call often follows an answer within a few ms), 250 ms at
+ * most. Background work waits for such a moment: building and tearing down
+ * sandboxes loads the kernel (namespaces, mounts, RCU) and holds its locks,
+ * which on a small host slowed the programs running then by milliseconds. The
+ * pool's refills wait the same way. */
+void ah_sandbox_wait_quiet(void);
+
 #endif
