@@ -128,6 +128,17 @@ static void test_time(ah_arena *a)
 	const char *now = ah_now_rfc3339(a);
 	ok(strlen(now) == 24 && now[10] == 'T' && now[19] == '.' && now[23] == 'Z',
 	   "now_rfc3339 has the shape YYYY-MM-DDTHH:MM:SS.mmmZ (%s)", now);
+	/* A deadline whose nanoseconds reach a second makes pthread_cond_timedwait
+	 * fail with EINVAL at once instead of waiting: every sum must carry. */
+	const int64_t spans[] = { 0, 1, 999, 1000, 1500, 250, 60000 };
+	for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++) {
+		int64_t before = ah_now_ms();
+		struct timespec d = ah_deadline_in_ms(spans[i]);
+		int64_t at = (int64_t)d.tv_sec * 1000 + d.tv_nsec / 1000000;
+		ok(d.tv_nsec >= 0 && d.tv_nsec < 1000000000 && at >= before + spans[i] &&
+		   at <= ah_now_ms() + spans[i],
+		   "deadline_in_ms(%lld) is that far from now, nanoseconds carried", (long long)spans[i]);
+	}
 }
 
 /* ---- ids ---- */
