@@ -255,11 +255,8 @@ static void release_later(json_object *ans, void *ud)
 	struct deferred_release *d = ud;
 	(void)ans;
 	/* This connection's thread ends after this. The work is background: it
-	 * waits until no agent has run for a moment (a next call often follows
-	 * the last answer within a few ms), because tearing a sandbox down and
-	 * setting one up also load the kernel (namespaces, mounts, RCU), and on a
-	 * small host that slowed the next call by milliseconds; and it runs as
-	 * SCHED_IDLE. */
+	 * waits for a moment when no agent runs (see ah_sandbox_wait_quiet) and
+	 * runs as SCHED_IDLE. */
 	ah_sandbox_wait_quiet();
 	ah_sandbox_background(true);
 	ah_sandboxes_release(&d->lease, d->broken);

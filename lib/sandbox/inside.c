@@ -16,10 +16,10 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <linux/seccomp.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/seccomp.h>
 
 /* ---- helpers ---- */
 

@@ -78,10 +78,6 @@ static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *out)
 		free(f);
 		goto done;
 	}
-	if (len / sizeof(struct sock_filter) > SB_SECCOMP_MAX) {
-		free(f);
-		goto done;
-	}
 	out->filter = f;
 	out->len = (unsigned short)(len / sizeof(struct sock_filter));
 	rc = 0;
@@ -106,6 +102,13 @@ int sb_seccomp_build(struct sock_fprog *out, ah_err *err)
 	}
 	if (export_bpf(ctx, out) < 0) {
 		ah_err_set(err, AH_EFAIL, "seccomp export failed");
+		goto done;
+	}
+	if (out->len > SB_SECCOMP_MAX) { /* it travels to each keeper in GO */
+		ah_err_set(err, AH_EFAIL, "seccomp filter of %u instructions (at most %d)", out->len,
+		           SB_SECCOMP_MAX);
+		free(out->filter);
+		out->filter = NULL;
 		goto done;
 	}
 	rc = 0;
