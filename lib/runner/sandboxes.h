@@ -4,8 +4,9 @@
  * A caller acquires a lease, runs in the leased sandbox, and releases it.
  * Leases of one session are serialized (the session's mutex is held for the
  * lease); ephemeral leases (session NULL) get a sandbox of their own that is
- * destroyed on release (a spare built ahead for the agent, when there is one). Destroying something in use only marks it: the last
- * release destroys it, so no sandbox is ever destroyed under a running exec.
+ * destroyed on release (a spare built ahead for the agent, when there is
+ * one). Destroying something in use only marks it: the last release destroys
+ * it, so no sandbox is ever destroyed under a running exec.
  * Retired images (after a redeploy) are removed once no sandbox uses them. */
 #ifndef AH_RUNNER_SANDBOXES_H
 #define AH_RUNNER_SANDBOXES_H

@@ -4,9 +4,8 @@
  * Each sandbox gets <hierarchy>/agenthost/slot<N>. The keeper moves itself
  * into it before it runs anything (see sb_cgroup_join_file), and then
  * unshares its cgroup namespace so the sandbox sees its own cgroup as the
- * root. The memory cap makes the kernel OOM-kill inside the
- * sandbox, never on the host; the oom_kill counter tells exec what happened.
- * Runs in the runner. */
+ * root. The memory cap makes the kernel OOM-kill inside the sandbox, never on
+ * the host; the oom_kill counter tells exec what happened. Runs in the runner. */
 #include "sandbox/internal.h"
 
 #include <errno.h>

@@ -5,14 +5,14 @@
  * Processes: the runner starts the *keeper* (PID 1 of the sandbox's pid
  * namespace, still real root, in new mount/ipc/uts/cgroup namespaces and the
  * slot's network namespace; it builds the root filesystem and later mounts
- * /app, and never runs sandboxed code). The keeper is its own small program, agenthost-keeper (inside.c and
- * what it calls), exec'd straight from a vfork-style clone: a fork of the
- * runner would copy the page tables of the runner's whole address space and
- * tear them down again, per sandbox and again for the spawner, and make the
- * runner's own writes fault for as long as the copies live. The keeper's
- * settings (plan, resolv.conf, seccomp filter) come with GO. The keeper forks
- * the *spawner*, which moves into a new user namespace
- * where root is an unprivileged host uid. For each exec the spawner clones a
+ * /app, and never runs sandboxed code). The keeper is its own small program,
+ * agenthost-keeper (inside.c and what it calls), exec'd straight from a
+ * vfork-style clone: a fork of the runner would copy the page tables of the
+ * runner's whole address space and tear them down again, per sandbox and again
+ * for the spawner, and make the runner's own writes fault for as long as the
+ * copies live. The keeper's settings (plan, resolv.conf, seccomp filter) come
+ * with GO. The keeper forks the *spawner*, which moves into a new user
+ * namespace where root is an unprivileged host uid. For each exec the spawner clones a
  * *reaper* into a new pid namespace, and the reaper forks the *agent*, which
  * drops to uid 1000, no_new_privs, seccomp, and execs. When the agent exits the
  * reaper exits, and the kernel kills whatever the agent left behind.
@@ -99,7 +99,7 @@ struct ah_sandbox {
 
 /* Wire format: SOCK_SEQPACKET, one struct per message, fds by SCM_RIGHTS. */
 enum sb_op {
-	SB_GO = 1,      /* runner → keeper, body sb_keeper_conf: cgroup and veth are ready */
+	SB_GO = 1,      /* runner → keeper, body sb_keeper_conf: the cgroup and disk are ready */
 	SB_READY,       /* keeper → runner: sandbox built */
 	SB_ERROR,       /* inside → runner: msg says what failed */
 	SB_MOUNT_APP,   /* runner → keeper, fd = dir: arg 0 overlay lower, 1 bind rw */

@@ -12,8 +12,8 @@
  * sandbox are dropped. IPv6 is off inside and dropped at the veth. The runner
  * socket is a unix socket in the host's filesystem and so invisible anyway.
  *
- * Links and addresses are configured with rtnetlink directly (netlink.c; the
- * keeper does its side from inside the namespace). */
+ * Links and addresses are configured with rtnetlink directly (netlink.c), both
+ * ends by the runner (see the slot section below). */
 #include "sandbox/internal.h"
 
 #include "core/log.h"

@@ -339,8 +339,9 @@ static int net_setup(ah_sandbox *sb, ah_err *err)
 }
 
 /* The set-up order matters: the cgroup exists before GO (the keeper moves
- * itself in then, before anything else); the keeper exists before the veth (its peer is created in the keeper's netns);
- * GO comes last, once everything the keeper needs from outside is there. */
+ * itself in then, before anything else), the slot's network namespace before
+ * the keeper (which joins it); GO comes last, once everything the keeper needs
+ * from outside is there. */
 static const struct step {
 	const char *name;
 	int (*setup)(ah_sandbox *sb, ah_err *err);
