@@ -3,7 +3,7 @@
 # in the background with a PID file under $VAR/run and stopped by that PID.
 # Source it with ROOT, VAR, PORT and BUILD set.
 
-PACKAGES="meson ninja-build pkg-config gcc git ca-certificates openssl
+PACKAGES="meson ninja-build pkg-config gcc libc6-dev git ca-certificates openssl
   libfcgi-dev libjson-c-dev libmariadb-dev libgit2-dev libsodium-dev libcurl4-openssl-dev
   libpcre2-dev libseccomp-dev libarchive-dev libssl-dev
   mariadb-server mariadb-client nginx-light
