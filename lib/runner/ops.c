@@ -246,8 +246,6 @@ static json_object *run_answer(const char *sandbox_id, const ah_sandbox_result *
 struct deferred_release {
 	struct ah_sbx_lease lease;
 	bool broken;
-	char agent_id[33];
-	char image[1024];
 };
 
 static void release_later(json_object *ans, void *ud)
@@ -260,13 +258,10 @@ static void release_later(json_object *ans, void *ud)
 	ah_sandbox_wait_quiet();
 	ah_sandbox_background(true);
 	ah_sandboxes_release(&d->lease, d->broken);
-	if (!d->broken)
-		ah_sandboxes_prepare(d->agent_id, d->image);
 	free(d);
 }
 
-static void release_with(json_object *ans, struct ah_sbx_lease *lease, bool broken,
-                         const struct run_req *q)
+static void release_with(json_object *ans, struct ah_sbx_lease *lease, bool broken)
 {
 	struct deferred_release *d = malloc(sizeof(*d));
 	if (!d) {
@@ -275,8 +270,6 @@ static void release_with(json_object *ans, struct ah_sbx_lease *lease, bool brok
 	}
 	d->lease = *lease;
 	d->broken = broken;
-	snprintf(d->agent_id, sizeof(d->agent_id), "%s", q->agent_id);
-	snprintf(d->image, sizeof(d->image), "%s", q->image);
 	json_object_set_userdata(ans, d, release_later);
 }
 
@@ -315,7 +308,7 @@ static json_object *execute(const struct run_req *q)
 		ah_sandboxes_release(&lease, rc == AH_EFAIL); /* cheap: the sandbox stays */
 	} else {
 		ah_sandbox_done(lease.sb);
-		release_with(ans, &lease, rc == AH_EFAIL, q);
+		release_with(ans, &lease, rc == AH_EFAIL);
 	}
 	return ans;
 }

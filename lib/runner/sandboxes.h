@@ -31,14 +31,12 @@ void ah_sandboxes_init(void);
  * whose sandbox runs an older image gets a fresh sandbox. */
 int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const char *session,
                          const char *image, ah_err *err);
-/* broken: the sandbox failed (ah_sandbox_exec returned AH_EFAIL): destroy it. */
+/* broken: the sandbox failed (ah_sandbox_exec returned AH_EFAIL): destroy it.
+ * An ephemeral sandbox is destroyed, and (unless broken) the agent's spare is
+ * built, so that its next ephemeral acquire takes one ready-made; that blocks
+ * ~1 ms: release an ephemeral lease after the answer has been sent. Spares go
+ * with their agent (destroy_agent) and after a minute unused (reap_idle). */
 void ah_sandboxes_release(struct ah_sbx_lease *lease, bool broken);
-
-/* Builds the agent's spare ephemeral sandbox over image, unless it has one
- * (or too many agents do): the next ephemeral acquire takes it ready-made.
- * Blocks ~1 ms: called after an answer has been sent. Spares go with their
- * agent (destroy_agent) and after a minute unused (reap_idle). */
-void ah_sandboxes_prepare(const char *agent_id, const char *image);
 
 /* Number destroyed (or marked, when in use). */
 int ah_sandboxes_destroy_session(const char *agent_id, const char *session);

@@ -39,7 +39,7 @@ typedef struct io {
 	int fd_in, fd_out, fd_err;
 } io;
 
-static long long mono_ms(void)
+long long sb_mono_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -57,30 +57,33 @@ static void run_mark(int delta)
 {
 	pthread_mutex_lock(&run_mu);
 	running += delta;
-	run_changed_ms = mono_ms();
+	run_changed_ms = sb_mono_ms();
 	if (running == 0)
 		pthread_cond_broadcast(&run_cv);
 	pthread_mutex_unlock(&run_mu);
 }
 
-long long sb_exec_idle_ms(void)
+/* run_mu held. */
+static long long quiet_in_ms(void)
+{
+	long long left = run_changed_ms + SB_QUIET_SETTLE_MS - sb_mono_ms();
+	return running ? SB_QUIET_SETTLE_MS : left > 0 ? left : 0;
+}
+
+long long sb_exec_quiet_in_ms(void)
 {
 	pthread_mutex_lock(&run_mu);
-	long long idle = running ? -1 : mono_ms() - run_changed_ms;
+	long long ms = quiet_in_ms();
 	pthread_mutex_unlock(&run_mu);
-	return idle;
+	return ms;
 }
 
 void ah_sandbox_wait_quiet(void)
 {
-	long long give_up = mono_ms() + SB_QUIET_MAX_MS;
+	long long give_up = sb_mono_ms() + SB_QUIET_MAX_MS, wait, left;
 	pthread_mutex_lock(&run_mu);
-	for (;;) {
-		long long now = mono_ms(), settled = run_changed_ms + SB_QUIET_SETTLE_MS;
-		if (now >= give_up || (running == 0 && now >= settled))
-			break;
-		long long until = running == 0 && settled < give_up ? settled : give_up;
-		struct timespec ts = ah_deadline_in_ms(until - now);
+	while ((wait = quiet_in_ms()) > 0 && (left = give_up - sb_mono_ms()) > 0) {
+		struct timespec ts = ah_deadline_in_ms(wait < left ? wait : left);
 		pthread_cond_timedwait(&run_cv, &run_mu, &ts);
 	}
 	pthread_mutex_unlock(&run_mu);
@@ -241,7 +244,7 @@ static int wait_ms(long long now, long long until)
 /* Runs until the program has exited and both output pipes are at EOF. */
 static int io_loop(ah_sandbox *sb, io *s, int timeout_ms, int *status, bool *timed_out, ah_err *err)
 {
-	long long now = mono_ms(), kill_at = -1, exited_at = -1;
+	long long now = sb_mono_ms(), kill_at = -1, exited_at = -1;
 	long long deadline = timeout_ms > 0 ? now + timeout_ms : -1;
 	while (exited_at < 0 || s->fd_out >= 0 || s->fd_err >= 0) {
 		bool kill_now = false;
@@ -254,7 +257,7 @@ static int io_loop(ah_sandbox *sb, io *s, int timeout_ms, int *status, bool *tim
 		int r = poll(pf, 4, wait_ms(now, until));
 		if (r < 0 && errno != EINTR)
 			return ah_err_set(err, AH_EFAIL, "poll: %s", strerror(errno));
-		now = mono_ms();
+		now = sb_mono_ms();
 		if (r > 0) {
 			if (pf[3].revents)
 				feed_stdin(s);
@@ -368,7 +371,7 @@ int sb_exec_run(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result
 	/* Nothing runs in the sandbox between execs (each one's processes die
 	 * with its pid namespace): the count after the last one is the count now. */
 	long long oom_before = sb->oom_kills >= 0 ? sb->oom_kills : sb_cgroup_oom_count(sb);
-	long long t0 = mono_ms();
+	long long t0 = sb_mono_ms();
 	run_mark(1);
 	if (open_pipes(p, &s) < 0) {
 		rc = ah_err_set(err, AH_EFAIL, "pipe: %s", strerror(errno));
@@ -381,7 +384,7 @@ int sb_exec_run(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result
 		fill_result(out, &s, status);
 		sb->oom_kills = sb_cgroup_oom_count(sb);
 		out->oom_killed = sb->oom_kills > oom_before;
-		out->duration_ms = mono_ms() - t0;
+		out->duration_ms = sb_mono_ms() - t0;
 	}
 done:
 	for (int i = 0; i < 3; i++)

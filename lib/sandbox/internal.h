@@ -89,7 +89,6 @@ struct ah_sandbox {
 	int keeper_pidfd;
 	int ctl_fd;                  /* runner end of the keeper's socket */
 	int exec_fd;                 /* runner end of the spawner's socket */
-	int idmap_fd;                /* userns: host 0 -> agent, for /app's idmapped mount (the slot's) */
 	int nsteps_done;             /* host steps set up, torn down in reverse */
 	bool claimed, broken;
 	long long oom_kills;         /* the cgroup's count after the last exec; -1: not read yet */
@@ -191,8 +190,10 @@ struct ah_sandbox_exec_spec;
 struct ah_sandbox_result;
 int sb_exec_run(struct ah_sandbox *sb, const struct ah_sandbox_exec_spec *x,
                 struct ah_sandbox_result *out, ah_err *err);
-/* Milliseconds since a program last started or ended; -1 while one runs. */
-long long sb_exec_idle_ms(void);
+/* 0 when no program has started or ended for SB_QUIET_SETTLE_MS, else how
+ * long to wait before asking again. */
+long long sb_exec_quiet_in_ms(void);
+long long sb_mono_ms(void);                  /* CLOCK_MONOTONIC */
 #define SB_QUIET_SETTLE_MS 10     /* see ah_sandbox_wait_quiet */
 #define SB_QUIET_MAX_MS 250
 

@@ -77,20 +77,13 @@ static struct {
 } P = { .mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
         .reap_cv = PTHREAD_COND_INITIALIZER, .ready_cv = PTHREAD_COND_INITIALIZER };
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- demand (lock held) ---- */
 
 /* How many sandboxes the pool should hold ready when nobody waits. */
 static int target(void)
 {
 	int t = P.peak;
-	if (now_ms() - P.peak_ms > PEAK_HOLD_MS)
+	if (sb_mono_ms() - P.peak_ms > PEAK_HOLD_MS)
 		t = 0;
 	if (t > sb_g.pool_max)
 		t = sb_g.pool_max;
@@ -100,7 +93,7 @@ static int target(void)
 /* Records a take and raises the peak to the young sandboxes alive now. */
 static void note_take(const struct ah_sandbox *sb)
 {
-	long long now = now_ms();
+	long long now = sb_mono_ms();
 	int young = 1, slot = -1, oldest = 0;
 	for (int i = 0; i < NLIVE; i++) {
 		bool is_young = P.live[i].sb && now - P.live[i].ms < YOUNG_MS;
@@ -194,13 +187,10 @@ static void build_one(void)
  * ah_sandbox_wait_quiet), or until somebody does wait (lock held). */
 static void wait_quiet(void)
 {
-	long long give_up = ah_now_ms() + SB_QUIET_MAX_MS;
-	for (;;) {
-		long long idle = sb_exec_idle_ms(), left = give_up - ah_now_ms();
-		if (P.stop || P.waiters > 0 || left <= 0 || idle >= SB_QUIET_SETTLE_MS)
-			return;
-		long long nap = idle < 0 ? SB_QUIET_SETTLE_MS : SB_QUIET_SETTLE_MS - idle;
-		struct timespec ts = ah_deadline_in_ms(nap < left ? nap : left);
+	long long give_up = sb_mono_ms() + SB_QUIET_MAX_MS, wait, left;
+	while (!P.stop && P.waiters == 0 && (wait = sb_exec_quiet_in_ms()) > 0 &&
+	       (left = give_up - sb_mono_ms()) > 0) {
+		struct timespec ts = ah_deadline_in_ms(wait < left ? wait : left);
 		pthread_cond_timedwait(&P.wake, &P.mu, &ts);
 	}
 }
@@ -284,7 +274,7 @@ int sb_pool_start(ah_err *err)
 {
 	P.stop = false;
 	P.peak = 0;
-	P.peak_ms = now_ms() - PEAK_HOLD_MS - 1;
+	P.peak_ms = sb_mono_ms() - PEAK_HOLD_MS - 1;
 	memset(P.live, 0, sizeof P.live);
 	if (pthread_create(&P.reaper, NULL, reaper_main, NULL) != 0)
 		return ah_err_set(err, AH_EFAIL, "cannot start the sandbox reaper thread");

@@ -322,13 +322,7 @@ static int idmap_setup(ah_sandbox *sb, ah_err *err)
 		*fd = sb_userns_idmap_fd(sb->plan.uid_base + SB_AGENT_UID);
 	if (*fd < 0)
 		return ah_err_set(err, AH_EFAIL, "idmap user namespace: %s", strerror(errno));
-	sb->idmap_fd = *fd;
 	return 0;
-}
-
-static void idmap_teardown(ah_sandbox *sb)
-{
-	sb->idmap_fd = -1; /* the slot's, kept */
 }
 
 static int disk_setup(ah_sandbox *sb, ah_err *err) { return sb_disk_setup(&sb->plan, err); }
@@ -348,7 +342,7 @@ static const struct step {
 	void (*teardown)(ah_sandbox *sb);
 } STEPS[] = {
 	{ "slot",          slot_take,         slot_release },
-	{ "idmap",         idmap_setup,       idmap_teardown },
+	{ "idmap",         idmap_setup,       NULL },           /* the slot's, kept */
 	{ "cgroup",        sb_cgroup_setup,   sb_cgroup_teardown },
 	{ "disk",          disk_setup,        disk_teardown },
 	{ "network",       net_setup,         NULL },           /* the slot's, kept */
@@ -378,7 +372,7 @@ int sb_build(ah_sandbox **out, long long disk_bytes, ah_err *err)
 	ah_sandbox *sb = calloc(1, sizeof *sb);
 	if (!sb)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
-	sb->keeper_pidfd = sb->ctl_fd = sb->exec_fd = sb->idmap_fd = -1;
+	sb->keeper_pidfd = sb->ctl_fd = sb->exec_fd = -1;
 	sb->oom_kills = -1;
 	sb->plan.slot = -1;
 	make_plan(sb, disk_bytes);
@@ -611,7 +605,8 @@ static int claim_app(ah_sandbox *sb, const ah_sandbox_spec *s, ah_err *err)
 		return ah_err_set(err, AH_EINVALID, "%s: %s", dir, strerror(errno));
 	/* Root's files appear as the agent's, the agent's new files are root's
 	 * on disk (see userns.c). */
-	struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)sb->idmap_fd };
+	struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP,
+	                        .userns_fd = (uint64_t)slots[sb->plan.slot].idmap };
 	if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0) {
 		int e = errno;
 		close(fd);
