@@ -308,10 +308,13 @@ static int delete_agent(ah_req *r)
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0)
 		return rc;
-	/* Sandboxes first: once the row is gone nothing would name them. */
-	ah_runner_destroy_agent(r, a[AG_ID]);
 	if (ah_db_exec(r->db, NULL, SQL_DELETE, "s", a[AG_ID]) != 0)
 		return AH_EFAIL;
+	/* The row first, so that nothing starts a new sandbox of it; then its
+	 * runner (named: the row no longer leads to it) drops its sandboxes and
+	 * its images at once. An unreachable runner's periodic sweep does it. */
+	if (a[AG_RUNNER_ID] && *a[AG_RUNNER_ID])
+		ah_runner_forget_agent(r, a[AG_ID], a[AG_RUNNER_ID], true);
 	ah_code_remove(r, a[AG_ID]);
 	return ah_reply_no_content(r);
 }

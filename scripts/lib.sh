@@ -207,6 +207,8 @@ start_nginx() {
 
 start_stack() {
     mkdir -p "$VAR/run" "$VAR/log" "$VAR/data"
+    # Strangers' code, images and builds: the runner's alone (it also sets this).
+    chmod 700 "$VAR/data"
     # nginx's workers (www-data) must reach the FastCGI sockets under $VAR/run.
     chmod 755 "$VAR" "$VAR/run"
     start_mariadb

@@ -1,20 +1,28 @@
-/* Installing an agent's npm dependencies. npm runs the project's install
- * scripts, i.e. strangers' code, so it only ever runs inside a sandbox: the
- * project directory is bound read-write at /app, the network is the sandbox's
- * (outbound NAT only), and limits and a deadline apply. HOME and the npm cache
- * live in a directory inside the project that is removed afterwards, so nothing
- * of the host's home is read and the cache does not end up in the image. */
+/* Making an agent's image. npm runs the project's install scripts, i.e.
+ * strangers' code, so it only ever runs inside a sandbox: the project is the
+ * lower layer of the sandbox's /app, everything npm writes (node_modules, its
+ * cache and HOME under /tmp) goes to the sandbox's own size-capped disk, the
+ * network is the sandbox's (outbound NAT only), and limits and a deadline
+ * apply. Nothing the build writes is ever a file on the host: the runner reads
+ * /app back as a tar stream and extracts it as it extracts an upload (tarball.c),
+ * so the image is root's, without setuid bits, devices or links that leave it,
+ * and no larger than image_max_bytes, whatever an install script left. */
 #include "deploy/deploy.h"
 #include "core/log.h"
 #include "sandbox/sandbox.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#define BUILD_HOME ".agenthost-build-home"
 #define TAIL_CHARS 600
+/* A tar stream holds more than its files: a 512-byte header per entry, each
+ * file padded to 512 bytes. Extraction checks the image's real size. */
+#define TAR_OVERHEAD(max) ((max) / 4 + (64LL << 20))
 
 static bool is_file(const char *dir, const char *name)
 {
@@ -78,52 +86,125 @@ static int judge(const ah_sandbox_result *r, const struct ah_build_opts *opts, a
 	                  *tail ? tail : "npm exited with an error and no output");
 }
 
-/* The one place that knows how a command reaches a sandbox. */
-static int run_in_sandbox(const char *project_dir, const char *const *argv,
-                          const char *const *envp, const struct ah_build_opts *opts,
-                          ah_err *err)
+static int run_npm(ah_sandbox *sb, const char *project_dir, const struct ah_build_opts *opts,
+                   ah_err *err)
 {
-	ah_sandbox *sb = NULL;
-	ah_sandbox_spec spec = {.work_dir = project_dir};
-	ah_sandbox_result res = {0};
-	ah_err sberr = {0};
-	int rc = ah_sandbox_create(&sb, &spec, &sberr);
-	if (rc != 0) /* the machine's fault: worth a retry */
-		return ah_err_set(err, AH_EFAIL, "Could not start the build sandbox: %s", sberr.msg);
-	ah_log_info("%s: npm %s in sandbox %s", opts->log_tag, argv[1], ah_sandbox_id(sb));
-	ah_sandbox_exec_spec x = {
-		.argv = argv, .envp = envp, .timeout_ms = opts->timeout_seconds * 1000,
-		.max_output = 4 << 20, .log_tag = opts->log_tag, .cwd = "/app",
-	};
-	rc = ah_sandbox_exec(sb, &x, &res, &sberr);
-	if (rc == 0)
-		rc = judge(&res, opts, err);
-	else
-		rc = ah_err_set(err, AH_EFAIL, "The build sandbox failed: %s", sberr.msg);
-	ah_sandbox_result_free(&res);
-	ah_sandbox_destroy(sb);
-	return rc;
-}
-
-int ah_build_dependencies(const char *project_dir, const struct ah_build_opts *opts,
-                          ah_err *err)
-{
-	if (!is_file(project_dir, "package.json"))
-		return 0;
 	bool lock = is_file(project_dir, "package-lock.json") ||
 	            is_file(project_dir, "npm-shrinkwrap.json");
 	const char *argv[] = {"/usr/bin/npm", lock ? "ci" : "install", "--omit=dev",
 	                      "--no-audit", "--no-fund", NULL};
 	const char *envp[] = {
-		"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/app/" BUILD_HOME,
-		"npm_config_cache=/app/" BUILD_HOME "/npm-cache", "npm_config_update_notifier=false",
-		"npm_config_loglevel=warn", "NODE_ENV=production", "LANG=C.UTF-8", NULL,
+		"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp/home", "npm_config_cache=/tmp/npm-cache",
+		"npm_config_update_notifier=false", "npm_config_loglevel=warn", "NODE_ENV=production",
+		"LANG=C.UTF-8", NULL,
 	};
+	ah_sandbox_result res = {0};
+	ah_err sberr = {0};
+	ah_log_info("%s: npm %s in sandbox %s", opts->log_tag, argv[1], ah_sandbox_id(sb));
+	ah_sandbox_exec_spec x = {
+		.argv = argv, .envp = envp, .timeout_ms = opts->timeout_seconds * 1000,
+		.max_output = 4 << 20, .log_tag = opts->log_tag, .cwd = "/app",
+	};
+	int rc = ah_sandbox_exec(sb, &x, &res, &sberr);
+	if (rc == 0)
+		rc = judge(&res, opts, err);
+	else
+		rc = ah_err_set(err, AH_EFAIL, "The build sandbox failed: %s", sberr.msg);
+	ah_sandbox_result_free(&res);
+	return rc;
+}
+
+/* /app as a plain tar into fd. Holes are read as zeros (no --sparse): a huge
+ * sparse file costs the stream its full size and meets the cap. */
+static int read_back(ah_sandbox *sb, int fd, const struct ah_build_opts *opts, ah_err *err)
+{
+	const char *argv[] = {"/usr/bin/tar", "--create", "--file=-", "--directory=/app",
+	                      "--one-file-system", ".", NULL};
+	const char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
+	ah_sandbox_result res = {0};
+	ah_err sberr = {0};
+	ah_sandbox_exec_spec x = {
+		.argv = argv, .envp = envp, .timeout_ms = opts->timeout_seconds * 1000,
+		.max_output = (size_t)(opts->image_max_bytes + TAR_OVERHEAD(opts->image_max_bytes)),
+		.log_tag = opts->log_tag, .cwd = "/", .stdout_to_fd = true, .stdout_fd = fd,
+	};
+	int rc = ah_sandbox_exec(sb, &x, &res, &sberr);
+	if (rc != 0)
+		rc = ah_err_set(err, AH_EFAIL, "The build sandbox failed: %s", sberr.msg);
+	else if (res.output_truncated)
+		rc = ah_err_set(err, AH_ETOOBIG, "The built image is larger than %lld MB (image_max_mb)",
+		                opts->image_max_bytes >> 20);
+	else if (res.timed_out || res.exit_code != 0)
+		rc = ah_err_set(err, AH_EINVALID, "Could not read the built image back: %s",
+		                res.err_tail && *res.err_tail ? res.err_tail : "tar failed");
+	ah_sandbox_result_free(&res);
+	return rc;
+}
+
+/* The tar stream becomes the image, through the upload's checks. */
+static int unpack(const char *tar, const char *image_dir, const struct ah_build_opts *opts,
+                  ah_err *err)
+{
+	struct ah_tar_limits lim = AH_TAR_LIMITS_DEFAULT;
+	lim.max_compressed = opts->image_max_bytes + TAR_OVERHEAD(opts->image_max_bytes);
+	lim.max_extracted = opts->image_max_bytes;
+	lim.uncompressed = true;
+	lim.noun = "The built image";
+	lim.refused = "The built image was refused";
+	if (mkdir(image_dir, 0700) != 0)
+		return ah_err_set(err, AH_EFAIL, "cannot create %s: %s", image_dir, strerror(errno));
+	int rc = ah_tarball_extract(tar, image_dir, &lim, err);
+	if (rc == AH_ETOOBIG) /* name the setting, as read_back does */
+		rc = ah_err_set(err, rc, "The built image is larger than %lld MB (image_max_mb)",
+		                opts->image_max_bytes >> 20);
+	if (rc != 0)
+		ah_deploy_rmtree(image_dir);
+	return rc;
+}
+
+static int build_in_sandbox(const char *project_dir, const char *image_dir, const char *scratch,
+                            const struct ah_build_opts *opts, ah_err *err)
+{
+	ah_sandbox *sb = NULL;
+	ah_sandbox_spec spec = {.image_dir = project_dir, .build = true, .disk_bytes = opts->disk_bytes};
+	ah_err sberr = {0};
+	if (ah_sandbox_create(&sb, &spec, &sberr) != 0) /* the machine's fault: worth a retry */
+		return ah_err_set(err, AH_EFAIL, "Could not start the build sandbox: %s", sberr.msg);
+	int fd = -1;
+	int rc = run_npm(sb, project_dir, opts, err);
+	if (rc == 0 && (fd = open(scratch, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+		rc = ah_err_set(err, AH_EFAIL, "cannot create %s: %s", scratch, strerror(errno));
+	if (rc == 0)
+		rc = read_back(sb, fd, opts, err);
+	if (fd >= 0)
+		close(fd);
+	ah_sandbox_destroy(sb);
+	if (rc == 0)
+		rc = unpack(scratch, image_dir, opts, err);
+	unlink(scratch);
+	return rc;
+}
+
+/* No build: the fetched project is the image, once its size is known. */
+static int take_as_is(const char *project_dir, const char *image_dir,
+                      const struct ah_build_opts *opts, ah_err *err)
+{
+	long long bytes = 0;
+	int rc = ah_deploy_tree_bytes(&bytes, project_dir, err);
+	if (rc == 0 && bytes > opts->image_max_bytes)
+		rc = ah_err_set(err, AH_ETOOBIG, "The image is larger than %lld MB (image_max_mb)",
+		                opts->image_max_bytes >> 20);
+	if (rc == 0 && rename(project_dir, image_dir) != 0)
+		rc = ah_err_set(err, AH_EFAIL, "cannot move the image into place: %s", strerror(errno));
+	return rc;
+}
+
+int ah_build_image(const char *project_dir, const char *image_dir, const char *scratch_file,
+                   const struct ah_build_opts *opts, ah_err *err)
+{
 	if (opts->cancel && *opts->cancel)
 		return ah_err_set(err, AH_EFAIL, "Deploy cancelled (runner shutting down)");
-	int rc = run_in_sandbox(project_dir, argv, envp, opts, err);
-	char home[4096];
-	snprintf(home, sizeof(home), "%s/" BUILD_HOME, project_dir);
-	ah_deploy_rmtree(home);
-	return rc;
+	if (!is_file(project_dir, "package.json"))
+		return take_as_is(project_dir, image_dir, opts, err);
+	return build_in_sandbox(project_dir, image_dir, scratch_file, opts, err);
 }

@@ -32,8 +32,12 @@ int ah_deploy_link_check(const char *link_path, const char *target);
  * 1 and the first link (relative path into out) that leads outside the tree, 0
  * when none does, -1 on an I/O error. */
 int ah_deploy_find_escaping_link(char *out, size_t n, const char *dir);
-/* Creates dir and its parents (mode 0755). 0 or AH_EFAIL. */
+/* Creates dir and its parents (mode 0700: what lies under data_dir is the
+ * runner's alone). 0 or AH_EFAIL. */
 int ah_deploy_mkdirs(const char *dir, ah_err *err);
+/* The apparent size of a tree's regular files (holes count), into out. 0 or
+ * AH_EFAIL. */
+int ah_deploy_tree_bytes(long long *out, const char *dir, ah_err *err);
 /* Removes a tree without following symlinks; a missing tree is success. */
 int ah_deploy_rmtree(const char *dir);
 /* Removes write permission from every file and directory of a tree (the image
@@ -65,10 +69,13 @@ int ah_manifest_load(struct ah_manifest *out, const char *project_dir, ah_err *e
 
 struct ah_tar_limits {
 	long long max_compressed;   /* bytes of the .tar.gz */
-	long long max_extracted;    /* sum of regular file sizes */
+	long long max_extracted;    /* sum of regular file sizes (apparent: holes count) */
 	long long max_entries;
+	bool uncompressed;          /* a plain tar (a build's output), not gzip'd */
+	const char *noun;           /* for "… is too large": NULL "Code archive" */
+	const char *refused;        /* before an entry's fault: NULL "Invalid tarball" */
 };
-#define AH_TAR_LIMITS_DEFAULT { 50LL << 20, 500LL << 20, 100000 }
+#define AH_TAR_LIMITS_DEFAULT { 50LL << 20, 500LL << 20, 100000, false, NULL, NULL }
 
 /* Extracts a gzip'd tar into dest (which must exist and be empty). Refuses
  * absolute paths, `..`, links leaving the tree, devices, fifos, sockets. On
@@ -100,20 +107,30 @@ int ah_git_url_check(const char *url, bool allow_private, ah_err *err);
 int ah_git_fetch(const char *url, const char *branch, const char *dest,
                  const struct ah_git_opts *opts, ah_err *err);
 
-/* ---- dependencies (build.c) --------------------------------------------- */
+/* ---- the image (build.c) ----------------------------------------------- */
 
 struct ah_build_opts {
 	int timeout_seconds;
+	long long disk_bytes;       /* the build sandbox's own disk (npm's cache, /tmp and
+	                             * what it installs); 0: the sandbox default */
+	long long image_max_bytes;  /* the finished image (apparent sizes, holes count) */
 	const char *log_tag;        /* "agent=<slug> job=<id>" for log lines */
 	volatile const int *cancel;
 };
 
-/* With a package.json in project_dir: `npm ci --omit=dev` (lock file present)
- * or `npm install --omit=dev`, inside a sandbox with network, project_dir bound
- * at /app. Without one: nothing to do. Failure of npm is AH_EINVALID with
- * "Dependency installation failed: <tail of npm's output>". */
-int ah_build_dependencies(const char *project_dir, const struct ah_build_opts *opts,
-                          ah_err *err);
+/* Makes image_dir (must not exist; its parent must) from the project in
+ * project_dir. With a package.json: `npm ci --omit=dev` (lock file present) or
+ * `npm install --omit=dev` in a build sandbox whose /app is the project over
+ * the sandbox's own capped disk, so nothing npm or an install script writes
+ * reaches the host's file system; then /app is read back as a tar stream into
+ * scratch_file and extracted with the upload's checks: owned by root, no
+ * setuid bits, no devices or fifos, no symlink leading out of the image.
+ * Without a package.json the project itself becomes the image. Either way an
+ * image over image_max_bytes is refused (AH_ETOOBIG). npm's failure is
+ * AH_EINVALID "Dependency installation failed: <tail of npm's output>". On
+ * failure image_dir does not exist. */
+int ah_build_image(const char *project_dir, const char *image_dir, const char *scratch_file,
+                   const struct ah_build_opts *opts, ah_err *err);
 
 /* ---- the pipeline (pipeline.c) ------------------------------------------ */
 
@@ -129,8 +146,8 @@ struct ah_deploy_req {
 	struct ah_build_opts build;
 };
 
-/* Fetch, manifest, dependencies, then the project is moved to image_dir and
- * made read-only. On failure image_dir does not exist. */
+/* Fetch, manifest, then the image (ah_build_image), made read-only. On
+ * failure image_dir does not exist. */
 int ah_deploy_build_image(struct ah_manifest *out, const struct ah_deploy_req *req,
                           ah_err *err);
 

@@ -98,7 +98,7 @@ int ah_deploy_mkdirs(const char *dir, ah_err *err)
 			continue;
 		char c = buf[i];
 		buf[i] = '\0';
-		if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
 			return ah_err_set(err, AH_EFAIL, "cannot create %s: %s", buf, strerror(errno));
 		buf[i] = c;
 	}
@@ -132,6 +132,27 @@ int ah_deploy_rmtree(const char *dir)
 		return unlink(dir) == 0 ? 0 : AH_EFAIL;
 	nftw(dir, make_writable, 64, FTW_PHYS | FTW_MOUNT);
 	return nftw(dir, remove_entry, 64, FTW_PHYS | FTW_DEPTH | FTW_MOUNT) == 0 ? 0 : AH_EFAIL;
+}
+
+/* nftw has no context argument; one walk per thread at a time. */
+static __thread long long tree_bytes;
+
+static int add_size(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)path;
+	(void)f;
+	if (flag == FTW_F && S_ISREG(st->st_mode))
+		tree_bytes += st->st_size;
+	return 0;
+}
+
+int ah_deploy_tree_bytes(long long *out, const char *dir, ah_err *err)
+{
+	tree_bytes = 0;
+	if (nftw(dir, add_size, 64, FTW_PHYS | FTW_MOUNT) != 0)
+		return ah_err_set(err, AH_EFAIL, "cannot walk %s: %s", dir, strerror(errno));
+	*out = tree_bytes;
+	return 0;
 }
 
 static int drop_write(const char *path, const struct stat *st, int flag, struct FTW *f)

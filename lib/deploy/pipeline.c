@@ -1,6 +1,6 @@
 /* One deploy attempt as a flat, ordered list of steps: fetch the code into a
- * scratch directory, find the project root, check the manifest, install the
- * dependencies, move the result into place as a read-only image. Each step
+ * scratch directory, find the project root, check the manifest, make the
+ * image (dependencies installed in a sandbox: build.c) and make it read-only. Each step
  * reports in the log with the job's tag; the first failure ends the attempt. */
 #include "deploy/deploy.h"
 #include "core/log.h"
@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A URL for the log: user:password@ in it would be a secret in a log line. */
 static void redact_url(char *out, size_t n, const char *url)
@@ -48,19 +49,19 @@ static int fetch(char *root, size_t n, const struct ah_deploy_req *req, ah_err *
 
 static int place_image(const char *root, const struct ah_deploy_req *req, ah_err *err)
 {
-	char parent[4096];
+	char parent[4096], scratch[4096];
 	snprintf(parent, sizeof(parent), "%s", req->image_dir);
 	char *slash = strrchr(parent, '/');
 	if (slash)
 		*slash = '\0';
+	snprintf(scratch, sizeof(scratch), "%s/image.tar", req->work_dir);
 	int rc = ah_deploy_mkdirs(parent, err);
-	if (rc != 0)
-		return rc;
-	if (rename(root, req->image_dir) != 0)
-		return ah_err_set(err, AH_EFAIL, "cannot move the image into place: %s", strerror(errno));
-	rc = ah_deploy_make_readonly(req->image_dir, err);
-	if (rc != 0)
+	if (rc == 0)
+		rc = ah_build_image(root, req->image_dir, scratch, &req->build, err);
+	if (rc == 0 && (rc = ah_deploy_make_readonly(req->image_dir, err)) != 0)
 		ah_deploy_rmtree(req->image_dir);
+	if (rc != 0)
+		rmdir(parent); /* the agent's first image: no empty directory left */
 	return rc;
 }
 
@@ -80,9 +81,7 @@ int ah_deploy_build_image(struct ah_manifest *out, const struct ah_deploy_req *r
 	if (rc == 0) {
 		ah_log_info("%s: manifest %s ok: %s %s, entrypoint %s", req->log_tag, out->file,
 		            out->name, out->version, out->entrypoint);
-		rc = ah_build_dependencies(root, &req->build, err);
-	}
-	if (rc == 0)
 		rc = place_image(root, req, err);
+	}
 	return rc;
 }

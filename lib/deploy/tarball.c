@@ -30,11 +30,22 @@ struct extract {
 	ah_err *err;
 };
 
+/* What is wrong with an entry; ah_tarball_extract says once which archive. */
 static int bad(ah_err *err, const char *fmt, const char *a, const char *b)
 {
 	char msg[1024];
 	snprintf(msg, sizeof(msg), fmt, a, b ? b : "");
-	return ah_err_set(err, AH_EINVALID, "Invalid tarball: %s", msg);
+	return ah_err_set(err, AH_EINVALID, "%s", msg);
+}
+
+/* "Invalid tarball: <what is wrong>" (or the caller's own words for it). */
+static int name_archive(int rc, const struct ah_tar_limits *lim, ah_err *err)
+{
+	if (rc != AH_EINVALID)
+		return rc;
+	char why[sizeof err->msg];
+	snprintf(why, sizeof(why), "%s", err->msg);
+	return ah_err_set(err, rc, "%s: %s", lim->refused ? lim->refused : "Invalid tarball", why);
 }
 
 /* Entry name without "." components and duplicate slashes; "" is the root. */
@@ -90,17 +101,27 @@ fail:
 	return ah_err_set(err, AH_EFAIL, "cannot create directories for %s: %s", rel, strerror(errno));
 }
 
-static int write_data(struct extract *x, int fd, const char *rel)
+static int too_big(struct extract *x)
+{
+	return ah_err_set(x->err, AH_ETOOBIG, "%s is too large: more than %lld MB when extracted",
+	                  x->lim->noun ? x->lim->noun : "Code archive", x->lim->max_extracted >> 20);
+}
+
+/* Sizes count as the file's apparent size, holes included: a sparse entry
+ * (GNU tar --sparse) would otherwise put terabytes on the disk for a few
+ * bytes of data. */
+static int write_data(struct extract *x, int fd, const char *rel, long long size_declared)
 {
 	const void *buf;
 	size_t size;
 	la_int64_t off;
 	int r;
+	if (size_declared < 0 || size_declared > x->lim->max_extracted - x->bytes)
+		return too_big(x);
+	x->bytes += size_declared;
 	while ((r = archive_read_data_block(x->ar, &buf, &size, &off)) == ARCHIVE_OK) {
-		x->bytes += (long long)size;
-		if (x->bytes > x->lim->max_extracted)
-			return ah_err_set(x->err, AH_ETOOBIG, "Code archive is too large: more than %lld MB "
-			                  "when extracted", x->lim->max_extracted >> 20);
+		if (off < 0 || (long long)off + (long long)size > size_declared)
+			return bad(x->err, "entry \"%.200s\" holds more data than its size", rel, NULL);
 		if (pwrite(fd, buf, size, (off_t)off) != (ssize_t)size)
 			return ah_err_set(x->err, AH_EFAIL, "cannot write %s: %s", rel, strerror(errno));
 	}
@@ -110,14 +131,17 @@ static int write_data(struct extract *x, int fd, const char *rel)
 }
 
 static int make_file(struct extract *x, int dirfd, const char *base, const char *rel,
-                     mode_t mode)
+                     mode_t mode, long long size)
 {
 	unlinkat(dirfd, base, 0); /* a later entry replaces an earlier one, link or not */
 	int fd = openat(dirfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 	                (mode & 0755) | 0644);
 	if (fd < 0)
 		return bad(x->err, "cannot create \"%.200s\" (%s)", rel, strerror(errno));
-	int rc = write_data(x, fd, rel);
+	int rc = write_data(x, fd, rel, size);
+	/* A sparse file's trailing hole has no data block to write. */
+	if (rc == 0 && ftruncate(fd, (off_t)size) != 0)
+		rc = ah_err_set(x->err, AH_EFAIL, "cannot size %s: %s", rel, strerror(errno));
 	close(fd);
 	return rc;
 }
@@ -180,7 +204,7 @@ static int make_entry(struct extract *x, struct archive_entry *e, char *rel)
 		if (symlinkat(target, dirfd, base) != 0)
 			rc = bad(x->err, "cannot create symlink \"%.200s\" (%s)", rel, strerror(errno));
 	} else
-		rc = make_file(x, dirfd, base, rel, archive_entry_perm(e));
+		rc = make_file(x, dirfd, base, rel, archive_entry_perm(e), archive_entry_size(e));
 	close(dirfd);
 	return rc;
 }
@@ -227,18 +251,19 @@ static int open_archive(struct archive **out, const char *tarball,
 	if (stat(tarball, &st) != 0)
 		return ah_err_set(err, AH_EINVALID, "No uploaded code found for this agent");
 	if (st.st_size > lim->max_compressed)
-		return ah_err_set(err, AH_ETOOBIG, "Code archive is larger than %lld MB",
-		                  lim->max_compressed >> 20);
+		return ah_err_set(err, AH_ETOOBIG, "%s is larger than %lld MB",
+		                  lim->noun ? lim->noun : "Code archive", lim->max_compressed >> 20);
 	struct archive *ar = archive_read_new();
 	if (!ar)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
-	archive_read_support_filter_gzip(ar);
+	if (!lim->uncompressed)
+		archive_read_support_filter_gzip(ar);
 	archive_read_support_format_tar(ar);
 	if (archive_read_open_filename(ar, tarball, 64 * 1024) != ARCHIVE_OK) {
 		const char *why = archive_error_string(ar);
 		if (!why || strstr(why, "Unrecognized archive format"))
 			why = "not a gzip-compressed tar archive";
-		int rc = bad(err, "%s", why, NULL);
+		int rc = name_archive(bad(err, "%s", why, NULL), lim, err);
 		archive_read_free(ar);
 		return rc;
 	}
@@ -254,9 +279,9 @@ int ah_tarball_extract(const char *tarball, const char *dest,
 	if (rc != 0)
 		return rc;
 	/* Gzip alone is not enough: refuse a compressed non-tar before writing. */
-	if (archive_filter_code(x.ar, 0) != ARCHIVE_FILTER_GZIP) {
+	if (!lim->uncompressed && archive_filter_code(x.ar, 0) != ARCHIVE_FILTER_GZIP) {
 		archive_read_free(x.ar);
-		return bad(err, "not a gzip-compressed tar archive", "", NULL);
+		return name_archive(bad(err, "not a gzip-compressed tar archive", "", NULL), lim, err);
 	}
 	x.rootfd = open(dest, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (x.rootfd < 0)
@@ -268,7 +293,7 @@ int ah_tarball_extract(const char *tarball, const char *dest,
 	if (x.rootfd >= 0)
 		close(x.rootfd);
 	archive_read_free(x.ar);
-	return rc;
+	return name_archive(rc, lim, err);
 }
 
 static bool has_manifest(const char *dir)

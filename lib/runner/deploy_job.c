@@ -59,6 +59,8 @@ static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner 
 	q->tar.max_extracted = ah_config_int(c, "code_max_extracted_bytes", 500LL << 20, 1024,
 	                                     1LL << 40);
 	q->build.timeout_seconds = (int)ah_config_int(c, "deploy_timeout_seconds", 600, 10, 7200);
+	q->build.disk_bytes = ah_config_int(c, "build_disk_mb", 2048, 64, 1 << 20) << 20;
+	q->build.image_max_bytes = ah_config_int(c, "image_max_mb", 250, 1, 1 << 20) << 20;
 	q->build.log_tag = j->tag;
 	q->build.cancel = &r->stopping;
 }

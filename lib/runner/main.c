@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +46,10 @@ static int setup_paths(struct ah_runner *r, ah_err *err)
 	int rc = absolute_dir(abs, dirname(dir), err);
 	if (rc == 0)
 		rc = absolute_dir(r->data_dir, ah_config_get(r->cfg, "data_dir", "var/data"), err);
+	/* Uploaded code, images and builds are strangers' files: no other local
+	 * account may reach any of them, whatever a mode below says. */
+	if (rc == 0 && chmod(r->data_dir, 0700) != 0)
+		rc = ah_err_set(err, AH_EFAIL, "chmod 0700 %s: %s", r->data_dir, strerror(errno));
 	if (rc != 0)
 		return rc;
 	if ((size_t)snprintf(r->socket_path, sizeof(r->socket_path), "%s/%s", abs, base) >=

@@ -345,13 +345,22 @@ json_object *ah_op_destroy_session(json_object *req)
 	return ok_answer();
 }
 
-json_object *ah_op_destroy_agent(json_object *req)
+/* With purge (the agent is deleted) its images go too, now rather than at the
+ * next sweep (heartbeat.c), which stays the net under a missed call. */
+json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req)
 {
 	const char *agent = ah_json_get_str(req, "agent_id");
+	json_object *purge = NULL;
 	if (!token_ok(agent, 32, "_"))
 		return ah_op_error("invalid agent_id");
 	int n = ah_sandboxes_destroy_agent(agent);
 	ah_log_info("agent=%s: destroy_agent (%d sandboxes)", agent, n);
+	if (json_object_object_get_ex(req, "purge", &purge) && json_object_get_boolean(purge)) {
+		char dir[PATH_MAX + 64];
+		snprintf(dir, sizeof(dir), "%s/images/%s", r->data_dir, agent);
+		ah_log_info("agent=%s deleted: removing its images", agent);
+		ah_deploy_rmtree(dir);
+	}
 	json_object *o = ok_answer();
 	json_object_object_add(o, "destroyed", json_object_new_int(n));
 	return o;

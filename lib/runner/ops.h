@@ -11,6 +11,6 @@ json_object *ah_op_error(const char *msg);
 json_object *ah_op_ping(const struct ah_runner *r);
 json_object *ah_op_run(struct ah_runner *r, json_object *req);
 json_object *ah_op_destroy_session(json_object *req);
-json_object *ah_op_destroy_agent(json_object *req);
+json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req);
 
 #endif

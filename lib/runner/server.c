@@ -179,7 +179,7 @@ static json_object *dispatch(json_object *req)
 	if (strcmp(name, "destroy_session") == 0)
 		return ah_op_destroy_session(req);
 	if (strcmp(name, "destroy_agent") == 0)
-		return ah_op_destroy_agent(req);
+		return ah_op_destroy_agent(runner, req);
 	return ah_op_error("unknown op");
 }
 

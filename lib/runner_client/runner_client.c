@@ -20,6 +20,7 @@
 
 #define SQL_AGENT_RUNNER \
 	"SELECT r.id, r.address FROM agents a JOIN runners r ON r.id = a.runner_id WHERE a.id = ?"
+#define SQL_RUNNER "SELECT id, address FROM runners WHERE id = ?"
 
 /* This host's runner id, worked out once per worker (workers are
  * single-threaded), or again while runner_socket's directory is missing. */
@@ -35,8 +36,9 @@ static const char *local_id(ah_req *r)
 /* The runner that holds the agent's sandboxes (and its sessions'): the one
  * that deployed it. This host's own runner is reached on runner_socket, with
  * no lookup when the request names it (runner_id, from the agent's row);
- * another one at the address it registered. Without an agent_id in the
- * request, a runner yet, or a working lookup: runner_socket. */
+ * another one at the address it registered (looked up by the runner_id the
+ * request names, else by its agent_id). Without either, a runner yet, or a
+ * working lookup: runner_socket. */
 static const char *runner_address(ah_req *r, json_object *req)
 {
 	const char *local = ah_config_get(r->cfg, "runner_socket", "var/run/runner.sock");
@@ -45,9 +47,10 @@ static const char *runner_address(ah_req *r, json_object *req)
 	ah_rows rows;
 	if (named && strcmp(named, local_id(r)) == 0)
 		return local;
-	if (!r->db || !agent)
+	if (!r->db || (!agent && !named))
 		return local;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_AGENT_RUNNER, "s", agent) != 0) {
+	if (ah_db_query(r->db, r->arena, &rows, named ? SQL_RUNNER : SQL_AGENT_RUNNER, "s",
+	                named ? named : agent) != 0) {
 		ah_log_warn("agent=%s: runner lookup failed (%s); using %s", agent, ah_db_error(r->db),
 		            local);
 		return local;
@@ -196,9 +199,18 @@ int ah_runner_call(ah_req *r, json_object *req, json_object **resp, int timeout_
 
 int ah_runner_destroy_agent(ah_req *r, const char *agent_id)
 {
+	return ah_runner_forget_agent(r, agent_id, NULL, false);
+}
+
+int ah_runner_forget_agent(ah_req *r, const char *agent_id, const char *runner_id, bool purge)
+{
 	json_object *req = ah_json_own(r, json_object_new_object());
 	ah_json_str(req, "op", "destroy_agent");
 	ah_json_str(req, "agent_id", agent_id);
+	if (runner_id && *runner_id)
+		ah_json_str(req, "runner_id", runner_id);
+	if (purge)
+		json_object_object_add(req, "purge", json_object_new_boolean(1));
 	json_object *resp, *ok;
 	if (ah_runner_call(r, req, &resp, 30000) != 0)
 		return AH_EFAIL;

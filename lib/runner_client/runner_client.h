@@ -8,6 +8,7 @@
 #define AH_RUNNER_CLIENT_H
 
 #include <json-c/json.h>
+#include <stdbool.h>
 
 #include "http/http.h"
 
@@ -22,7 +23,10 @@ int ah_runner_call(ah_req *r, json_object *req, json_object **resp, int timeout_
  * computed from the path as configured and may not be the runner's. */
 int ah_runner_local_id(const ah_config *cfg, char *out, size_t n);
 
-/* Destroys every sandbox of the agent (redeploy, stop, delete). 0 on success. */
+/* Destroys every sandbox of the agent (redeploy, stop). 0 on success. */
 int ah_runner_destroy_agent(ah_req *r, const char *agent_id);
+/* The same on the named runner (NULL: the agent's, looked up), and with purge
+ * also the agent's images: for an agent whose row is already deleted. */
+int ah_runner_forget_agent(ah_req *r, const char *agent_id, const char *runner_id, bool purge);
 
 #endif

@@ -2,7 +2,9 @@
  * tests and the benchmark. Prints one JSON object per run on stdout.
  *
  *   agenthost-sandbox [options] -- /usr/bin/node agent.js
- *     --image DIR | --work DIR   /app: overlay of DIR, or DIR read-write (deploy)
+ *     --image DIR                /app: overlay of DIR
+ *     --build                    a deploy's build sandbox (torn down at once)
+ *     --stdout-file FILE         stdout into FILE (capped by --max-output)
  *     --stdin TEXT | --stdin-file FILE
  *     --env NAME=VALUE           repeatable; PATH and HOME are always set
  *     --timeout MS  --max-output BYTES  --cwd DIR
@@ -117,10 +119,15 @@ static int parse(opts *o, int argc, char **argv)
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--session")) { o->session = true; continue; }
 		if (!strcmp(a, "--quiet")) { o->quiet = true; continue; }
+		if (!strcmp(a, "--build")) { o->spec.build = true; continue; }
 		if (!v) return -1;
 		i++;
 		if (!strcmp(a, "--image")) o->spec.image_dir = v;
-		else if (!strcmp(a, "--work")) o->spec.work_dir = v;
+		else if (!strcmp(a, "--stdout-file")) {
+			o->x.stdout_fd = open(v, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+			if (o->x.stdout_fd < 0) { perror(v); exit(2); }
+			o->x.stdout_to_fd = true;
+		}
 		else if (!strcmp(a, "--stdin")) { o->x.stdin_data = v; o->x.stdin_len = strlen(v); }
 		else if (!strcmp(a, "--stdin-file")) {
 			o->stdin_buf = read_file(v, &o->x.stdin_len);

@@ -37,6 +37,7 @@ typedef struct io {
 	char line[1024]; size_t line_len; size_t logged;
 	const char *tag;
 	int fd_in, fd_out, fd_err;
+	int out_file;                /* >= 0: stdout goes there, not into out */
 } io;
 
 long long sb_mono_ms(void)
@@ -145,12 +146,33 @@ static void on_stderr(io *s, const char *b, size_t n)
 	s->tail_len += n;
 }
 
-/* Returns false when the cap is exceeded. */
+/* All of b into the output file; false when it cannot take it. */
+static bool write_out_file(io *s, const char *b, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(s->out_file, b, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			s->truncated = true; /* a full host disk: as good as over the cap */
+			return false;
+		}
+		b += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+/* Returns false when the cap is exceeded (or the output file failed). */
 static bool on_stdout(io *s, const char *b, size_t n)
 {
 	if (s->out_len + n > s->max_out) {
 		n = s->max_out - s->out_len;
 		s->truncated = true;
+	}
+	if (s->out_file >= 0) {
+		s->out_len += n;
+		return write_out_file(s, b, n) && !s->truncated;
 	}
 	if (s->out_len + n + 1 > s->out_cap) {
 		size_t cap = s->out_cap ? s->out_cap : 16384;
@@ -319,6 +341,8 @@ static void fill_result(ah_sandbox_result *out, io *s, int status)
 	if (s->line_len)
 		log_line(s);
 	out->output_truncated = s->truncated;
+	if (s->out_file >= 0)
+		s->out_len = 0; /* out stays empty: the output is in the file */
 	if (!s->out)
 		s->out = calloc(1, 1);
 	if (s->out)
@@ -362,7 +386,8 @@ int sb_exec_run(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result
 		return ah_err_set(err, AH_EINVALID, "argv[0] must be an absolute path");
 	io s = { .in = x->stdin_data, .in_len = x->stdin_data ? x->stdin_len : 0,
 	         .max_out = x->max_output ? x->max_output : 10 << 20, .tag = x->log_tag,
-	         .fd_in = -1, .fd_out = -1, .fd_err = -1 };
+	         .fd_in = -1, .fd_out = -1, .fd_err = -1,
+	         .out_file = x->stdout_to_fd ? x->stdout_fd : -1 };
 	int p[3][2], status = 0, rc;
 	sigset_t pipe_set, old;
 	sigemptyset(&pipe_set);

@@ -349,7 +349,7 @@ __attribute__((noreturn)) static void keeper_serve(int ctl)
 			continue;
 		}
 		const char *what = "";
-		if (sb_mounts_app(fds[0], m.arg == 1, &what) < 0)
+		if (sb_mounts_app(fds[0], &what) < 0)
 			sb_error_reply(ctl, errno, what);
 		else
 			sb_send(ctl, &(sb_msg){ .op = SB_OK }, NULL, 0, NULL, 0);

@@ -92,7 +92,7 @@ struct ah_sandbox {
 	int nsteps_done;             /* host steps set up, torn down in reverse */
 	bool claimed, broken;
 	long long oom_kills;         /* the cgroup's count after the last exec; -1: not read yet */
-	bool deploy;                 /* /app is a host dir: tear down synchronously */
+	bool deploy;                 /* a build: tear down synchronously */
 	struct ah_sandbox *next;     /* pool list */
 };
 
@@ -101,7 +101,7 @@ enum sb_op {
 	SB_GO = 1,      /* runner → keeper, body sb_keeper_conf: the cgroup and disk are ready */
 	SB_READY,       /* keeper → runner: sandbox built */
 	SB_ERROR,       /* inside → runner: msg says what failed */
-	SB_MOUNT_APP,   /* runner → keeper, fd = dir: arg 0 overlay lower, 1 bind rw */
+	SB_MOUNT_APP,   /* runner → keeper, fd = image dir: the overlay's lower layer */
 	SB_OK,
 	SB_EXEC,        /* runner → spawner, fds stdin/stdout/stderr, body argv/envp */
 	SB_KILL,        /* runner → spawner: kill the running program's tree */
@@ -134,7 +134,7 @@ int sb_userns_idmap_fd(unsigned to);
 
 /* ---- mounts.c (keeper side) ---- */
 int sb_mounts_build_root(const sb_plan *p, const char *resolv, const char **what);
-int sb_mounts_app(int dirfd, bool writable, const char **what);
+int sb_mounts_app(int dirfd, const char **what);
 
 /* The writable disk's top-level directories (mounts.c), made in the disk
  * template already (disk.c). upper/ is chown'ed to the agent by the keeper. */

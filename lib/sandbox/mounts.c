@@ -211,20 +211,17 @@ int sb_mounts_build_root(const sb_plan *p, const char *resolv, const char **what
 	return 0;
 }
 
-/* tree is a detached copy of the image or work dir (open_tree by the runner):
- * attaching it into this namespace first is what lets overlay use it; a path
- * through /proc/self/fd into the host's namespace is refused (EINVAL). */
-int sb_mounts_app(int tree, bool writable, const char **what)
+/* tree is a detached copy of the image (open_tree by the runner): attaching it
+ * into this namespace first is what lets overlay use it; a path through
+ * /proc/self/fd into the host's namespace is refused (EINVAL). */
+int sb_mounts_app(int tree, const char **what)
 {
-	const char *at = writable ? "/app" : "/.sbx/lower";
+	const char *at = "/.sbx/lower";
 	STEP(syscall(SYS_move_mount, tree, "", AT_FDCWD, at, MOVE_MOUNT_F_EMPTY_PATH), "attach app tree");
-	struct mount_attr a = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
-	if (!writable)
-		a.attr_set |= MOUNT_ATTR_RDONLY;
+	struct mount_attr a = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_RDONLY };
 	STEP(syscall(SYS_mount_setattr, AT_FDCWD, at, AT_RECURSIVE, &a, sizeof a), "app flags");
-	if (!writable)
-		STEP(mount("overlay", "/app", "overlay", MS_NOSUID | MS_NODEV,
-		           "lowerdir=/.sbx/lower,upperdir=/.sbx/upper,workdir=/.sbx/work"), "overlay /app");
+	STEP(mount("overlay", "/app", "overlay", MS_NOSUID | MS_NODEV,
+	           "lowerdir=/.sbx/lower,upperdir=/.sbx/upper,workdir=/.sbx/work"), "overlay /app");
 	/* The overlay (and /tmp) hold the disk and the image; the mount points
 	 * themselves go away, so nothing but /app and /tmp reaches them. */
 	STEP(umount2("/.sbx", MNT_DETACH), "detach disk");

@@ -590,21 +590,21 @@ static int claim_limits(ah_sandbox *sb, const ah_sandbox_spec *s, ah_err *err)
 	return change ? sb_cgroup_set_limits(sb, err) : 0;
 }
 
-/* Shows the image (overlay lower) or the deploy dir (read-write bind) at /app.
- * The keeper gets a detached copy of the directory's mount (open_tree), not a
- * path: it no longer sees the host's tree. */
+/* Shows the image at /app, as the lower layer of an overlay whose upper layer
+ * is on the sandbox's own disk: nothing a sandbox writes, a build's included,
+ * lands in the host's file system. The keeper gets a detached copy of the
+ * directory's mount (open_tree), not a path: it never sees the host's tree. */
 static int claim_app(ah_sandbox *sb, const ah_sandbox_spec *s, ah_err *err)
 {
-	const char *dir = s->work_dir ? s->work_dir : s->image_dir;
+	const char *dir = s->image_dir;
 	if (!dir)
-		return ah_err_set(err, AH_EINVALID, "sandbox spec needs image_dir or work_dir");
-	sb->deploy = s->work_dir != NULL;
+		return ah_err_set(err, AH_EINVALID, "sandbox spec needs image_dir");
+	sb->deploy = s->build;
 	int fd = (int)syscall(SYS_open_tree, AT_FDCWD, dir,
 	                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 	if (fd < 0)
 		return ah_err_set(err, AH_EINVALID, "%s: %s", dir, strerror(errno));
-	/* Root's files appear as the agent's, the agent's new files are root's
-	 * on disk (see userns.c). */
+	/* Root's files appear as the agent's (see userns.c). */
 	struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP,
 	                        .userns_fd = (uint64_t)slots[sb->plan.slot].idmap };
 	if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0) {
@@ -612,7 +612,7 @@ static int claim_app(ah_sandbox *sb, const ah_sandbox_spec *s, ah_err *err)
 		close(fd);
 		return ah_err_set(err, AH_EFAIL, "idmapped mount of %s: %s", dir, strerror(e));
 	}
-	sb_msg m = { .op = SB_MOUNT_APP, .arg = s->work_dir ? 1 : 0 };
+	sb_msg m = { .op = SB_MOUNT_APP };
 	int rc = sb_send(sb->ctl_fd, &m, NULL, 0, &fd, 1) < 0
 	         ? keeper_died(sb, err)
 	         : keeper_reply(sb, SB_OK, 10000, err);
@@ -665,8 +665,8 @@ const char *ah_sandbox_id(const ah_sandbox *sb)
 /* The processes die now (SIGKILL to the pid namespace's init); the rest
  * (reaping, the mount namespace, veth, cgroup: ~25 ms, mostly RCU grace
  * periods) is released by the pool's reaper thread, off the caller's path.
- * A deploy sandbox is torn down here: its caller reuses the work dir right
- * after. */
+ * A build sandbox is torn down here: its caller removes the source tree
+ * under its overlay right after. */
 void ah_sandbox_destroy(ah_sandbox *sb)
 {
 	if (!sb)

@@ -56,13 +56,11 @@ typedef struct ah_sandbox_spec {
 	/* Read-only lower layer shown at /app (overlay with the sandbox's own
 	 * upper layer). The directory is never modified. */
 	const char *image_dir;
-	/* Deploy only (then image_dir is ignored): a host dir bind-mounted
-	 * read-write at /app, e.g. for npm install to write node_modules. Through
-	 * an idmapped mount: root's files there appear as the sandbox user's, and
-	 * what the program creates is owned by root on disk. Not covered by the
-	 * disk cap. The image_dir is shown the same way (root's files are the
-	 * agent's to change, in its own upper layer). */
-	const char *work_dir;
+	/* A deploy's build (npm install): torn down at once by destroy, because
+	 * its caller removes the source tree (image_dir) right after. What the
+	 * build writes stays in its own upper layer on its own capped disk, like
+	 * a run's; the deploy pipeline reads the result out as a tar stream. */
+	bool build;
 	/* 0: the config's value. */
 	long long memory_bytes, disk_bytes;
 	int cpus, pids_max, nofile;
@@ -80,6 +78,10 @@ typedef struct ah_sandbox_exec_spec {
 	size_t max_output;         /* stdout cap; exceeding kills the process tree */
 	const char *log_tag;       /* stderr lines are logged prefixed with it */
 	const char *cwd;           /* NULL: /app */
+	/* stdout into this file instead of out (still capped by max_output,
+	 * output_truncated when it was): for output too large for memory. */
+	bool stdout_to_fd;
+	int stdout_fd;
 } ah_sandbox_exec_spec;
 
 typedef struct ah_sandbox_result {

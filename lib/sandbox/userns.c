@@ -5,11 +5,11 @@
  * never share a host uid and per-user kernel limits do not couple them). The
  * keeper, still real root in the parent namespace, writes the maps. Programs
  * then run as 1000 inside = uid_base+1000 outside, with no capabilities.
- * The image and the deploy dir are shown at /app through an idmapped mount
- * whose user namespace maps host uid 0 to the agent's host uid: files owned by
- * root on disk appear as the agent's (it may change them, in its own upper
- * layer), and files the agent creates in a deploy dir land on disk as root's,
- * so an image never carries a sandbox's uid.
+ * The image is shown at /app's lower layer through an idmapped mount whose
+ * user namespace maps host uid 0 to the agent's host uid: files owned by root
+ * on disk appear as the agent's (it may change them, in its own upper layer,
+ * on its own disk). No sandbox, a build's included, writes into a host
+ * directory: nothing it creates can be root's on the host.
  * Runs inside the sandbox (except sb_userns_idmap_fd): no malloc, no stdio. */
 #include "sandbox/internal.h"
 

@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import subprocess
+import tarfile
 import threading
 import time
 
@@ -221,9 +222,10 @@ require('https').get('https://registry.npmjs.org/left-pad', r => {
     assert r["stdout"].strip() == "200", r
 
 
-def test_deploy_npm_install_writes_root_owned_files(sandbox, tmp_path):
-    """The deploy use: a work dir bound read-write at /app, npm install with
-    network; what npm wrote belongs to root on the host, not to a sandbox uid."""
+def test_a_build_installs_with_network_and_writes_nothing_on_the_host(sandbox, tmp_path):
+    """The deploy use: the project as /app's lower layer, npm install with
+    network; what npm wrote is read back out of the sandbox (as tar on stdout)
+    and none of it landed in the host's project directory."""
     try:
         socket.getaddrinfo("registry.npmjs.org", 443)
     except OSError:
@@ -233,16 +235,19 @@ def test_deploy_npm_install_writes_root_owned_files(sandbox, tmp_path):
     (work / "package.json").write_text(
         '{"name":"t","version":"1.0.0","dependencies":{"left-pad":"1.3.0"}}')
     ca = os.environ.get("NODE_EXTRA_CA_CERTS")
-    args = ["--work", str(work), "--timeout", "120000", "--env", "npm_config_cache=/tmp/.npm"]
+    env = ["--env", "npm_config_cache=/tmp/.npm"]
     if ca and ca.startswith("/etc/ssl/"):
-        args += ["--env", "NODE_EXTRA_CA_CERTS=" + ca]
-    p = sandbox.cli(args, ["/usr/bin/npm", "install", "--omit=dev", "--no-audit", "--no-fund"],
-                    timeout=170)
+        env += ["--env", "NODE_EXTRA_CA_CERTS=" + ca]
+    script = ("/usr/bin/npm install --omit=dev --no-audit --no-fund >&2 && "
+              "/usr/bin/tar -C /app -cf - node_modules/left-pad/package.json")
+    out = tmp_path / "out.tar"
+    p = sandbox.cli(["--image", str(work), "--build", "--timeout", "120000",
+                     "--stdout-file", str(out), *env], ["/bin/sh", "-c", script], timeout=170)
     r = json.loads(p.stdout.decode().splitlines()[-1])
     assert r["exit_code"] == 0, r
-    pkg = work / "node_modules" / "left-pad" / "package.json"
-    assert pkg.exists()
-    assert pkg.stat().st_uid == 0 and (work / "package-lock.json").stat().st_uid == 0
+    with tarfile.open(out) as t:
+        assert t.getnames() == ["node_modules/left-pad/package.json"]
+    assert sorted(os.listdir(work)) == ["package.json"]
 
 
 # Leaves a socket in TIME_WAIT (LEAVE=1: a local connection this side closes

@@ -14,14 +14,16 @@
 
 struct entry {
 	const char *name;
-	char kind;        /* f file, d dir, l symlink, h hardlink, c char device, p fifo */
+	char kind;        /* f file, d dir, l symlink, h hardlink, c char device, p fifo,
+	                   * s sparse file: 1 GiB apparent size, data = its only bytes */
 	const char *data; /* file content or link target */
 };
 
 struct tcase {
 	const char *desc;
 	struct entry e[6];
-	const char *msg;  /* NULL: must extract */
+	const char *msg;  /* NULL: must extract; else refused with it (AH_EINVALID, or
+	                   * AH_ETOOBIG when it says "too large") */
 	const char *root; /* expected project root below the destination ("" = itself) */
 };
 
@@ -46,13 +48,15 @@ static const struct tcase cases[] = {
 	 "Invalid tarball: hard link \"h\" points outside the project (\"../etc/passwd\")", NULL},
 	{"character device", {MANI, {"null", 'c', NULL}}, "Invalid tarball: entry \"null\" is a device file", NULL},
 	{"fifo", {MANI, {"p", 'p', NULL}}, "Invalid tarball: entry \"p\" is a fifo", NULL},
+	{"sparse file over the limit", {MANI, {"big", 's', "x"}},
+	 "Code archive is too large: more than 500 MB when extracted", NULL},
 };
 
 static int write_tarball(const char *path, const struct entry *e)
 {
 	struct archive *a = archive_write_new();
 	archive_write_add_filter_gzip(a);
-	archive_write_set_format_pax_restricted(a);
+	archive_write_set_format_pax(a); /* pax: sparse entries too */
 	if (archive_write_open_filename(a, path) != ARCHIVE_OK)
 		return -1;
 	for (; e->name; e++) {
@@ -67,6 +71,12 @@ static int write_tarball(const char *path, const struct entry *e)
 		case 'h': archive_entry_set_filetype(ae, AE_IFREG); archive_entry_set_hardlink(ae, e->data); break;
 		case 'c': archive_entry_set_filetype(ae, AE_IFCHR); archive_entry_set_rdev(ae, 259); break;
 		case 'p': archive_entry_set_filetype(ae, AE_IFIFO); break;
+		case 's':
+			archive_entry_set_filetype(ae, AE_IFREG);
+			archive_entry_set_size(ae, 1LL << 30);
+			archive_entry_sparse_add_entry(ae, 0, (la_int64_t)strlen(e->data));
+			len = strlen(e->data);
+			break;
 		}
 		archive_write_header(a, ae);
 		if (len)
@@ -99,7 +109,8 @@ int main(void)
 			rc = ah_tarball_extract(tgz, dest, &lim, &err);
 		int good;
 		if (cases[i].msg) {
-			good = rc == AH_EINVALID && strcmp(err.msg, cases[i].msg) == 0;
+			int want_rc = strstr(cases[i].msg, "too large") ? AH_ETOOBIG : AH_EINVALID;
+			good = rc == want_rc && strcmp(err.msg, cases[i].msg) == 0;
 		} else {
 			snprintf(want, sizeof(want), "%s%s", dest, cases[i].root);
 			good = rc == 0 && ah_tarball_project_root(root, sizeof(root), dest, &err) == 0 &&
