@@ -46,7 +46,7 @@ static const char SQL_END_SESSIONS[] =
 
 /* ---- shared with nested resources ---- */
 
-const char ah_route_scope_sql[] =
+const char ah_agent_scope_sql[] =
 	"SELECT " AH_AUTH_KEY_COLS ", " AH_AGENT_COLS " FROM " AH_AUTH_KEY_FROM
 	" LEFT JOIN agents a ON a.user_id = u.id AND a.slug = ? WHERE k.key_id = ?";
 
@@ -366,10 +366,10 @@ static int stop_sandbox(ah_req *r)
 const ah_route ah_agents_routes[] = {
 	{"GET", "/agents", list_agents, 0, 0},
 	{"POST", "/agents", create_agent, 0, 0},
-	{"GET", "/agents/{slug}", get_agent, AH_R_SCOPED, 0},
-	{"PATCH", "/agents/{slug}", patch_agent, AH_R_SCOPED, 0},
-	{"DELETE", "/agents/{slug}", delete_agent, AH_R_SCOPED, 0},
-	{"POST", "/agents/{slug}/deploy", deploy_agent, AH_R_SCOPED, 0},
-	{"DELETE", "/agents/{slug}/sandbox", stop_sandbox, AH_R_SCOPED, 0},
+	{"GET", "/agents/{slug}", get_agent, 0, 0, AH_AGENT_SCOPE},
+	{"PATCH", "/agents/{slug}", patch_agent, 0, 0, AH_AGENT_SCOPE},
+	{"DELETE", "/agents/{slug}", delete_agent, 0, 0, AH_AGENT_SCOPE},
+	{"POST", "/agents/{slug}/deploy", deploy_agent, 0, 0, AH_AGENT_SCOPE},
+	{"DELETE", "/agents/{slug}/sandbox", stop_sandbox, 0, 0, AH_AGENT_SCOPE},
 	{NULL, NULL, NULL, 0, 0},
 };

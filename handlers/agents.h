@@ -19,8 +19,13 @@ enum {
 	" a.needs_redeploy, a.created_at, a.updated_at, a.deployed_at, a.image_path,"     \
 	" a.entrypoint, a.runner_id, a.code_sha256"
 
+/* The authentication query of routes under /agents/{slug} (ah_route.scope_sql):
+ * the key's columns, then AH_AGENT_COLS of the caller's agent named {slug}. */
+extern const char ah_agent_scope_sql[];
+#define AH_AGENT_SCOPE ah_agent_scope_sql
+
 /* The caller's agent named by the first path parameter, as a row of
- * AH_AGENT_COLS: the one authentication loaded (AH_R_SCOPED routes) or a fresh
+ * AH_AGENT_COLS: the one authentication loaded (AH_AGENT_SCOPE routes) or a fresh
  * query. Answers 404 itself (also for another user's agent) → AH_EDONE. */
 int ah_agent_load(ah_req *r, char ***out);
 

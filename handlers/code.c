@@ -125,6 +125,6 @@ static int put_code(ah_req *r)
 }
 
 const ah_route ah_code_routes[] = {
-	{"PUT", "/agents/{slug}/code", put_code, AH_R_STREAM | AH_R_SCOPED, 50 * 1024 * 1024},
+	{"PUT", "/agents/{slug}/code", put_code, AH_R_STREAM, 50 * 1024 * 1024, AH_AGENT_SCOPE},
 	{NULL, NULL, NULL, 0, 0},
 };

@@ -432,6 +432,6 @@ static int invoke(ah_req *r)
 }
 
 const ah_route ah_invoke_routes[] = {
-	{"POST", "/agents/{slug}/invoke", invoke, AH_R_INVOKE | AH_R_SCOPED, 16 * 1024 * 1024},
+	{"POST", "/agents/{slug}/invoke", invoke, AH_R_INVOKE, 16 * 1024 * 1024, AH_AGENT_SCOPE},
 	{NULL, NULL, NULL, 0, 0},
 };

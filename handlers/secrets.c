@@ -111,8 +111,8 @@ static int delete_secret(ah_req *r)
 }
 
 const ah_route ah_secrets_routes[] = {
-	{"GET", "/agents/{slug}/secrets", list_secrets, AH_R_SCOPED, 0},
-	{"POST", "/agents/{slug}/secrets", set_secret, AH_R_SCOPED, 0},
-	{"DELETE", "/agents/{slug}/secrets/{key}", delete_secret, AH_R_SCOPED, 0},
+	{"GET", "/agents/{slug}/secrets", list_secrets, 0, 0, AH_AGENT_SCOPE},
+	{"POST", "/agents/{slug}/secrets", set_secret, 0, 0, AH_AGENT_SCOPE},
+	{"DELETE", "/agents/{slug}/secrets/{key}", delete_secret, 0, 0, AH_AGENT_SCOPE},
 	{NULL, NULL, NULL, 0, 0},
 };

@@ -132,8 +132,8 @@ static int list_invocations(ah_req *r)
 }
 
 const ah_route ah_sessions_routes[] = {
-	{"GET", "/agents/{slug}/sessions", list_sessions, AH_R_SCOPED, 0},
-	{"DELETE", "/agents/{slug}/sessions/{id}", delete_session, AH_R_SCOPED, 0},
-	{"GET", "/agents/{slug}/invocations", list_invocations, AH_R_SCOPED, 0},
+	{"GET", "/agents/{slug}/sessions", list_sessions, 0, 0, AH_AGENT_SCOPE},
+	{"DELETE", "/agents/{slug}/sessions/{id}", delete_session, 0, 0, AH_AGENT_SCOPE},
+	{"GET", "/agents/{slug}/invocations", list_invocations, 0, 0, AH_AGENT_SCOPE},
 	{NULL, NULL, NULL, 0, 0},
 };

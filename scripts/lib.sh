@@ -154,7 +154,7 @@ start_runner() {
 
 start_api() {
     pid_alive "$VAR/run/api.pid" && return 0
-    AGENTHOST_CONFIG="$VAR/agenthost.conf" setsid "$BUILD/lib/api/agenthost-api" \
+    AGENTHOST_CONFIG="$VAR/agenthost.conf" setsid "$BUILD/handlers/agenthost-api" \
         </dev/null >>"$VAR/log/api.log" 2>&1 &
     echo $! >"$VAR/run/api.pid"
     wait_for 20 "the API socket" test -S "$VAR/run/api.sock"

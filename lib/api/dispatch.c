@@ -8,6 +8,7 @@
 #include "http/router.h"
 #include "ratelimit/ratelimit.h"
 
+#include <assert.h>
 #include <fcgiapp.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,25 +88,26 @@ static int read_body(ah_req *r, const ah_route *rt)
 
 static int authenticate(ah_req *r, const ah_route *rt, const char **why)
 {
+	assert(rt);
 	*why = NULL;
 	/* Public routes still honour a key for per-user counting, but never require one. */
-	if (rt && (rt->flags & AH_R_PUBLIC))
+	if (rt->flags & AH_R_PUBLIC)
 		return 0;
-	int rc = (rt->flags & AH_R_SCOPED) && r->nparams > 0
-	             ? ah_auth_request_scoped(r, ah_route_scope_sql, r->params[0], why)
+	int rc = rt->scope_sql && r->nparams > 0
+	             ? ah_auth_request_scoped(r, rt->scope_sql, r->params[0], why)
 	             : ah_auth_request(r, why);
 	if (rc == AH_EFAIL)
 		return AH_EFAIL;
 	return 0;
 }
 
-static int route_and_run(ah_req *r)
+static int route_and_run(ah_req *r, const ah_route *const *routes)
 {
 	const ah_route *rt = NULL;
 	const char *allow = NULL, *why = NULL;
 	if (split_uri(r) != 0)
 		return ah_reply_error(r, 404, "Not Found");
-	int m = ah_route_match(r, r->method, r->path, &rt, &allow);
+	int m = ah_route_match(r, routes, r->method, r->path, &rt, &allow);
 	if (m == AH_MATCH_OK && authenticate(r, rt, &why) != 0)
 		return ah_reply_error(r, 500, "Internal server error");
 	if (rate_limit(r, m == AH_MATCH_OK ? rt : NULL) != 0)
@@ -127,11 +129,11 @@ static int route_and_run(ah_req *r)
 	return rt->fn(r);
 }
 
-void ah_dispatch(ah_req *r)
+void ah_dispatch(ah_req *r, const ah_route *const *routes)
 {
 	int64_t start = ah_now_ms();
 	init_req(r);
-	int rc = route_and_run(r);
+	int rc = route_and_run(r, routes);
 	if (!r->responded) {
 		if (rc != AH_EDONE && rc != 0)
 			ah_log_error("handler for %s %s failed (%d)", r->method, r->path ? r->path : "?", rc);

@@ -3,8 +3,10 @@
 #define AH_API_DISPATCH_H
 
 #include "http/http.h"
+#include "http/router.h"
 
-/* r has arena, fcgi, db and cfg set; everything else is filled here. */
-void ah_dispatch(ah_req *r);
+/* r has arena, fcgi, db and cfg set; everything else is filled here. The
+ * request is matched against routes (NULL-terminated list of tables). */
+void ah_dispatch(ah_req *r, const ah_route *const *routes);
 
 #endif

@@ -150,7 +150,7 @@ static int next_connection(int listen_fd, kept *k)
 	return -1;
 }
 
-int ah_worker_run(const ah_config *cfg, int listen_fd, int pool)
+int ah_worker_run(const ah_config *cfg, int listen_fd, int pool, const ah_api_app *app)
 {
 	ah_err err = {0};
 	ah_db *db = NULL;
@@ -159,7 +159,7 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool)
 		ah_log_error("%s", err.msg);
 		return 1;
 	}
-	if (ah_worker_init_pool(cfg, pool, &err) != 0) {
+	if (app->init_pool && app->init_pool(cfg, pool, &err) != 0) {
 		ah_log_error("%s", err.msg);
 		return 1;
 	}
@@ -195,7 +195,7 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool)
 		if (rc < 0)
 			break;
 		ah_req r = {.arena = arena, .fcgi = &fcgi, .db = db, .cfg = cfg};
-		ah_dispatch(&r);
+		ah_dispatch(&r, app->routes);
 		keep(&k, finish(&fcgi, &r));
 		ah_ratelimit_idle(db); /* the client has its answer: refill off its clock */
 		ah_arena_reset(arena);

@@ -49,7 +49,7 @@ typedef struct ah_req {
 	size_t body_len;
 
 	ah_user *user;            /* set by authentication */
-	/* Routes flagged AH_R_SCOPED get the row their first path parameter names
+	/* Scoped routes (a scope_sql in their row) get the row their first path parameter names
 	 * loaded in the same query as the API key: scope_row is that row, or NULL
 	 * when the caller has no such resource. */
 	bool scope_loaded;

@@ -34,8 +34,8 @@ static bool match(ah_req *r, const char *pat, const char *path, const char **par
 	return *pat == '\0' && *path == '\0';
 }
 
-int ah_route_match(ah_req *r, const char *method, const char *path,
-                   const ah_route **out, const char **allow)
+int ah_route_match(ah_req *r, const ah_route *const *tables, const char *method,
+                   const char *path, const ah_route **out, const char **allow)
 {
 	const char *params[AH_MAX_PARAMS];
 	size_t np;
@@ -44,8 +44,8 @@ int ah_route_match(ah_req *r, const char *method, const char *path,
 	size_t len = strlen(path);
 	if (len > 1 && path[len - 1] == '/')
 		path = ah_strndup(r->arena, path, len - 1);
-	for (size_t t = 0; ah_route_tables[t]; t++) {
-		for (const ah_route *rt = ah_route_tables[t]; rt->method; rt++) {
+	for (size_t t = 0; tables[t]; t++) {
+		for (const ah_route *rt = tables[t]; rt->method; rt++) {
 			if (!match(r, rt->pattern, path, params, &np))
 				continue;
 			if (strcmp(rt->method, method) == 0) {

@@ -1,5 +1,6 @@
 /* Route tables and matching. Each handlers/<resource>.c exports a table of
- * ah_route rows ending with an all-zero row; the router merges them at start-up.
+ * ah_route rows ending with an all-zero row; the program hands the list of
+ * tables to the API workers (api/api.h), which match each request against it.
  * Adding an endpoint is one row and one function. */
 #ifndef AH_HTTP_ROUTER_H
 #define AH_HTTP_ROUTER_H
@@ -15,7 +16,6 @@ enum {
 	AH_R_INVOKE  = 1 << 1,  /* counted in the invocation rate-limit class */
 	AH_R_NO_RATE = 1 << 2,  /* not rate limited (health checks of load balancers) */
 	AH_R_STREAM  = 1 << 3,  /* handler reads the body itself (large uploads) */
-	AH_R_SCOPED  = 1 << 4,  /* {slug} names the caller's agent: load it with the key */
 };
 
 typedef struct ah_route {
@@ -24,23 +24,22 @@ typedef struct ah_route {
 	ah_handler_fn fn;
 	unsigned flags;
 	size_t body_limit;     /* bytes; 0 = the default (1 MiB) */
+	/* Scoped routes: the first path parameter names a row of the caller's
+	 * (e.g. their agent) that the authentication query loads along with the
+	 * key, saving the handler a round trip. The query's columns are the
+	 * API-key columns (AH_AUTH_KEY_COLS) followed by the row's, its
+	 * parameters (first path parameter, key id). NULL: not scoped. */
+	const char *scope_sql;
 } ah_route;
 
 #define AH_BODY_DEFAULT (1024 * 1024)
 
-/* Every table, NULL-terminated (handlers/routes.c). */
-extern const ah_route *const ah_route_tables[];
-
-/* The authentication query of AH_R_SCOPED routes (handlers/agents.c): the API-key
- * columns (AH_AUTH_KEY_COLS) followed by the scoped row's, parameters (first path
- * parameter, key id). Saves the handler a round trip on most requests. */
-extern const char ah_route_scope_sql[];
-
 enum { AH_MATCH_OK = 0, AH_MATCH_NO_PATH = 1, AH_MATCH_NO_METHOD = 2 };
 
-/* Finds the route for method and path; on AH_MATCH_OK fills r->params with the
- * decoded segments. On AH_MATCH_NO_METHOD, *allow lists the path's methods. */
-int ah_route_match(ah_req *r, const char *method, const char *path,
-                   const ah_route **out, const char **allow);
+/* Finds the route for method and path in tables (NULL-terminated); on
+ * AH_MATCH_OK fills r->params with the decoded segments. On
+ * AH_MATCH_NO_METHOD, *allow lists the path's methods. */
+int ah_route_match(ah_req *r, const ah_route *const *tables, const char *method,
+                   const char *path, const ah_route **out, const char **allow);
 
 #endif

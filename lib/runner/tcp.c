@@ -12,6 +12,7 @@
  * drops what they send to any of this host's addresses and to private ranges. */
 #include "runner/runner.h"
 #include "runner_client/auth.h"
+#include "core/io.h"
 #include "runner_client/wire.h"
 #include "core/log.h"
 #include "core/util.h"

@@ -1,7 +1,6 @@
 /* See auth.h. */
 #include "runner_client/auth.h"
 #include "core/io.h"
-#include "runner_client/wire.h"
 #include "core/log.h"
 #include "core/util.h"
 
@@ -256,31 +255,5 @@ int ah_rauth_client(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err 
 	if (ah_rauth_check_proof(key, sn, cn, line, len) != 0)
 		return ah_err_set(err, AH_EDENIED, line[0] == '{' ? "the runner refused our secret" :
 		                  "the runner could not prove the shared secret");
-	return 0;
-}
-
-int ah_hostport_split(const char *s, char *host, size_t hcap, char *port, size_t pcap)
-{
-	const char *colon, *h = s;
-	size_t hl;
-	if (s[0] == '[') {
-		const char *close = strchr(s, ']');
-		if (!close || close[1] != ':')
-			return AH_EINVALID;
-		h = s + 1;
-		hl = (size_t)(close - h);
-		colon = close + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon || memchr(s, ':', (size_t)(colon - s)))
-			return AH_EINVALID; /* a bare IPv6 address needs brackets */
-		hl = (size_t)(colon - s);
-	}
-	size_t pl = strlen(colon + 1);
-	if (hl == 0 || hl >= hcap || pl == 0 || pl >= pcap || strspn(colon + 1, "0123456789") != pl)
-		return AH_EINVALID;
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	memcpy(port, colon + 1, pl + 1);
 	return 0;
 }

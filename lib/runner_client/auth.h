@@ -77,7 +77,4 @@ int ah_rauth_server(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err 
  * the sealed request may follow (wire.h). */
 int ah_rauth_client(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err *err);
 
-/* "host:port" or "[v6]:port" split; AH_EINVALID when malformed or too long. */
-int ah_hostport_split(const char *s, char *host, size_t hcap, char *port, size_t pcap);
-
 #endif

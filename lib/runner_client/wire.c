@@ -26,21 +26,6 @@
 _Static_assert(AH_RWIRE_KEY_BYTES == 32 && AH_RAUTH_KEY_BYTES == crypto_generichash_KEYBYTES,
                "a BLAKE2b-256 output is a secretstream key");
 
-int ah_send_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	while (n > 0) {
-		ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return AH_EFAIL;
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* ---- keys ---- */
 
 static void derive(unsigned char out[AH_RWIRE_KEY_BYTES], const ah_rauth_key *key,

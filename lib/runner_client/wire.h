@@ -81,7 +81,4 @@ int ah_rwire_dial(ah_rwire *w, const char *address, const ah_rauth_key *key, ah_
 int ah_rwire_exchange(ah_rwire *w, const char *req, size_t len, int timeout_ms,
                       unsigned char **ans, size_t *alen, ah_err *err);
 
-/* Writes all n bytes, retrying on EINTR; AH_EFAIL when the peer went away. */
-int ah_send_all(int fd, const void *p, size_t n);
-
 #endif

@@ -199,7 +199,7 @@ def private_api():
                AGENTHOST_FCGI_INVOKE_SOCKET=os.path.join(d, "inv.sock"),
                AGENTHOST_CRUD_WORKERS="2", AGENTHOST_INVOKE_WORKERS="1")
     log = open(os.path.join(d, "api.log"), "wb")
-    p = subprocess.Popen([os.path.join(BUILD, "lib", "api", "agenthost-api")], env=env,
+    p = subprocess.Popen([os.path.join(BUILD, "handlers", "agenthost-api")], env=env,
                          stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     try:
         assert wait_until(lambda: os.path.exists(os.path.join(d, "api.sock")), timeout=10)

@@ -3,6 +3,7 @@
  * runner's proof as the client checks it, then both whole handshakes over a
  * socketpair. TAP. */
 #include "runner_client/auth.h"
+#include "core/io.h"
 
 #include <pthread.h>
 #include <sodium.h>

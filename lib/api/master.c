@@ -1,9 +1,9 @@
-/* agenthost-api: the FastCGI front of the service. A master process opens two
+/* The API's master process (api.h): the FastCGI front of the service. It opens two
  * unix sockets (CRUD and invoke), forks a pool of single-threaded workers on
  * each, respawns any that die, and on SIGTERM lets every worker finish its
  * current request before exiting. Invocations wait up to 600 s, so they get a
  * pool of their own and can never starve the short requests. */
-#include "api/dispatch.h"
+#include "api/api.h"
 #include "api/worker.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -28,6 +28,7 @@ struct slot {
 };
 
 static volatile sig_atomic_t stopping;
+static const ah_api_app *app;
 static struct slot slots[MAX_WORKERS];
 static int nslots;
 
@@ -43,7 +44,7 @@ static pid_t spawn(const ah_config *cfg, int fd, int pool)
 	if (pid == 0) {
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
-		_exit(ah_worker_run(cfg, fd, pool));
+		_exit(ah_worker_run(cfg, fd, pool, app));
 	}
 	if (pid < 0)
 		ah_log_error("fork failed: %s", strerror(errno));
@@ -87,10 +88,11 @@ static void drain(void)
 			kill(slots[i].pid, SIGKILL);
 }
 
-int main(int argc, char **argv)
+int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 {
 	ah_config *cfg;
 	ah_err err = {0};
+	app = the_app;
 	ah_log_set_program("agenthost-api");
 	if (ah_config_load(&cfg, argc > 1 ? argv[1] : NULL, &err) != 0 ||
 	    ah_crypto_init(cfg, 0, &err) != 0) {

@@ -1,0 +1,35 @@
+/* agenthost-api: the resources of handlers/ served by lib/api's workers.
+ *
+ * Start-up work differs between the pools. The invoke pool loads the tokenizer
+ * vocabulary once per worker (a few MB, a few hundred ms) and checks the
+ * prices, so that a bad configuration stops the service at start rather than
+ * mis-billing every invocation. The CRUD pool needs neither. */
+#include "api/api.h"
+#include "core/money.h"
+#include "tokenize/tokenize.h"
+#include "routes.h"
+
+static int init_pool(const ah_config *cfg, int pool, ah_err *err)
+{
+	static const char *const prices[] = {"price_input_per_mtok", "price_output_per_mtok"};
+	if (pool != AH_POOL_INVOKE)
+		return 0;
+	for (size_t i = 0; i < 2; i++) {
+		long long v;
+		const char *s = ah_config_get(cfg, prices[i], i ? "15.00" : "3.00");
+		if (ah_price_parse(&v, s) != 0)
+			return ah_err_set(err, AH_EINVALID, "%s = %s: expected a decimal number of dollars "
+			                  "with at most 6 decimals", prices[i], s);
+	}
+	const char *vocab = ah_config_get(cfg, "tokenizer_vocab", "");
+	char msg[256];
+	if (ah_tokenize_init(*vocab ? vocab : NULL, msg, sizeof(msg)) != 0)
+		return ah_err_set(err, AH_EFAIL, "tokenizer: %s", msg);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const ah_api_app app = {.routes = ah_route_tables, .init_pool = init_pool};
+	return ah_api_main(argc, argv, &app);
+}
