@@ -43,12 +43,22 @@ int ah_worker_listen(const ah_config *cfg, const char *path, ah_err *err)
 	struct group *g = getgrnam(group);
 	if (g && chown(path, (uid_t)-1, g->gr_gid) != 0)
 		ah_log_warn("cannot chown %s to group %s: %s", path, group, strerror(errno));
-	mode_t mode = (mode_t)strtol(ah_config_get(cfg, "socket_mode", "0660"), NULL, 8);
-	chmod(path, mode & 0777);
+	const char *ms = ah_config_get(cfg, "socket_mode", "0660");
+	char *end;
+	errno = 0;
+	long mode = strtol(ms, &end, 8);
+	if (errno || end == ms || *end || mode < 0 || mode > 0777)
+		ah_err_set(err, AH_EINVALID, "socket_mode = %s: expected an octal mode such as 0660", ms);
+	else if (chmod(path, (mode_t)mode) != 0)
+		ah_err_set(err, AH_EFAIL, "cannot chmod %s: %s", path, strerror(errno));
 	/* Workers poll it with their kept connections; whoever loses the race
 	 * for a new connection gets EAGAIN instead of blocking. */
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	return fd;
+	else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0)
+		ah_err_set(err, AH_EFAIL, "cannot make %s non-blocking: %s", path, strerror(errno));
+	else
+		return fd;
+	close(fd);
+	return -1;
 }
 
 static void on_term(int sig)

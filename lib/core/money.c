@@ -73,6 +73,8 @@ char *ah_money_normalise(ah_arena *a, const char *dec)
 json_object *ah_money_json(ah_arena *a, const char *dec)
 {
 	const char *text = ah_money_normalise(a, dec);
-	/* The double is only json-c's in-memory value; the output is `text` verbatim. */
-	return json_object_new_double_s(strtod(text, NULL), text);
+	/* The double is only json-c's in-memory value; the output is `text` verbatim
+	 * (normalised above, so all of it is the number). */
+	char *end;
+	return json_object_new_double_s(strtod(text, &end), text);
 }

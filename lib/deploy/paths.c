@@ -114,12 +114,13 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 	return unlink(path) != 0 && errno != ENOENT ? -1 : 0;
 }
 
-/* A read-only directory cannot have entries removed: give write back first. */
+/* A read-only directory cannot have entries removed: give write back first.
+ * One that refuses ends this pass; the removal after it reports what stays. */
 static int make_writable(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
 	(void)f;
-	if (flag == FTW_D)
-		chmod(path, (st->st_mode & 07777) | S_IRWXU);
+	if (flag == FTW_D && chmod(path, (st->st_mode & 07777) | S_IRWXU) != 0)
+		return -1;
 	return 0;
 }
 

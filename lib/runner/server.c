@@ -94,7 +94,8 @@ int ah_server_listen(struct ah_runner *r, ah_err *err)
 	if (b != 0 || listen(listen_fd, 128) != 0)
 		return ah_err_set(err, AH_EFAIL, "cannot listen on %s: %s", r->socket_path,
 		                  strerror(errno));
-	chmod(r->socket_path, 0660);
+	if (chmod(r->socket_path, 0660) != 0)
+		return ah_err_set(err, AH_EFAIL, "chmod %s: %s", r->socket_path, strerror(errno));
 	const char *group = ah_config_get(r->cfg, "runner_socket_group", NULL);
 	int rc = group && *group ? socket_group(r->socket_path, group, err) : 0;
 	return rc ? rc : ah_tcp_listen(r, err);

@@ -268,7 +268,10 @@ static int connect_addr(const struct addrinfo *ai)
 		}
 	}
 	int one = 1, fl = fcntl(fd, F_GETFL);
-	fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+		close(fd);
+		return -1;
+	}
 	/* Handshake lines one after the other: without this Nagle holds each back. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	return fd;

@@ -321,12 +321,14 @@ static int open_pipes(int p[3][2], io *s)
 	s->fd_out = p[1][0];
 	s->fd_err = p[2][0];
 	p[0][1] = p[1][0] = p[2][0] = -1;
-	fcntl(s->fd_in, F_SETFL, O_NONBLOCK);
-	fcntl(s->fd_out, F_SETFL, O_NONBLOCK);
-	fcntl(s->fd_err, F_SETFL, O_NONBLOCK);
-	/* A prompt that fits in the pipe is written before the program starts. */
-	if (s->in_len > 65536 && s->in_len <= 1 << 20)
-		fcntl(s->fd_in, F_SETPIPE_SZ, (int)s->in_len);
+	if (fcntl(s->fd_in, F_SETFL, O_NONBLOCK) != 0 || fcntl(s->fd_out, F_SETFL, O_NONBLOCK) != 0 ||
+	    fcntl(s->fd_err, F_SETFL, O_NONBLOCK) != 0)
+		return -1;
+	/* A prompt that fits in the pipe is written before the program starts;
+	 * a pipe that cannot grow (pipe-max-size) is only fed as the program reads. */
+	if (s->in_len > 65536 && s->in_len <= 1 << 20 &&
+	    fcntl(s->fd_in, F_SETPIPE_SZ, (int)s->in_len) < 0)
+		ah_log_warn("cannot grow the stdin pipe to %zu bytes: %s", s->in_len, strerror(errno));
 	return 0;
 }
 

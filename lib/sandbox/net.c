@@ -73,7 +73,9 @@ static long sockstat_field(const char *buf, const char *line, const char *key)
 	const char *k = l ? strstr(l, key) : NULL;
 	if (!k || (eol && k > eol))
 		return -1;
-	return strtol(k + strlen(key), NULL, 10);
+	char *end;
+	long v = strtol(k + strlen(key), &end, 10);
+	return end == k + strlen(key) ? -1 : v;
 }
 
 /* True when the namespace holds no socket of any kind. sockstat's "sockets:
