@@ -92,6 +92,7 @@ struct ah_git_opts {
 	bool allow_private;         /* development only: any loopback or private host */
 	const char *ssh_key;        /* private key file for ssh:// URLs, or NULL */
 	volatile const int *cancel; /* non-zero: abort as soon as possible */
+	const char *log_tag;        /* prefix of the log line with libgit2's own error */
 };
 
 struct sockaddr;

@@ -1,4 +1,4 @@
-/* Fetching a git agent's code: URL policy, then a libgit2 clone in a child
+/* Fetching a git agent's code: the URL policy (git_url.c), then a libgit2 clone in a child
  * process.
  *
  * The child exists for the deadline: libgit2 1.5 has no connect timeout and no
@@ -303,6 +303,18 @@ static int tidy_checkout(const char *dest, ah_err *err)
 	return r == 0 ? 0 : ah_err_set(err, AH_EFAIL, "cannot walk %s", dest);
 }
 
+/* https://user:token@host/...: libgit2's message could repeat the URL. */
+static bool has_password(const char *url)
+{
+	const char *p = strstr(url, "://");
+	if (!p)
+		return false;
+	p += 3;
+	size_t auth = strcspn(p, "/?#");
+	const char *at = memchr(p, '@', auth);
+	return at && memchr(p, ':', (size_t)(at - p));
+}
+
 /* Forks the clone child (in netns unless it is -1) and waits for it. */
 static int run_child(const char *url, const char *branch, const char *dest,
                      const struct ah_git_opts *opts, int netns, const char *resolv,
@@ -340,9 +352,9 @@ static int run_child(const char *url, const char *branch, const char *dest,
 		if (*p == '\n' || *p == '\r')
 			*p = ' ';
 	int rc = child_result(status, url, branch, opts, err);
-	if (rc != 0 && msg[0])
-		ah_log_info("git clone failed (%d): %.300s", WIFEXITED(status) ?
-		            WEXITSTATUS(status) : -1, msg);
+	if (rc != 0 && msg[0] && !has_password(url))
+		ah_log_info("%s: libgit2 said: %.300s", opts->log_tag ? opts->log_tag : "git clone",
+		            msg);
 	return rc;
 }
 

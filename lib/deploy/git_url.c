@@ -219,15 +219,16 @@ static int addresses_check(const char *host, bool private_ok, bool *any_private,
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
 	int g = getaddrinfo(host, NULL, &hints, &res);
 	if (g != 0)
-		return ah_err_set(err, AH_EFAIL, "Repository clone failed: could not resolve host \"%.200s\"", host);
+		return ah_err_set(err, AH_EFAIL, "Repository clone failed: could not resolve host "
+		                  "\"%.200s\"", host);
 	int rc = 0;
 	for (struct addrinfo *ai = res; ai && rc == 0; ai = ai->ai_next) {
 		enum ah_git_addr_kind k = ah_git_addr_kind(ai->ai_addr);
 		if (k == AH_GIT_ADDR_FORBIDDEN)
 			rc = denied(err, host, "a link-local or cloud metadata address");
 		else if (k == AH_GIT_ADDR_PRIVATE && !private_ok)
-			rc = denied(err, host, "a loopback or private address (an operator can allow "
-			            "it with git_allow_hosts)");
+			rc = denied(err, host, "a loopback, private or reserved address (an "
+			            "operator can allow it with git_allow_hosts)");
 		*any_private |= k == AH_GIT_ADDR_PRIVATE;
 	}
 	freeaddrinfo(res);

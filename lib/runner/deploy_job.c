@@ -55,6 +55,7 @@ static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner 
 	q->git.allow_private = !strcmp(priv, "true") || !strcmp(priv, "1") || !strcmp(priv, "yes");
 	q->git.ssh_key = ah_config_get(c, "git_ssh_key", NULL);
 	q->git.cancel = &r->stopping;
+	q->git.log_tag = j->tag;
 	q->tar = (struct ah_tar_limits)AH_TAR_LIMITS_DEFAULT;
 	q->tar.max_compressed = ah_config_int(c, "code_max_bytes", 50LL << 20, 1024, 1LL << 34);
 	q->tar.max_extracted = ah_config_int(c, "code_max_extracted_bytes", 500LL << 20, 1024,

@@ -381,8 +381,8 @@ def test_metadata_and_loopback_urls_refused_with_the_default_config(client):
         'Repository URL not allowed: host "169.254.169.254" is a link-local or cloud '
         "metadata address")
     assert recs[f"http://127.0.0.1:{port}/x.git"]["status_message"] == (
-        'Repository URL not allowed: host "127.0.0.1" is a loopback or private address '
-        "(an operator can allow it with git_allow_hosts)")
+        'Repository URL not allowed: host "127.0.0.1" is a loopback, private or reserved '
+        "address (an operator can allow it with git_allow_hosts)")
     assert_nothing_left_behind()
 
 

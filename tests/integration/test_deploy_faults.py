@@ -453,8 +453,8 @@ def test_private_hosts_and_local_urls_refused(client, listener):
     assert listener.conns == [], "a refused URL was connected to"
     msgs = {url: client.get(f"/agents/{a['slug']}").json()["status_message"] for url, a in agents}
     assert msgs[f"git://127.0.0.1:{listener.port}/repo"] == (
-        'Repository URL not allowed: host "127.0.0.1" is a loopback or private address '
-        "(an operator can allow it with git_allow_hosts)")
+        'Repository URL not allowed: host "127.0.0.1" is a loopback, private or reserved '
+        "address (an operator can allow it with git_allow_hosts)")
     assert "169.254.169.254" in msgs["git://169.254.169.254/repo"]
     assert_nothing_left_behind()
 
