@@ -38,7 +38,7 @@ enum {
 	CHILD_OK = 0, CHILD_FAIL = 1, CHILD_INVALID = 10, CHILD_TOOBIG = 11,
 	CHILD_TIMEOUT = 12, CHILD_AUTH = 13, CHILD_RESOLVE = 14, CHILD_REFUSED = 15,
 	CHILD_CONNECT = 16, CHILD_CONNECT_TIMEOUT = 17, CHILD_NOTFOUND = 18,
-	CHILD_TLS = 19, CHILD_NONET = 20,
+	CHILD_TLS = 19, CHILD_NONET = 20, CHILD_CHECKOUT = 21,
 };
 
 /* ---- the clone child ----------------------------------------------------- */
@@ -190,9 +190,10 @@ static int child_clone(const char *url, const char *branch, const char *dest,
 		return ctx.why ? ctx.why : failure_kind(rc);
 	}
 	int out = checkout_ref(repo, branch, opts->max_bytes);
-	if (out == CHILD_FAIL) {
+	if (out == CHILD_FAIL) { /* fetched fine: the failure is this machine's */
 		e = git_error_last();
 		fprintf(stderr, "%s", e && e->message ? e->message : "checkout failed");
+		out = CHILD_CHECKOUT;
 	}
 	git_repository_free(repo);
 	return out;
@@ -279,12 +280,16 @@ static int child_result(int status, const char *url, const char *branch,
 	case CHILD_NONET:
 		return ah_err_set(err, AH_EFAIL, "Repository clone failed: could not set up the "
 		                  "clone's network on this machine");
+	case CHILD_CHECKOUT:
+		return ah_err_set(err, AH_EFAIL, "Repository clone failed: could not check out the "
+		                  "files on this machine");
 	}
-	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
-		return ah_err_set(err, AH_ETIMEOUT, "Repository clone timed out after %d s",
-		                  opts->timeout_seconds);
 	if (opts->cancel && *opts->cancel)
 		return ah_err_set(err, AH_EFAIL, "Repository clone cancelled (runner shutting down)");
+	/* The child's alarm, or the parent's kill at the hard deadline. */
+	if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGALRM || WTERMSIG(status) == SIGKILL))
+		return ah_err_set(err, AH_ETIMEOUT, "Repository clone timed out after %d s",
+		                  opts->timeout_seconds);
 	return ah_err_set(err, AH_EFAIL, "Repository clone failed: the server did not answer as "
 	                  "a git server, or the connection broke off");
 }
