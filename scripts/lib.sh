@@ -124,8 +124,11 @@ openapi_file = $BUILD/docs/openapi.json
 invoke_workers = 16
 rate_limit_crud = 100
 rate_limit_invoke = 10
-# Developers deploy from a git daemon on this machine.
-git_allow_private = true
+# The integration tests deploy from git daemons (and test servers) they start on
+# loopback, on ports PORT + 320 to PORT + 339 (18400-18419 for the test stack):
+# only those may be cloned from the host's network. Every other host is cloned
+# from a sandbox's network; link-local and metadata addresses never.
+git_allow_hosts = 127.0.0.1:$((PORT + 320))-$((PORT + 339))
 sandbox_root = $VAR/data/sandboxes
 model_key_name = ANTHROPIC_API_KEY
 price_input_per_mtok = 3.00

@@ -92,18 +92,46 @@ int ah_tarball_project_root(char *out, size_t n, const char *dest, ah_err *err);
 struct ah_git_opts {
 	long long max_bytes;        /* received pack bytes, and checked-out file bytes */
 	int timeout_seconds;
-	bool allow_private;         /* loopback, private and link-local hosts */
+	/* git_allow_hosts: "host[:port[-port]]" entries, comma or space separated
+	 * ("[v6]:port" for IPv6), whose loopback or private addresses may be
+	 * cloned, from the host's own network. NULL or "": none. */
+	const char *allow_hosts;
+	bool allow_private;         /* development only: any loopback or private host */
 	const char *ssh_key;        /* private key file for ssh:// URLs, or NULL */
 	volatile const int *cancel; /* non-zero: abort as soon as possible */
+	const char *log_tag;        /* prefix of the log line with libgit2's own error */
 };
 
+struct sockaddr;
+enum ah_git_addr_kind { AH_GIT_ADDR_PUBLIC, AH_GIT_ADDR_PRIVATE, AH_GIT_ADDR_FORBIDDEN };
+/* FORBIDDEN: link-local and cloud metadata (169.254/16, 100.100.100.200,
+ * fe80::/10, fd00:ec2::254, and their v4-mapped forms), refused whatever the
+ * configuration. PRIVATE: loopback, private, reserved, multicast. */
+enum ah_git_addr_kind ah_git_addr_kind(const struct sockaddr *sa);
+/* host:port is on the git_allow_hosts list (host compared as written). */
+bool ah_git_host_allowed(const char *allow_hosts, const char *host, int port);
+/* Host and port (the scheme's default when none is written) of a URL. */
+int ah_git_url_host(char *host, size_t n, int *port, const char *url);
+
 /* Scheme and host checks: https, http, ssh, git, scp-like `user@host:path`;
- * never file:// or a local path; a host resolving to a loopback, private,
- * link-local or otherwise special address is refused unless allow_private. */
-int ah_git_url_check(const char *url, bool allow_private, ah_err *err);
+ * never file:// or a local path; every address the host resolves to is
+ * checked (see ah_git_addr_kind and git_allow_hosts). *host_net: the URL's
+ * host is an allowed private one, to be cloned from the host's network;
+ * everything else is cloned from a namespace that reaches only the outside.
+ * Refusals are AH_EDENIED with "Repository URL not allowed: <reason>". */
+int ah_git_url_check(const char *url, const struct ah_git_opts *opts, bool *host_net,
+                     ah_err *err);
+
+enum ah_git_net { AH_GIT_NET_ISOLATED, AH_GIT_NET_HOST };
 /* Clones url at branch (branch or tag; NULL or "": the remote's default) into
  * dest (must not exist), then removes dest/.git. Runs in a child process so the
- * deadline holds even while connecting. */
+ * deadline holds even while connecting; with AH_GIT_NET_ISOLATED the child
+ * joins a sandbox slot's network namespace first (sandboxes must be
+ * initialised). No URL check: see ah_git_fetch. A failure's err->msg is one of
+ * a few fixed sentences and never holds text the server sent. */
+int ah_git_clone(const char *url, const char *branch, const char *dest,
+                 const struct ah_git_opts *opts, enum ah_git_net net, ah_err *err);
+/* ah_git_url_check, then ah_git_clone from the network it chose. */
 int ah_git_fetch(const char *url, const char *branch, const char *dest,
                  const struct ah_git_opts *opts, ah_err *err);
 

@@ -1,4 +1,4 @@
-/* Fetching a git agent's code: URL policy, then a libgit2 clone in a child
+/* Fetching a git agent's code: the URL policy (git_url.c), then a libgit2 clone in a child
  * process.
  *
  * The child exists for the deadline: libgit2 1.5 has no connect timeout and no
@@ -9,137 +9,37 @@
  * URL into a local path) and follows no redirects (one could lead to a private
  * host after the check).
  *
- * Known gap: the host is resolved here and again by libgit2, so DNS rebinding can
- * still reach a private address; cloning inside the sandbox's network namespace
- * would close it. */
+ * The URL policy is git_url.c's. Unless the target is an allowed private host,
+ * the child joins a sandbox slot's network namespace before it connects: what
+ * libgit2 resolves again (DNS rebinding) can then reach nothing but the
+ * outside, as from a sandbox. */
 #include "deploy/deploy.h"
+#include "core/log.h"
+#include "sandbox/sandbox.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <git2.h>
-#include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-/* Exit codes of the clone child, mapped back to ah error codes. */
-enum { CHILD_OK = 0, CHILD_FAIL = 1, CHILD_INVALID = 10, CHILD_TOOBIG = 11,
-       CHILD_TIMEOUT = 12, CHILD_AUTH = 13 };
-
-/* ---- URL policy ---------------------------------------------------------- */
-
-static bool v4_private(uint32_t a)
-{
-	static const struct { uint32_t net; int bits; } nets[] = {
-		{0x00000000, 8}, {0x0A000000, 8}, {0x64400000, 10}, {0x7F000000, 8},
-		{0xA9FE0000, 16}, {0xAC100000, 12}, {0xC0000000, 24}, {0xC0000200, 24},
-		{0xC0A80000, 16}, {0xC6120000, 15}, {0xC6336400, 24}, {0xCB007100, 24},
-		{0xE0000000, 4}, {0xF0000000, 4},
-	};
-	for (size_t i = 0; i < sizeof(nets) / sizeof(nets[0]); i++)
-		if ((a >> (32 - nets[i].bits)) == (nets[i].net >> (32 - nets[i].bits)))
-			return true;
-	return false;
-}
-
-static bool v6_private(const unsigned char *b)
-{
-	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	static const unsigned char zero[15] = {0};
-	if (memcmp(b, mapped, 12) == 0 || memcmp(b, zero, 12) == 0)
-		return v4_private((uint32_t)b[12] << 24 | b[13] << 16 | b[14] << 8 | b[15]);
-	if (memcmp(b, zero, 15) == 0)
-		return true;                              /* :: and ::1 */
-	return (b[0] & 0xfe) == 0xfc ||               /* fc00::/7 unique local */
-	       (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) || /* fe80::/10 link-local */
-	       b[0] == 0xff ||                        /* multicast */
-	       (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8) ||
-	       (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b); /* NAT64 */
-}
-
-/* Host part of a URL into host (size n). Handles userinfo and [v6]. */
-static int url_host(char *host, size_t n, const char *url, bool *scp)
-{
-	const char *p = strstr(url, "://");
-	*scp = p == NULL;
-	p = p ? p + 3 : url;
-	const char *end = p + strcspn(p, "/?#");
-	const char *at = memchr(p, '@', (size_t)(end - p));
-	if (*scp)
-		at = memchr(p, '@', strcspn(p, ":"));
-	if (at)
-		p = at + 1;
-	const char *h_end;
-	if (*p == '[') {
-		p++;
-		h_end = strchr(p, ']');
-	} else
-		h_end = p + strcspn(p, ":/");
-	if (!h_end || h_end == p || (size_t)(h_end - p) >= n)
-		return AH_EINVALID;
-	memcpy(host, p, (size_t)(h_end - p));
-	host[h_end - p] = '\0';
-	return 0;
-}
-
-static int scheme_check(const char *url, ah_err *err)
-{
-	static const char *const ok[] = {"https://", "http://", "git://", "ssh://",
-	                                 "ssh+git://", "git+ssh://"};
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-		if (strncmp(url, ok[i], strlen(ok[i])) == 0)
-			return 0;
-	const char *colon = strchr(url, ':');
-	const char *slash = strchr(url, '/');
-	/* scp-like user@host:path; anything else (file://, a path) is local. */
-	if (!strstr(url, "://") && colon && colon != url && (!slash || colon < slash))
-		return 0;
-	return ah_err_set(err, AH_EDENIED, "Repository URL \"%.200s\" is not allowed: use an "
-	                  "https://, ssh:// or git:// URL", url);
-}
-
-static int host_check(const char *host, ah_err *err)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-	int g = getaddrinfo(host, NULL, &hints, &res);
-	if (g != 0)
-		return ah_err_set(err, AH_EFAIL, "Repository host \"%.200s\" could not be resolved (%s)",
-		                  host, gai_strerror(g));
-	int rc = 0;
-	for (struct addrinfo *ai = res; ai && rc == 0; ai = ai->ai_next) {
-		bool priv = false;
-		if (ai->ai_family == AF_INET)
-			priv = v4_private(ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr));
-		else if (ai->ai_family == AF_INET6)
-			priv = v6_private(((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr.s6_addr);
-		if (priv)
-			rc = ah_err_set(err, AH_EDENIED, "Repository host \"%.200s\" is a private, loopback "
-			                "or link-local address, which is not allowed", host);
-	}
-	freeaddrinfo(res);
-	return rc;
-}
-
-int ah_git_url_check(const char *url, bool allow_private, ah_err *err)
-{
-	char host[256];
-	bool scp;
-	if (!url || !*url)
-		return ah_err_set(err, AH_EINVALID, "The agent has no git_repo_url");
-	int rc = scheme_check(url, err);
-	if (rc != 0)
-		return rc;
-	if (url_host(host, sizeof(host), url, &scp) != 0)
-		return ah_err_set(err, AH_EINVALID, "Repository URL \"%.200s\" has no host", url);
-	return allow_private ? 0 : host_check(host, err);
-}
+/* Exit codes of the clone child, mapped back to ah error codes and to fixed
+ * messages: libgit2's own text can carry what a foreign server answered (an
+ * HTTP status line, a banner), which is not the user's to read. */
+enum {
+	CHILD_OK = 0, CHILD_FAIL = 1, CHILD_INVALID = 10, CHILD_TOOBIG = 11,
+	CHILD_TIMEOUT = 12, CHILD_AUTH = 13, CHILD_RESOLVE = 14, CHILD_REFUSED = 15,
+	CHILD_CONNECT = 16, CHILD_CONNECT_TIMEOUT = 17, CHILD_NOTFOUND = 18,
+	CHILD_TLS = 19, CHILD_NONET = 20, CHILD_CHECKOUT = 21,
+};
 
 /* ---- the clone child ----------------------------------------------------- */
 
@@ -245,6 +145,28 @@ static int checkout_ref(git_repository *repo, const char *branch, long long max_
 	return out;
 }
 
+/* What went wrong, from libgit2's error (1.5's wording), as an exit code. */
+static int failure_kind(int rc)
+{
+	const git_error *e = git_error_last();
+	const char *m = e && e->message ? e->message : "";
+	if (rc == GIT_EAUTH || strstr(m, "status code: 401"))
+		return CHILD_AUTH;
+	if (rc == GIT_ECERTIFICATE || (e && e->klass == GIT_ERROR_SSL))
+		return CHILD_TLS;
+	if (strstr(m, "failed to resolve address"))
+		return CHILD_RESOLVE;
+	if (strstr(m, "failed to connect to"))
+		return strstr(m, "refused") ? CHILD_REFUSED :
+		       strstr(m, "timed out") ? CHILD_CONNECT_TIMEOUT : CHILD_CONNECT;
+	/* HTTP 403/404, or git daemon's "access denied or repository not
+	 * exported" (a remote error): the server found nothing it would give. */
+	if (strstr(m, "status code: 403") || strstr(m, "status code: 404") ||
+	    strstr(m, "remote error") || rc == GIT_ENOTFOUND)
+		return CHILD_NOTFOUND;
+	return CHILD_FAIL;
+}
+
 static int child_clone(const char *url, const char *branch, const char *dest,
                        const struct ah_git_opts *opts)
 {
@@ -261,18 +183,34 @@ static int child_clone(const char *url, const char *branch, const char *dest,
 	co.checkout_opts.checkout_strategy = GIT_CHECKOUT_NONE;
 	git_repository *repo = NULL;
 	int rc = git_clone(&repo, url, dest, &co);
+	const git_error *e = git_error_last();
 	if (rc != 0) {
-		const git_error *e = git_error_last();
+		/* For the runner's log only: never the user's status_message. */
 		fprintf(stderr, "%s", e && e->message ? e->message : "unknown error");
-		return ctx.why ? ctx.why : rc == GIT_EAUTH ? CHILD_AUTH : CHILD_FAIL;
+		return ctx.why ? ctx.why : failure_kind(rc);
 	}
 	int out = checkout_ref(repo, branch, opts->max_bytes);
-	if (out == CHILD_FAIL) {
-		const git_error *e = git_error_last();
+	if (out == CHILD_FAIL) { /* fetched fine: the failure is this machine's */
+		e = git_error_last();
 		fprintf(stderr, "%s", e && e->message ? e->message : "checkout failed");
+		out = CHILD_CHECKOUT;
 	}
 	git_repository_free(repo);
 	return out;
+}
+
+/* The child's network: the borrowed namespace, and the sandbox's resolvers
+ * (glibc reads /etc/resolv.conf, the host's; in a mount namespace of the
+ * child's own it is replaced by the file the parent wrote). */
+static int child_enter(int netns, const char *resolv)
+{
+	if (setns(netns, CLONE_NEWNET) < 0 || unshare(CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount(resolv, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0) {
+		fprintf(stderr, "cannot enter the clone's network: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- the parent ---------------------------------------------------------- */
@@ -301,27 +239,59 @@ static void collect(int fd, pid_t pid, char *msg, size_t cap, const struct ah_gi
 	msg[len] = '\0';
 }
 
-static int child_result(int status, const char *msg, const char *branch,
+static int child_result(int status, const char *url, const char *branch,
                         const struct ah_git_opts *opts, ah_err *err)
 {
 	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-	if (code == CHILD_OK)
+	char host[256] = "?";
+	int port = 0;
+	ah_git_url_host(host, sizeof(host), &port, url);
+	switch (code) {
+	case CHILD_OK:
 		return 0;
-	if (code == CHILD_INVALID)
-		return ah_err_set(err, AH_EINVALID, "Branch or tag \"%.200s\" not found in the repository",
-		                  branch);
-	if (code == CHILD_TOOBIG) /* fetched, or checked out */
+	case CHILD_INVALID:
+		return ah_err_set(err, AH_EINVALID, "Branch or tag \"%.200s\" not found in the "
+		                  "repository", branch);
+	case CHILD_TOOBIG: /* fetched, or checked out */
 		return ah_err_set(err, AH_ETOOBIG, "Repository is too large: more than %lld MB",
 		                  opts->max_bytes >> 20);
-	if (code == CHILD_TIMEOUT || (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM))
+	case CHILD_TIMEOUT:
 		return ah_err_set(err, AH_ETIMEOUT, "Repository clone timed out after %d s",
 		                  opts->timeout_seconds);
-	if (code == CHILD_AUTH)
+	case CHILD_AUTH:
 		return ah_err_set(err, AH_EDENIED, "Repository clone failed: authentication required "
-		                  "(%.300s)", msg);
+		                  "(public repositories only, or ssh:// with the operator's key)");
+	case CHILD_RESOLVE:
+		return ah_err_set(err, AH_EFAIL, "Repository clone failed: could not resolve host "
+		                  "\"%.200s\"", host);
+	case CHILD_REFUSED:
+	case CHILD_CONNECT:
+	case CHILD_CONNECT_TIMEOUT:
+		return ah_err_set(err, AH_EFAIL, "Repository clone failed: could not connect to "
+		                  "%.200s port %d%s", host, port, code == CHILD_REFUSED ?
+		                  " (connection refused)" : code == CHILD_CONNECT_TIMEOUT ?
+		                  " (timed out)" : "");
+	case CHILD_NOTFOUND:
+		return ah_err_set(err, AH_EFAIL, "Repository clone failed: repository not found or "
+		                  "access denied");
+	case CHILD_TLS:
+		return ah_err_set(err, AH_EFAIL, "Repository clone failed: the server's TLS "
+		                  "certificate was not accepted");
+	case CHILD_NONET:
+		return ah_err_set(err, AH_EFAIL, "Repository clone failed: could not set up the "
+		                  "clone's network on this machine");
+	case CHILD_CHECKOUT:
+		return ah_err_set(err, AH_EFAIL, "Repository clone failed: could not check out the "
+		                  "files on this machine");
+	}
 	if (opts->cancel && *opts->cancel)
 		return ah_err_set(err, AH_EFAIL, "Repository clone cancelled (runner shutting down)");
-	return ah_err_set(err, AH_EFAIL, "Repository clone failed: %.400s", msg[0] ? msg : "unknown error");
+	/* The child's alarm, or the parent's kill at the hard deadline. */
+	if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGALRM || WTERMSIG(status) == SIGKILL))
+		return ah_err_set(err, AH_ETIMEOUT, "Repository clone timed out after %d s",
+		                  opts->timeout_seconds);
+	return ah_err_set(err, AH_EFAIL, "Repository clone failed: the server did not answer as "
+	                  "a git server, or the connection broke off");
 }
 
 /* The image needs no history; links out of the tree are refused as in tarballs. */
@@ -338,8 +308,22 @@ static int tidy_checkout(const char *dest, ah_err *err)
 	return r == 0 ? 0 : ah_err_set(err, AH_EFAIL, "cannot walk %s", dest);
 }
 
-int ah_git_fetch(const char *url, const char *branch, const char *dest,
-                 const struct ah_git_opts *opts, ah_err *err)
+/* https://user:token@host/...: libgit2's message could repeat the URL. */
+static bool has_password(const char *url)
+{
+	const char *p = strstr(url, "://");
+	if (!p)
+		return false;
+	p += 3;
+	size_t auth = strcspn(p, "/?#");
+	const char *at = memchr(p, '@', auth);
+	return at && memchr(p, ':', (size_t)(at - p));
+}
+
+/* Forks the clone child (in netns unless it is -1) and waits for it. */
+static int run_child(const char *url, const char *branch, const char *dest,
+                     const struct ah_git_opts *opts, int netns, const char *resolv,
+                     ah_err *err)
 {
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0)
@@ -358,6 +342,8 @@ int ah_git_fetch(const char *url, const char *branch, const char *dest,
 		signal(SIGALRM, SIG_DFL);
 		alarm((unsigned)opts->timeout_seconds + 2);
 		dup2(fds[1], STDERR_FILENO);
+		if (netns >= 0 && child_enter(netns, resolv) < 0)
+			_exit(CHILD_NONET);
 		_exit(child_clone(url, branch, dest, opts));
 	}
 	close(fds[1]);
@@ -367,12 +353,61 @@ int ah_git_fetch(const char *url, const char *branch, const char *dest,
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	/* The message is libgit2's: keep it on one line for status_message. */
 	for (char *p = msg; *p; p++)
 		if (*p == '\n' || *p == '\r')
 			*p = ' ';
-	int rc = child_result(status, msg, branch, opts, err);
+	int rc = child_result(status, url, branch, opts, err);
+	if (rc != 0 && msg[0] && !has_password(url))
+		ah_log_info("%s: libgit2 said: %.300s", opts->log_tag ? opts->log_tag : "git clone",
+		            msg);
+	return rc;
+}
+
+/* resolv.conf for the isolated child: the sandboxes' resolvers. */
+static int write_resolv(const char *path, ah_err *err)
+{
+	const char *text = ah_sandbox_net_resolv();
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	size_t len = strlen(text);
+	bool ok = fd >= 0 && write(fd, text, len) == (ssize_t)len;
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : ah_err_set(err, AH_EFAIL, "cannot write %s: %s", path, strerror(errno));
+}
+
+int ah_git_clone(const char *url, const char *branch, const char *dest,
+                 const struct ah_git_opts *opts, enum ah_git_net net, ah_err *err)
+{
+	ah_sandbox_net *sn = NULL;
+	char resolv[4096] = "";
+	int rc = 0;
+	if (net == AH_GIT_NET_ISOLATED) {
+		ah_err sberr = {0};
+		snprintf(resolv, sizeof(resolv), "%s.resolv.conf", dest);
+		rc = ah_sandbox_net_borrow(&sn, &sberr);
+		if (rc != 0)
+			rc = ah_err_set(err, AH_EFAIL, "Repository clone failed: could not set up the "
+			                "clone's network on this machine (%s)", sberr.msg);
+		if (rc == 0)
+			rc = write_resolv(resolv, err);
+	}
+	if (rc == 0)
+		rc = run_child(url, branch, dest, opts, sn ? ah_sandbox_net_fd(sn) : -1, resolv, err);
+	if (resolv[0])
+		unlink(resolv);
+	ah_sandbox_net_return(sn);
 	if (rc == 0)
 		rc = tidy_checkout(dest, err);
+	return rc;
+}
+
+int ah_git_fetch(const char *url, const char *branch, const char *dest,
+                 const struct ah_git_opts *opts, ah_err *err)
+{
+	bool host_net = false;
+	int rc = ah_git_url_check(url, opts, &host_net, err);
+	if (rc == 0)
+		rc = ah_git_clone(url, branch, dest, opts, host_net ? AH_GIT_NET_HOST :
+		                  AH_GIT_NET_ISOLATED, err);
 	return rc;
 }

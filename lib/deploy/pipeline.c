@@ -32,9 +32,7 @@ static int fetch(char *root, size_t n, const struct ah_deploy_req *req, ah_err *
 		redact_url(shown, sizeof(shown), req->git_url ? req->git_url : "");
 		ah_log_info("%s: cloning %s (%s)", req->log_tag, shown,
 		            req->git_branch && *req->git_branch ? req->git_branch : "default branch");
-		int rc = ah_git_url_check(req->git_url, req->git.allow_private, err);
-		if (rc == 0)
-			rc = ah_git_fetch(req->git_url, req->git_branch, src, &req->git, err);
+		int rc = ah_git_fetch(req->git_url, req->git_branch, src, &req->git, err);
 		snprintf(root, n, "%s", src);
 		return rc;
 	}

@@ -50,10 +50,12 @@ static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner 
 	q->image_dir = ah_sprintf(a, "%s/images/%s/%lld", r->data_dir, j->agent_id, j->id);
 	q->git.max_bytes = ah_config_int(c, "git_max_bytes", 200LL << 20, 1 << 20, 1LL << 40);
 	q->git.timeout_seconds = (int)ah_config_int(c, "git_timeout_seconds", 120, 1, 3600);
-	const char *priv = ah_config_get(c, "git_allow_private", "false");
+	q->git.allow_hosts = ah_config_get(c, "git_allow_hosts", "");
+	const char *priv = ah_config_get(c, "git_allow_private", "false"); /* development only */
 	q->git.allow_private = !strcmp(priv, "true") || !strcmp(priv, "1") || !strcmp(priv, "yes");
 	q->git.ssh_key = ah_config_get(c, "git_ssh_key", NULL);
 	q->git.cancel = &r->stopping;
+	q->git.log_tag = j->tag;
 	q->tar = (struct ah_tar_limits)AH_TAR_LIMITS_DEFAULT;
 	q->tar.max_compressed = ah_config_int(c, "code_max_bytes", 50LL << 20, 1024, 1LL << 34);
 	q->tar.max_extracted = ah_config_int(c, "code_max_extracted_bytes", 500LL << 20, 1024,

@@ -398,6 +398,52 @@ void sb_teardown(ah_sandbox *sb)
 	free(sb);
 }
 
+/* ---- a slot's network namespace, lent ----
+ *
+ * Only the slot and network steps: the namespace stays the slot's, and since
+ * the borrower's connections leave sockets behind (TIME_WAIT), the slot's next
+ * sandbox gets a fresh one (sb_net_slot_setup). */
+struct ah_sandbox_net {
+	ah_sandbox sb;
+};
+
+int ah_sandbox_net_borrow(ah_sandbox_net **out, ah_err *err)
+{
+	if (!inited)
+		return ah_err_set(err, AH_EFAIL, "sandboxes are not initialised");
+	ah_sandbox_net *n = calloc(1, sizeof *n);
+	if (!n)
+		return ah_err_set(err, AH_EFAIL, "out of memory");
+	n->sb.plan.slot = -1;
+	int rc = slot_take(&n->sb, err);
+	if (rc == 0 && (rc = net_setup(&n->sb, err)) != 0)
+		slot_release(&n->sb);
+	if (rc != 0) {
+		free(n);
+		return rc;
+	}
+	*out = n;
+	return 0;
+}
+
+int ah_sandbox_net_fd(const ah_sandbox_net *n)
+{
+	return slots[n->sb.plan.slot].netns;
+}
+
+const char *ah_sandbox_net_resolv(void)
+{
+	return sb_g.resolv;
+}
+
+void ah_sandbox_net_return(ah_sandbox_net *n)
+{
+	if (!n)
+		return;
+	slot_release(&n->sb);
+	free(n);
+}
+
 /* ---- configuration ---- */
 
 static void add_dns(const char *s)

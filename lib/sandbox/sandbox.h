@@ -121,6 +121,19 @@ const char *ah_sandbox_id(const ah_sandbox *sb);
  * cgroups, veth, loop device, disk file. NULL is a no-op. */
 void ah_sandbox_destroy(ah_sandbox *sb);
 
+/* A sandbox slot's network namespace lent to the runner itself, for a
+ * connection it makes on a user's behalf to a host the user named (a git
+ * clone): it reaches exactly what a sandbox reaches, the outside through NAT
+ * and the configured resolvers. Join it with setns(ah_sandbox_net_fd(n),
+ * CLONE_NEWNET) in a child process; resolv.conf text for those resolvers is
+ * ah_sandbox_net_resolv(). The slot is taken until ah_sandbox_net_return. */
+typedef struct ah_sandbox_net ah_sandbox_net;
+int ah_sandbox_net_borrow(ah_sandbox_net **out, ah_err *err);
+int ah_sandbox_net_fd(const ah_sandbox_net *n);
+const char *ah_sandbox_net_resolv(void);
+/* NULL is a no-op. */
+void ah_sandbox_net_return(ah_sandbox_net *n);
+
 /* Stops the pool, destroys pooled sandboxes, removes the network policy. */
 void ah_sandbox_shutdown(void);
 

@@ -4,9 +4,12 @@ end in `error` with its precise status_message), a failing npm install, an
 unreachable repository, and a runner killed with SIGKILL in the middle of a
 deploy (the job is taken again and the agent still ends `active`).
 
-The stack's config allows private git hosts (git_allow_private = true), which is
-what lets these tests clone from loopback. Nothing here talks to an outside
-address except npm inside the build sandbox (the npm registry).
+The stack's config lets a few loopback ports be cloned (git_allow_hosts, a port
+range scripts/lib.sh writes): the git daemons here listen on one of those. With
+that same config, the metadata address and any other loopback port are refused,
+and a failed clone's status_message never repeats what a server answered.
+Nothing here talks to an outside address except npm inside the build sandbox
+(the npm registry); the metadata URL is refused before any connection.
 """
 import contextlib
 import io
@@ -20,7 +23,7 @@ import uuid
 
 import pytest
 
-from conftest import VAR
+from conftest import CONFIG, VAR
 
 DATA = os.path.join(VAR, "data")
 DEPLOY_TIMEOUT = 240  # an npm install from the registry included
@@ -127,6 +130,36 @@ def free_port():
         return s.getsockname()[1]
 
 
+def git_allowed_ports():
+    """The loopback port range the stack's git_allow_hosts lets be cloned."""
+    value = os.environ.get("AGENTHOST_GIT_ALLOW_HOSTS")
+    if value is None:
+        with open(CONFIG) as f:
+            for line in f:
+                key, _, v = line.partition("=")
+                if key.strip() == "git_allow_hosts":
+                    value = v.strip()
+    for entry in (value or "").replace(",", " ").split():
+        host, _, ports = entry.partition(":")
+        if host == "127.0.0.1" and "-" in ports:
+            lo, hi = ports.split("-")
+            return range(int(lo), int(hi) + 1)
+    pytest.fail(f"no 127.0.0.1:lo-hi entry in git_allow_hosts ({value!r})")
+
+
+def allowed_port():
+    """A free loopback port that git_allow_hosts allows."""
+    for port in git_allowed_ports():
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.fail("every port git_allow_hosts allows is taken")
+
+
 def git(cwd, *args):
     subprocess.run(["git", "-c", "user.email=t@test.example", "-c", "user.name=test",
                     "-c", "init.defaultBranch=main", *args],
@@ -198,8 +231,9 @@ def wait_in_log(*needles, timeout=60):
 @contextlib.contextmanager
 def serve_git(root):
     """A `git daemon` serving the repositories under root on a free loopback port;
-    yields the port and stops the daemon by its PID afterwards."""
-    port = free_port()
+    yields the port and stops the daemon by its PID afterwards. The port is one
+    git_allow_hosts allows."""
+    port = allowed_port()
     proc = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all",
                              f"--base-path={root}", "--listen=127.0.0.1", f"--port={port}", root],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -272,12 +306,101 @@ def test_git_unknown_branch(client, git_server):
 
 
 def test_git_unreachable_repository(client):
-    url = f"git://127.0.0.1:{free_port()}/nothing-listens-here"
+    port = allowed_port()  # allowed, and nothing listens there
+    url = f"git://127.0.0.1:{port}/nothing-listens-here"
     agent = create_agent(client, source_type="git", git_repo_url=url)
     rec = deploy_and_wait(client, agent, timeout=120)
     assert rec["status"] == "error"
-    assert rec["status_message"].startswith("Repository clone failed:"), rec["status_message"]
-    assert "attempts" in rec["status_message"]
+    # Transient (retried), and it says what the user can check.
+    assert rec["status_message"] == (
+        f"Repository clone failed: could not connect to 127.0.0.1 port {port} "
+        "(connection refused) (after 3 attempts)"), rec["status_message"]
+    assert_nothing_left_behind()
+
+
+# ---- fetching code safely ------------------------------------------------------------
+
+BANNER = "TOP-SECRET-INTERNAL-ANSWER-7f3a"
+
+
+@contextlib.contextmanager
+def serve_http(port=0):
+    """An HTTP server on 127.0.0.1 that answers every request with a 200 whose
+    Content-Type, headers and body carry BANNER (an internal service, as a user
+    probing it would hope to read it); yields (port, hits)."""
+    import http.server
+    import threading
+    hits = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            body = (BANNER + "\n").encode()
+            self.send_response(200, BANNER)
+            self.send_header("Content-Type", "x-" + BANNER.lower())
+            self.send_header("Server", BANNER)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield srv.server_address[1], hits
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(5)
+
+
+def test_metadata_and_loopback_urls_refused_with_the_default_config(client):
+    """Issue 21: with the config scripts/run writes, the metadata address and a
+    loopback port with a live service behind it cannot be cloned, the refusal
+    is final, and nothing the service would answer reaches status_message."""
+    with serve_http() as (port, hits):
+        assert port not in git_allowed_ports()
+        urls = ["http://169.254.169.254/x.git", "http://169.254.169.254/latest/meta-data/",
+                f"http://127.0.0.1:{port}/x.git", f"http://localhost:{port}/x.git",
+                f"git://127.0.0.1:{port}/x.git"]
+        agents = [(url, create_agent(client, source_type="git", git_repo_url=url)) for url in urls]
+        for _url, agent in agents:
+            deploy(client, agent["slug"])
+        recs = {url: wait_deployed(client, agent["slug"], timeout=60) for url, agent in agents}
+    assert hits == [], "the loopback service was connected to"
+    for url, rec in recs.items():
+        msg = rec["status_message"]
+        assert rec["status"] == "error", (url, rec)
+        assert msg.startswith("Repository URL not allowed: "), (url, msg)
+        assert "attempts" not in msg, "a refusal is final: no retry"
+        assert BANNER.lower() not in msg.lower(), (url, msg)
+    assert recs["http://169.254.169.254/x.git"]["status_message"] == (
+        'Repository URL not allowed: host "169.254.169.254" is a link-local or cloud '
+        "metadata address")
+    assert recs[f"http://127.0.0.1:{port}/x.git"]["status_message"] == (
+        'Repository URL not allowed: host "127.0.0.1" is a loopback, private or reserved '
+        "address (an operator can allow it with git_allow_hosts)")
+    assert_nothing_left_behind()
+
+
+def test_failed_clone_does_not_repeat_what_the_server_answered(client):
+    """Issue 17: an allowed host whose server is not a git server (here it
+    answers with a distinctive status line, content type, header and body): the
+    deploy fails with a fixed sentence the user can act on, and none of the
+    server's answer."""
+    with serve_http(allowed_port()) as (port, hits):
+        agent = create_agent(client, source_type="git",
+                             git_repo_url=f"http://127.0.0.1:{port}/x.git")
+        rec = deploy_and_wait(client, agent, timeout=120)
+    assert hits, "the allowed server was not asked: nothing tested"
+    assert rec["status"] == "error"
+    msg = rec["status_message"]
+    assert BANNER.lower() not in msg.lower(), msg
+    assert msg == ("Repository clone failed: the server did not answer as a git server, "
+                   "or the connection broke off (after 3 attempts)"), msg
     assert_nothing_left_behind()
 
 
@@ -289,7 +412,8 @@ def test_git_local_urls_refused(client, url):
     assert r.status_code == 201, r.text
     rec = deploy_and_wait(client, r.json(), timeout=60)
     assert rec["status"] == "error"
-    assert "is not allowed" in rec["status_message"]
+    assert rec["status_message"] == (f'Repository URL not allowed: "{url}" is not an https://, '
+                                     "ssh:// or git:// URL")
 
 
 def test_git_repository_without_manifest(client, git_server):

@@ -8,8 +8,8 @@
     a tiny pack of zeros) in bytes checked out; an empty repository; a git
     server that accepts and never answers (git_timeout_seconds): `error` with
     the cap, the missing manifest or the time limit.
-  * With git_allow_private off: loopback, link-local (169.254.169.254) and
-    file:// URLs are refused before any connection is made.
+  * Loopback ports git_allow_hosts does not list, link-local (169.254.169.254)
+    and file:// URLs are refused before any connection is made.
   * The runner stopped while a deploy is queued: the job waits and is done once
     the runner is back.
 
@@ -41,9 +41,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import ROOT, VAR, api_pids, db_query, new_client
-from test_deploy import (ECHO_JS, MANIFEST, assert_active, assert_nothing_left_behind,
-                         create_agent, deploy, local_agent, project, runner_pid,
-                         serve_git, tgz, wait_in_log)
+from test_deploy import (ECHO_JS, MANIFEST, allowed_port, assert_active,
+                         assert_nothing_left_behind, create_agent, deploy, git_allowed_ports,
+                         local_agent, project, runner_pid, serve_git, tgz, wait_in_log)
 from agent_code import runner_available
 
 pytestmark = [
@@ -228,9 +228,10 @@ def job_states(agent_id):
 class Listener:
     """A TCP listener on 127.0.0.1 that accepts, counts and never answers."""
 
-    def __init__(self):
+    def __init__(self, port=0):
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
         self.sock.listen(16)
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
@@ -257,7 +258,17 @@ class Listener:
 
 @pytest.fixture
 def listener():
+    """On a port git_allow_hosts does not list."""
     lst = Listener()
+    assert lst.port not in git_allowed_ports()
+    yield lst
+    lst.close()
+
+
+@pytest.fixture
+def allowed_listener():
+    """On a port git_allow_hosts lists."""
+    lst = Listener(allowed_port())
     yield lst
     lst.close()
 
@@ -400,7 +411,8 @@ def test_empty_repository(client, git_daemon):
     assert_nothing_left_behind()
 
 
-def test_clone_from_a_server_that_never_answers(client, listener):
+def test_clone_from_a_server_that_never_answers(client, allowed_listener):
+    listener = allowed_listener
     url = f"git://127.0.0.1:{listener.port}/stalls"
     with runner_with(git_timeout_seconds=3):
         agent = create_agent(client, source_type="git", git_repo_url=url)
@@ -420,7 +432,7 @@ def test_private_hosts_and_local_urls_refused(client, listener):
     urls = [f"git://127.0.0.1:{listener.port}/repo", f"git://localhost:{listener.port}/repo",
             f"https://127.0.0.1:{listener.port}/repo.git", "git://169.254.169.254/repo",
             "https://169.254.169.254/latest/meta-data", "file:///etc"]
-    with runner_with(git_allow_private="false", git_timeout_seconds=3):
+    with runner_with(git_timeout_seconds=3):
         agents = []
         for url in urls:
             r = client.post("/agents", json={"name": "refused " + uuid.uuid4().hex[:6],
@@ -434,14 +446,15 @@ def test_private_hosts_and_local_urls_refused(client, listener):
         for url, agent in agents:
             rec, _waited = wait_settled(client, agent["slug"], timeout=60)
             assert rec["status"] == "error", (url, rec)
-            assert "is not allowed" in rec["status_message"], (url, rec["status_message"])
+            assert rec["status_message"].startswith("Repository URL not allowed: "), (
+                url, rec["status_message"])
             assert "attempts" not in rec["status_message"], "a refusal is final: no retry"
         assert time.time() - t0 < 30
     assert listener.conns == [], "a refused URL was connected to"
     msgs = {url: client.get(f"/agents/{a['slug']}").json()["status_message"] for url, a in agents}
     assert msgs[f"git://127.0.0.1:{listener.port}/repo"] == (
-        'Repository host "127.0.0.1" is a private, loopback or link-local address, '
-        "which is not allowed")
+        'Repository URL not allowed: host "127.0.0.1" is a loopback, private or reserved '
+        "address (an operator can allow it with git_allow_hosts)")
     assert "169.254.169.254" in msgs["git://169.254.169.254/repo"]
     assert_nothing_left_behind()
 
