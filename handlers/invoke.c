@@ -4,10 +4,13 @@
  * so a 10-minute call never holds up CRUD requests.
  *
  * Order of work: validate → collect the environment (secrets decrypted now, so
- * a secret set a moment ago applies) → claim the session → ask the runner →
- * count tokens and price them → record the invocation (one INSERT; its trigger
- * updates the user's daily usage and the session in the same transaction) →
- * answer. Failed and timed-out runs are recorded and priced the same way. */
+ * a secret set a moment ago applies) → claim the session (a new one only within
+ * the plan's cap of live sessions) → ask the runner → count tokens and price
+ * them → record the invocation (one INSERT; its trigger updates the user's
+ * daily usage and the session in the same transaction) → answer. Failed and
+ * timed-out runs are recorded and priced by one rule: the prompt and the
+ * output the caller receives (failed_output). The invocation id is made
+ * first: the runner logs the agent's stderr under it. */
 #include "agents.h"
 #include "invocations.h"
 #include "routes.h"
@@ -15,6 +18,7 @@
 #include "runner_client/runner_client.h"
 #include "tokenize/tokenize.h"
 #include "core/log.h"
+#include "core/plans.h"
 #include "core/util.h"
 
 #include <signal.h>
@@ -25,6 +29,7 @@
 
 #define PROMPT_CAP_DEFAULT (2 * 1024 * 1024)
 #define OUTPUT_CAP_DEFAULT (10 * 1024 * 1024)
+#define FAILED_OUTPUT_MAX (64 * 1024) /* stdout a failed invocation returns: failed_output */
 #define RUNNER_SLACK_MS 30000 /* sandbox set-up, a wait for a free slot, the kill */
 #define MODEL_KEY_MAX 4096
 
@@ -37,6 +42,19 @@ static const char SQL_SESSION_LOCK[] =
 	"SELECT state FROM sessions WHERE agent_id = ? AND id = ? FOR UPDATE";
 static const char SQL_SESSION_CREATE[] =
 	"INSERT IGNORE INTO sessions (agent_id, id, state, created_at) VALUES (?, ?, 'active', NOW(3))";
+/* The session cap: the user's row serialises every call that would start a
+ * session, so two of them at the cap minus one cannot both pass the count.
+ * Live: active and used within session_idle_seconds (an active row older than
+ * that has lost its sandbox to the idle reclaim or to a runner restart). The
+ * session being claimed does not count itself. The second column is how many
+ * seconds until the least recently used live session may be reclaimed. */
+static const char SQL_USER_LOCK[] = "SELECT plan FROM users WHERE id = ? FOR UPDATE";
+static const char SQL_SESSIONS_LIVE[] =
+	"SELECT COUNT(*), GREATEST(1, TIMESTAMPDIFF(SECOND, NOW(3),"
+	" MIN(COALESCE(s.last_invoked_at, s.created_at)) + INTERVAL ? SECOND) + 1)"
+	" FROM sessions s JOIN agents a ON a.id = s.agent_id"
+	" WHERE a.user_id = ? AND s.state = 'active' AND NOT (s.agent_id = ? AND s.id = ?)"
+	" AND COALESCE(s.last_invoked_at, s.created_at) > NOW(3) - INTERVAL ? SECOND";
 static const char SQL_SESSION_RESTART[] =
 	"UPDATE sessions SET state = 'active', sandbox_id = NULL, created_at = NOW(3),"
 	" last_invoked_at = NULL, invocation_count = 0 WHERE agent_id = ? AND id = ?";
@@ -193,11 +211,49 @@ static int forget_sandbox(ah_req *r, const char *agent_id, const char *sid)
 	return 0;
 }
 
+/* The 429 of a call that would start a session past the plan's cap. */
+static int session_limit_reply(ah_req *r, const char *plan, long long cap, const char *retry)
+{
+	json_object *b = json_object_new_object();
+	ah_json_str(b, "detail", ah_sprintf(r->arena,
+	            "Session limit reached: the %s plan allows %lld concurrent sessions. End one"
+	            " (DELETE /agents/{slug}/sessions/{id}) or let an idle one expire, or call"
+	            " without session_id.", plan, cap));
+	ah_json_str(b, "code", "session_limit");
+	ah_header(r, "Retry-After", retry);
+	return ah_reply_json(r, 429, b);
+}
+
+/* Within claim_session's transaction: 0 when the user may start one more
+ * session; else the 429 is answered (AH_EDONE). */
+static int check_session_cap(ah_req *r, const char *agent_id, const char *sid)
+{
+	ah_rows u, n;
+	long long idle = ah_config_int(r->cfg, "session_idle_seconds", 3600, 1, 86400 * 30), cap, live;
+	if (ah_db_query(r->db, r->arena, &u, SQL_USER_LOCK, "s", r->user->id) != 0 || u.n != 1)
+		return AH_EFAIL;
+	const char *plan = u.v[0][0];
+	cap = ah_plan_max_sessions(plan);
+	cap = ah_config_int(r->cfg, ah_sprintf(r->arena, "max_sessions_%s", plan),
+	                    cap >= 0 ? cap : ah_plan_max_sessions("free"), 0, 1000000);
+	/* Counted after the lock: the transaction's snapshot starts with this
+	 * read, so it sees every session a call that held the lock before made. */
+	if (ah_db_query(r->db, r->arena, &n, SQL_SESSIONS_LIVE, "isssi", idle, r->user->id, agent_id,
+	                sid, idle) != 0 || n.n != 1 || ah_parse_ll(&live, n.v[0][0]) != 0)
+		return AH_EFAIL;
+	if (live < cap)
+		return 0;
+	ah_db_rollback(r->db);
+	return session_limit_reply(r, plan, cap, n.v[0][1] ? n.v[0][1] : "1") == 0 ? AH_EDONE : AH_EFAIL;
+}
+
 /* Makes the session row exist and be active. A session that ended (stop,
- * redeploy) or expired (idle reclaim) starts anew with a fresh sandbox. The row
- * lock makes a concurrent call of the same session wait until the old sandbox is
- * gone, so it never runs in a sandbox that is being destroyed. state: what
- * build_env read (NULL: no such session yet). */
+ * redeploy) or expired (idle reclaim) starts anew with a fresh sandbox. Either
+ * way a session starts, so the plan's cap of live sessions applies (a call in
+ * a session that is active never waits for it). The row lock makes a
+ * concurrent call of the same session wait until the old sandbox is gone, so
+ * it never runs in a sandbox that is being destroyed. state: what build_env
+ * read (NULL: no such session yet). 0, AH_EDONE (429 answered) or AH_EFAIL. */
 static int claim_session(ah_req *r, const char *agent_id, const char *sid, const char *state)
 {
 	ah_rows rows;
@@ -205,7 +261,11 @@ static int claim_session(ah_req *r, const char *agent_id, const char *sid, const
 		return 0; /* the common case: no transaction, no lock */
 	if (ah_db_begin(r->db) != 0)
 		return AH_EFAIL;
-	int rc = ah_db_exec(r->db, NULL, SQL_SESSION_CREATE, "ss", agent_id, sid);
+	int rc = check_session_cap(r, agent_id, sid);
+	if (rc == AH_EDONE)
+		return rc; /* rolled back */
+	if (rc == 0)
+		rc = ah_db_exec(r->db, NULL, SQL_SESSION_CREATE, "ss", agent_id, sid);
 	if (rc == 0)
 		rc = ah_db_query(r->db, r->arena, &rows, SQL_SESSION_LOCK, "ss", agent_id, sid);
 	if (rc == 0 && rows.n == 1 && strcmp(rows.v[0][0], "active") != 0) {
@@ -327,7 +387,27 @@ static void run_agent(ah_req *r, char **a, const invoke_in *in, const char *inv_
 
 /* ---- accounting and recording ---- */
 
-/* Tokens and exact cost; prices are checked at start-up (pool_init.c). */
+/* What a failed invocation returns, and so is charged for: the same for every
+ * kind of failure (non-zero exit, signal, out of memory, timeout, output over
+ * the cap, sandbox or runner failure). The caller gets the start of what the
+ * agent wrote to stdout, at most FAILED_OUTPUT_MAX bytes cut before a
+ * character that would straddle the cut, or nothing when the agent never ran;
+ * account() then prices the prompt and exactly this. Output the caller never
+ * received is never charged: an agent stopped at the 10 MiB output cap costs
+ * its prompt and 64 KiB, not 10 MiB. */
+static void failed_output(run_out *o)
+{
+	if (o->http == 200 || !o->out || o->out_len <= FAILED_OUTPUT_MAX)
+		return;
+	size_t n = FAILED_OUTPUT_MAX;
+	for (int k = 0; k < 3 && n > 0 && ((unsigned char)o->out[n] & 0xC0) == 0x80; k++)
+		n--;
+	o->out_len = n;
+}
+
+/* Tokens and exact cost of what the caller receives: the prompt and the
+ * response as returned (for a failure, what failed_output left). Prices are
+ * checked at start-up (pool_init.c). */
 static void account(ah_req *r, ah_invocation *inv)
 {
 	long long pin = 3000000, pout = 15000000, pico = 0;
@@ -416,9 +496,10 @@ static int invoke(ah_req *r)
 	if (ah_tokenize_count(&in_tokens, in.prompt, in.prompt_len) != 0 ||
 	    build_env(r, a[AG_ID], in.session_id, &env, &state) != 0)
 		return AH_EFAIL;
-	if (in.session_id && claim_session(r, a[AG_ID], in.session_id, state) != 0)
-		return AH_EFAIL;
+	if (in.session_id && (rc = claim_session(r, a[AG_ID], in.session_id, state)) != 0)
+		return rc;
 	run_agent(r, a, &in, inv.id, env, &o);
+	failed_output(&o);
 	inv.duration_ms = ah_now_ms() - start;
 	inv.sandbox_id = o.sandbox_id;
 	inv.response = o.out;

@@ -1,7 +1,9 @@
 /* One line per call, written with a single write(2) so lines of concurrent
  * workers sharing the log file never interleave. */
 #include "core/log.h"
+#include "core/util.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -86,3 +88,52 @@ static void vlog(const char *level, const char *fmt, va_list ap)
 DEFINE_LOG(ah_log_info, "INFO")
 DEFINE_LOG(ah_log_warn, "WARN")
 DEFINE_LOG(ah_log_error, "ERROR")
+
+/* A well-formed sequence that still must not reach a log raw: a C1 control
+ * (U+0080..U+009F: U+009B is a terminal's CSI), a line or paragraph separator
+ * (U+2028/9) or a bidirectional control (U+200E/F, U+202A..E, U+2066..9). */
+static bool hidden(const unsigned char *s, size_t n)
+{
+	if (n == 2)
+		return s[0] == 0xC2 && s[1] < 0xA0;
+	if (n != 3 || s[0] != 0xE2)
+		return false;
+	if (s[1] == 0x80)
+		return s[2] == 0x8E || s[2] == 0x8F || (s[2] >= 0xA8 && s[2] <= 0xAE);
+	return s[1] == 0x81 && s[2] >= 0xA6 && s[2] <= 0xA9;
+}
+
+static bool plain_ascii(unsigned char c)
+{
+	return c >= 0x20 && c != 0x7F && c != '\\';
+}
+
+size_t ah_log_escape(char *out, size_t *out_len, size_t cap, const char *in, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)in;
+	size_t i = 0, o = 0;
+	assert(cap >= 16); /* room for one escaped sequence of 3 bytes at least */
+	while (i < len) {
+		size_t bad = 0, n = ah_utf8_seq(s + i, len - i, &bad);
+		bool plain = n == 1 ? plain_ascii(s[i]) : n > 1 && !hidden(s + i, n);
+		size_t take = n ? n : bad;
+		if (o + (plain ? take : 4 * take) >= cap)
+			break;
+		for (size_t k = 0; k < take; k++) {
+			unsigned char c = s[i + k];
+			if (plain) {
+				out[o++] = (char)c;
+				continue;
+			}
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+		i += take;
+	}
+	out[o] = '\0';
+	*out_len = o;
+	return i;
+}

@@ -3,6 +3,8 @@
 #ifndef AH_CORE_LOG_H
 #define AH_CORE_LOG_H
 
+#include <stddef.h>
+
 /* The request id stamped on every line until cleared (NULL). Copied. */
 void ah_log_set_request_id(const char *id);
 void ah_log_set_program(const char *name);
@@ -10,5 +12,15 @@ void ah_log_set_program(const char *name);
 void ah_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ah_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ah_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Escapes text that someone else wrote (an agent's stderr) for a log line, so
+ * that it cannot end the line, move or recolour a terminal, reorder what a
+ * reader sees, or pass for an escape the service wrote: each byte of a
+ * backslash, a C0 control, DEL, a C1 control, U+2028/U+2029, a bidirectional
+ * control (U+200E/F, U+202A..E, U+2066..9) or anything that is not valid UTF-8
+ * becomes \xNN. Writes as much of in[0..len) as fits into out (cap >= 16
+ * bytes; NUL-terminated, its length in *out_len) and returns how many bytes of
+ * in it took. */
+size_t ah_log_escape(char *out, size_t *out_len, size_t cap, const char *in, size_t len);
 
 #endif

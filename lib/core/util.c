@@ -108,9 +108,7 @@ bool ah_utf8_valid(const char *str, size_t len)
 }
 
 
-/* Length of the well-formed sequence at s[0..n), or 0 with *bad set to the length
- * of its maximal invalid subpart (Unicode 3.9), which becomes one U+FFFD. */
-static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad)
+size_t ah_utf8_seq(const unsigned char *s, size_t n, size_t *bad)
 {
 	unsigned c = s[0], lo = 0x80, hi = 0xBF;
 	size_t need, k;
@@ -144,7 +142,7 @@ const char *ah_utf8_repair(ah_arena *a, const char *str, size_t len, size_t *out
 	char *out = ah_alloc(a, len * 3 + 1);
 	size_t o = 0;
 	for (size_t i = 0; i < len;) {
-		size_t bad = 0, n = utf8_seq(s + i, len - i, &bad);
+		size_t bad = 0, n = ah_utf8_seq(s + i, len - i, &bad);
 		if (n) {
 			memcpy(out + o, s + i, n);
 			o += n;

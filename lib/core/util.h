@@ -29,6 +29,10 @@ struct timespec ah_deadline_in_ms(int64_t ms);
 /* True if s[0..len) is valid UTF-8 (no overlongs, no surrogates). */
 bool ah_utf8_valid(const char *s, size_t len);
 
+/* Length of the well-formed sequence at s[0..n) (n >= 1), or 0 with *bad set to
+ * the length of its maximal invalid subpart (Unicode 3.9). */
+size_t ah_utf8_seq(const unsigned char *s, size_t n, size_t *bad);
+
 /* len bytes as valid UTF-8: each maximal invalid subsequence becomes U+FFFD, as
  * browsers decode. Returns s itself when it is valid already. */
 const char *ah_utf8_repair(ah_arena *a, const char *s, size_t len, size_t *outlen);

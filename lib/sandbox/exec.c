@@ -3,12 +3,12 @@
  * The runner makes the three pipes, fills stdin (all of it, up front, when the
  * pipe can be grown to hold it), and hands the sandbox ends to the spawner with
  * argv/envp in one message. It then polls stdout (capped), stderr (logged line
- * by line with the log tag, last 4 KiB kept), the rest of stdin, the spawner's
- * socket (exit status) and the deadline. Timeout or output over the cap: the
- * spawner kills the program's pid namespace, i.e. the whole tree, which no
- * signal handling inside can resist. SIGPIPE is blocked in this thread while
- * writing stdin, so a program that exits without reading cannot kill the
- * runner. */
+ * by line under the log tag, escaped and capped; last 4 KiB kept), the rest
+ * of stdin, the spawner's socket (exit status) and the deadline. Timeout or
+ * output over the cap: the spawner kills the program's pid namespace, i.e.
+ * the whole tree, which no signal handling inside can resist. SIGPIPE is
+ * blocked in this thread while writing stdin, so a program that exits without
+ * reading cannot kill the runner. */
 #include "sandbox/sandbox.h"
 #include "sandbox/internal.h"
 
@@ -27,14 +27,15 @@
 #include <unistd.h>
 
 #define TAIL_MAX 4096
-#define LOG_MAX (64 * 1024)   /* stderr bytes logged per exec; the rest only in the tail */
+#define LOG_MAX (64 * 1024)   /* escaped stderr logged per exec; the rest only in the tail */
+#define LOG_TEXT_MAX 1536     /* escaped text per log line: with the tag, one log entry */
 #define KILL_GRACE_MS 5000    /* after KILL, the spawner must answer within this */
 
 typedef struct io {
 	const char *in; size_t in_len, in_off;
 	char *out; size_t out_len, out_cap, max_out; bool truncated;
 	char tail[TAIL_MAX]; size_t tail_len;
-	char line[1024]; size_t line_len; size_t logged;
+	char line[1024]; size_t line_len; size_t logged; bool log_cut;
 	const char *tag;
 	int fd_in, fd_out, fd_err;
 	int out_file;                /* >= 0: stdout goes there, not into out */
@@ -114,23 +115,67 @@ static int pack(const ah_sandbox_exec_spec *x, char **body, size_t *blen, int *a
 	return 0;
 }
 
+/* One stderr line, as the program wrote it, into the runner's log under the
+ * tag (for a run, inv=<invocation id>), escaped (ah_log_escape): the program
+ * cannot start a line of its own, forge one of the runner's, or send control
+ * sequences to whoever reads the log. A line whose escaped form is longer
+ * than LOG_TEXT_MAX continues on the next entry. After LOG_MAX bytes a run
+ * logs one note and nothing more, so no program can fill the disk. */
 static void log_line(io *s)
 {
-	if (s->logged < LOG_MAX)
-		ah_log_info("[%s] %.*s", s->tag ? s->tag : "sandbox", (int)s->line_len, s->line);
-	else if (s->logged < LOG_MAX + s->line_len + 1)
-		ah_log_info("[%s] (more stderr not logged)", s->tag ? s->tag : "sandbox");
-	s->logged += s->line_len + 1;
+	const char *tag = s->tag ? s->tag : "sandbox";
+	size_t off = 0;
+	do {
+		char text[LOG_TEXT_MAX];
+		size_t n;
+		if (s->log_cut)
+			break;
+		off += ah_log_escape(text, &n, sizeof text, s->line + off, s->line_len - off);
+		if (s->logged + n > LOG_MAX) {
+			ah_log_warn("[%s] stderr over %d bytes: the rest of it is not logged", tag, LOG_MAX);
+			s->log_cut = true;
+			break;
+		}
+		ah_log_info("[%s] %s", tag, text);
+		s->logged += n + 1;
+	} while (off < s->line_len);
 	s->line_len = 0;
+}
+
+/* How many bytes at the end of a full line buffer start a UTF-8 character
+ * that the next bytes complete: they begin the next line instead of being
+ * escaped as broken halves. */
+static size_t partial_char(const char *b, size_t n)
+{
+	for (size_t k = 1; k <= 3 && k <= n; k++) {
+		unsigned char c = (unsigned char)b[n - k];
+		if ((c & 0xC0) == 0x80)
+			continue;
+		size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+		return need > k ? k : 0;
+	}
+	return 0;
+}
+
+static void log_full_line(io *s)
+{
+	size_t len = s->line_len, keep = partial_char(s->line, len);
+	s->line_len = len - keep;
+	log_line(s);
+	memmove(s->line, s->line + len - keep, keep);
+	s->line_len = keep;
 }
 
 static void on_stderr(io *s, const char *b, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (b[i] == '\n' || s->line_len == sizeof s->line)
+		if (b[i] == '\n') {
 			log_line(s);
-		if (b[i] != '\n')
-			s->line[s->line_len++] = b[i];
+			continue;
+		}
+		if (s->line_len == sizeof s->line)
+			log_full_line(s);
+		s->line[s->line_len++] = b[i];
 	}
 	if (n >= TAIL_MAX) {
 		memcpy(s->tail, b + n - TAIL_MAX, TAIL_MAX);

@@ -1,9 +1,11 @@
 /* Unit test of lib/core: checked number parsing, UTF-8 validation, time
- * formatting, ids, the request arena and configuration lookup. Table-driven,
+ * formatting, ids, the request arena, configuration lookup and the escaping
+ * of untrusted text for log lines. Table-driven,
  * printed as TAP. */
 #include "core/arena.h"
 #include "core/config.h"
 #include "core/err.h"
+#include "core/log.h"
 #include "core/util.h"
 
 #include <limits.h>
@@ -252,6 +254,51 @@ static void test_config(void)
 	   "a missing config file is AH_ENOTFOUND");
 }
 
+/* ---- ah_log_escape ---- */
+
+static const struct {
+	const char *what, *in;
+	size_t len;
+	const char *want;
+} esc_cases[] = {
+	{"plain text stays", "npm WARN deprecated", 19, "npm WARN deprecated"},
+	{"a CR cannot rewind the line", "ok\rINFO forged", 14, "ok\\x0dINFO forged"},
+	{"ANSI colour and cursor escapes", "\x1b[31mred\x1b[2K", 12, "\\x1b[31mred\\x1b[2K"},
+	{"a backslash is escaped itself", "\\x1b", 4, "\\x5cx1b"},
+	{"NUL, TAB, DEL", "a\0b\tc\x7f", 6, "a\\x00b\\x09c\\x7f"},
+	{"valid UTF-8 stays", "Gr\xc3\xbc\xc3\x9f\x65 \xe2\x82\xac \xf0\x9f\x98\x80", 16,
+	 "Gr\xc3\xbc\xc3\x9f\x65 \xe2\x82\xac \xf0\x9f\x98\x80"},
+	{"a C1 control (U+009B, CSI) is escaped", "a\xc2\x9b" "2J", 5, "a\\xc2\\x9b2J"},
+	{"U+00A0 is not C1", "\xc2\xa0", 2, "\xc2\xa0"},
+	{"line separator U+2028", "a\xe2\x80\xa8" "b", 5, "a\\xe2\\x80\\xa8b"},
+	{"bidi override U+202E", "\xe2\x80\xae" "txt", 6, "\\xe2\\x80\\xaetxt"},
+	{"bidi isolate U+2066", "\xe2\x81\xa6", 3, "\\xe2\\x81\\xa6"},
+	{"invalid bytes one by one", "a\xff\xfe" "b", 4, "a\\xff\\xfeb"},
+	{"a lone C1 byte is invalid UTF-8", "\x9b" "31m", 4, "\\x9b31m"},
+	{"truncated sequence", "\xe2\x82", 2, "\\xe2\\x82"},
+	{"overlong slash", "\xc0\xaf", 2, "\\xc0\\xaf"},
+	{"surrogate", "\xed\xa0\x80", 3, "\\xed\\xa0\\x80"},
+};
+
+static void test_log_escape(void)
+{
+	char out[256];
+	size_t n;
+	for (size_t i = 0; i < sizeof(esc_cases) / sizeof(esc_cases[0]); i++) {
+		size_t took = ah_log_escape(out, &n, sizeof out, esc_cases[i].in, esc_cases[i].len);
+		ok(took == esc_cases[i].len && n == strlen(esc_cases[i].want) &&
+		   strcmp(out, esc_cases[i].want) == 0, "log_escape: %s", esc_cases[i].what);
+	}
+	/* Output space runs out: only whole escapes, the rest is left for the next line. */
+	size_t took = ah_log_escape(out, &n, 16, "ab\x1b\x1b\x1b\x1b", 6);
+	ok(took == 5 && n == 14 && strcmp(out, "ab\\x1b\\x1b\\x1b") == 0,
+	   "log_escape: stops before an escape that does not fit");
+	took = ah_log_escape(out, &n, 16, "\xe2\x80\xae", 3);
+	ok(took == 3 && n == 12, "log_escape: one escaped 3-byte character fits the smallest buffer");
+	took = ah_log_escape(out, &n, 16, "", 0);
+	ok(took == 0 && n == 0 && out[0] == '\0', "log_escape: empty input");
+}
+
 int main(void)
 {
 	if (sodium_init() < 0)
@@ -264,6 +311,7 @@ int main(void)
 	ah_arena_destroy(a);
 	test_arena();
 	test_config();
+	test_log_escape();
 	printf("1..%d\n", ntest);
 	return nfail != 0;
 }
