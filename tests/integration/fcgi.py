@@ -6,6 +6,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import struct
 import subprocess
 import socket
@@ -69,7 +70,7 @@ class PrivateApi:
     """`with PrivateApi(AGENTHOST_X="1", unset=["AGENTHOST_Y"]) as api:` starts an
     agenthost-api master with the stack's configuration file, these environment
     overrides and its own sockets in a temporary directory; leaving the block
-    kills it and removes the directory."""
+    stops it (and its workers) and removes the directory."""
 
     def __init__(self, unset=(), **overrides):
         self.dir = tempfile.mkdtemp(prefix="ahqa-")
@@ -86,8 +87,10 @@ class PrivateApi:
 
     def __enter__(self):
         self.log = open(os.path.join(self.dir, "api.log"), "wb")
+        # A session of its own, so that whatever is left can be killed as a group.
         self.proc = subprocess.Popen([os.path.join(BUILD, "lib", "api", "agenthost-api")], env=self.env,
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+                                     start_new_session=True)
         try:
             assert wait_until(lambda: os.path.exists(self.sock), timeout=10), "the private API did not start"
         except BaseException:
@@ -96,9 +99,15 @@ class PrivateApi:
         return self
 
     def __exit__(self, *exc):
+        """SIGTERM: the master stops its workers and waits for them (a SIGKILLed
+        master would leave them running). SIGKILL to the group if that hangs."""
         if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
         if self.log:
             self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
