@@ -133,11 +133,10 @@ sandbox_root = $VAR/data/sandboxes
 model_key_name = ANTHROPIC_API_KEY
 price_input_per_mtok = 3.00
 price_output_per_mtok = 15.00
-# JWT logins: HS256 with the secret above, or keys from a JWKS that the
-# integration tests serve themselves on loopback (PORT + 319: 18399 for the test
-# stack, away from nginx's PORT and PORT + 1).
+# JWT logins: HS256 with the secret above (readable by root only). No JWKS URL:
+# set jwt_jwks_url to your identity provider's. Whoever can serve keys at that URL
+# can log in as any identity, so never point it at a port any local user can bind.
 jwt_hs256_secret_file = $VAR/jwt.secret
-jwt_jwks_url = http://127.0.0.1:$((PORT + 319))/jwks.json
 jwt_issuer = https://idp.agenthost.test
 jwt_audience = agenthost
 CONF

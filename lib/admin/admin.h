@@ -16,6 +16,8 @@ const char *ah_admin_opt(int argc, char **argv, const char *name, const char *de
 int ah_admin_migrate(ah_admin *ad);
 int ah_admin_user_create(ah_admin *ad, const char *email, int argc, char **argv);
 int ah_admin_user_set_disabled(ah_admin *ad, const char *email, int disabled);
+int ah_admin_user_identities(ah_admin *ad, const char *email);
+int ah_admin_user_unlink(ah_admin *ad, const char *email, const char *issuer, const char *subject);
 int ah_admin_key_create(ah_admin *ad, const char *email, const char *name);
 
 #endif

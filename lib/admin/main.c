@@ -2,6 +2,8 @@
  *   agenthost-admin migrate
  *   agenthost-admin user create EMAIL [--plan free|pro|enterprise] [--quota-bytes N]
  *   agenthost-admin user disable EMAIL | user enable EMAIL
+ *   agenthost-admin user identities EMAIL
+ *   agenthost-admin user unlink EMAIL ISSUER SUBJECT
  *   agenthost-admin key create EMAIL [--name NAME]
  * `user create` and `key create` print the new API key as their last line, so
  * scripts can take it with `tail -n 1`. */
@@ -17,6 +19,8 @@ static int usage(void)
 	fputs("usage: agenthost-admin migrate\n"
 	      "       agenthost-admin user create EMAIL [--plan free|pro|enterprise] [--quota-bytes N]\n"
 	      "       agenthost-admin user disable|enable EMAIL\n"
+	      "       agenthost-admin user identities EMAIL\n"
+	      "       agenthost-admin user unlink EMAIL ISSUER SUBJECT\n"
 	      "       agenthost-admin key create EMAIL [--name NAME]\n", stderr);
 	return 2;
 }
@@ -39,6 +43,10 @@ static int dispatch(ah_admin *ad, int argc, char **argv)
 	if (argc >= 4 && strcmp(argv[1], "user") == 0 &&
 	    (strcmp(argv[2], "disable") == 0 || strcmp(argv[2], "enable") == 0))
 		return ah_admin_user_set_disabled(ad, argv[3], strcmp(argv[2], "disable") == 0);
+	if (argc == 4 && strcmp(argv[1], "user") == 0 && strcmp(argv[2], "identities") == 0)
+		return ah_admin_user_identities(ad, argv[3]);
+	if (argc == 6 && strcmp(argv[1], "user") == 0 && strcmp(argv[2], "unlink") == 0)
+		return ah_admin_user_unlink(ad, argv[3], argv[4], argv[5]);
 	if (argc >= 4 && strcmp(argv[1], "key") == 0 && strcmp(argv[2], "create") == 0)
 		return ah_admin_key_create(ad, argv[3], ah_admin_opt(argc, argv, "--name", "Default"));
 	return usage();

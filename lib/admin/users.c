@@ -1,4 +1,4 @@
-/* User and key commands of agenthost-admin. */
+/* User, identity and key commands of agenthost-admin. */
 #include "admin/admin.h"
 #include "core/plans.h"
 #include "core/util.h"
@@ -13,6 +13,11 @@ static const char SQL_USER_INSERT[] =
 static const char SQL_USER_BY_EMAIL[] = "SELECT id FROM users WHERE email = ?";
 static const char SQL_USER_DISABLE[] =
 	"UPDATE users SET disabled = ?, updated_at = NOW(3) WHERE email = ?";
+static const char SQL_IDENTITIES[] =
+	"SELECT i.issuer, i.subject, i.created_at FROM user_identities i"
+	" WHERE i.user_id = ? ORDER BY i.created_at, i.issuer, i.subject";
+static const char SQL_UNLINK[] =
+	"DELETE FROM user_identities WHERE user_id = ? AND issuer = ? AND subject = ?";
 static const char SQL_KEY_INSERT[] =
 	"INSERT INTO api_keys (id, user_id, name, key_id, key_hash, created_at)"
 	" VALUES (?, ?, ?, ?, ?, NOW(3))";
@@ -74,12 +79,56 @@ int ah_admin_user_set_disabled(ah_admin *ad, const char *email, int disabled)
 	return 0;
 }
 
-int ah_admin_key_create(ah_admin *ad, const char *email, const char *name)
+/* The id of the user with this email, or NULL (with a message on stderr). */
+static const char *user_id(ah_admin *ad, const char *email)
 {
 	ah_rows rows;
 	if (ah_db_query(ad->db, ad->arena, &rows, SQL_USER_BY_EMAIL, "s", email) != 0 || rows.n != 1) {
 		fprintf(stderr, "agenthost-admin: no user %s\n", email);
+		return NULL;
+	}
+	return rows.v[0][0];
+}
+
+int ah_admin_key_create(ah_admin *ad, const char *email, const char *name)
+{
+	const char *id = user_id(ad, email);
+	return id ? insert_key(ad, id, name) : 1;
+}
+
+/* One line per JWT identity of the user: issuer, subject, created (tab-separated,
+ * an identity without iss has an empty issuer). */
+int ah_admin_user_identities(ah_admin *ad, const char *email)
+{
+	const char *id = user_id(ad, email);
+	ah_rows rows;
+	if (!id)
+		return 1;
+	if (ah_db_query(ad->db, ad->arena, &rows, SQL_IDENTITIES, "s", id) != 0) {
+		fprintf(stderr, "agenthost-admin: %s\n", ah_db_error(ad->db));
 		return 1;
 	}
-	return insert_key(ad, rows.v[0][0], name);
+	for (size_t i = 0; i < rows.n; i++)
+		printf("%s\t%s\t%s\n", rows.v[i][0], rows.v[i][1], rows.v[i][2]);
+	return 0;
+}
+
+/* Removes one identity of the user; its next login is a first login again. The
+ * user, its keys and its other identities stay. */
+int ah_admin_user_unlink(ah_admin *ad, const char *email, const char *issuer, const char *subject)
+{
+	const char *id = user_id(ad, email);
+	unsigned long long n = 0;
+	if (!id)
+		return 1;
+	if (ah_db_exec(ad->db, &n, SQL_UNLINK, "sss", id, issuer, subject) != 0) {
+		fprintf(stderr, "agenthost-admin: %s\n", ah_db_error(ad->db));
+		return 1;
+	}
+	if (n == 0) {
+		fprintf(stderr, "agenthost-admin: user %s has no identity (%s, %s)\n", email, issuer, subject);
+		return 1;
+	}
+	printf("unlinked (%s, %s) from %s\n", issuer, subject, email);
+	return 0;
 }

@@ -216,8 +216,8 @@ static int check_identity(ah_jwt_claims *out, ah_arena *a, json_object *c, const
 	const char *email = ah_json_get_str(c, p->email_claim ? p->email_claim : "email");
 	out->email = email ? ah_strdup(a, email) : NULL;
 	json_object *ev;
-	out->email_unverified = json_object_object_get_ex(c, "email_verified", &ev) &&
-	                        json_object_is_type(ev, json_type_boolean) && !json_object_get_boolean(ev);
+	if (json_object_object_get_ex(c, "email_verified", &ev) && json_object_is_type(ev, json_type_boolean))
+		out->email_verified = json_object_get_boolean(ev) ? AH_JWT_EMAIL_VERIFIED : AH_JWT_EMAIL_UNVERIFIED;
 	return 0;
 }
 

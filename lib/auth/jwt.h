@@ -7,7 +7,8 @@
  *   - ah_jwks_*: a JSON Web Key Set parsed into verification keys, and the
  *     per-worker cache of the configured JWKS URL;
  *   - ah_auth_jwt: the request-level entry that ah_auth_request calls, which
- *     also maps (iss, sub) to a user, creating it on first login. */
+ *     also maps (iss, sub) to a user, creating it on first login (or linking it
+ *     to the user with its email, only with jwt_link_by_email). */
 #ifndef AH_AUTH_JWT_H
 #define AH_AUTH_JWT_H
 
@@ -39,12 +40,20 @@ typedef struct ah_jwt_policy {
 	int64_t now;                       /* seconds since the epoch */
 } ah_jwt_policy;
 
+/* What the token says of its email: email_verified is trusted only as a JSON
+ * boolean (a string "true" is AH_JWT_EMAIL_UNSTATED, as OpenID Connect says). */
+typedef enum {
+	AH_JWT_EMAIL_UNSTATED = 0,         /* no email_verified, or not a boolean */
+	AH_JWT_EMAIL_VERIFIED,             /* email_verified: true */
+	AH_JWT_EMAIL_UNVERIFIED,           /* email_verified: false */
+} ah_jwt_email_state;
+
 /* The claims a login needs, copied into the caller's arena. */
 typedef struct ah_jwt_claims {
 	const char *iss;                   /* "" when the token has none */
 	const char *sub;
 	const char *email;                 /* NULL when the claim is absent */
-	bool email_unverified;             /* email_verified is present and false */
+	ah_jwt_email_state email_verified;
 } ah_jwt_claims;
 
 /* True if tok has the outline of a compact JWS: exactly two dots. */

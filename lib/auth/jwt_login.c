@@ -1,7 +1,12 @@
 /* JWT login: the configured key sources and policy, read once per worker, and
  * the user a verified token stands for. An identity is the pair (iss, sub); the
- * first login of an unknown identity links it to the user with the token's email
- * (one made by the admin command line, say) or creates that user. */
+ * first login of an unknown identity creates a user with the token's email. When
+ * a user with that email exists already (one made by the admin command line, say),
+ * the identity is linked to it only if the operator turned on jwt_link_by_email
+ * and the token says email_verified: true; otherwise the login is refused, since
+ * whoever can sign tokens (or claim an address at the provider) would otherwise
+ * take over the account. `agenthost-admin user identities|unlink` shows and
+ * removes links. */
 #include "auth/auth.h"
 #include "auth/jwt.h"
 #include "core/plans.h"
@@ -12,7 +17,7 @@
 #include <string.h>
 
 static struct jwt_conf {
-	bool loaded, enabled;
+	bool loaded, enabled, link_by_email;
 	unsigned char secret[4096];
 	size_t secret_len;         /* 0: HS256 off */
 	const char *jwks_url, *issuer, *audience, *email_claim, *plan;
@@ -67,6 +72,8 @@ static const struct jwt_conf *conf_get(const ah_config *cfg)
 	conf.email_claim = setting(cfg, "jwt_email_claim");
 	conf.plan = setting(cfg, "jwt_default_plan");
 	conf.leeway = ah_config_int(cfg, "jwt_leeway_seconds", 30, 0, 3600);
+	const char *link = setting(cfg, "jwt_link_by_email");
+	conf.link_by_email = link && (!strcmp(link, "true") || !strcmp(link, "1") || !strcmp(link, "yes"));
 	conf.enabled = conf.secret_len > 0 || conf.jwks_url;
 	return &conf;
 }
@@ -99,6 +106,8 @@ static const char SQL_IDENTITY[] =
 	"SELECT u.id, u.email, u.plan, u.quota_bytes, u.disabled, u.created_at"
 	" FROM user_identities i JOIN users u ON u.id = i.user_id"
 	" WHERE i.issuer = ? AND i.subject = ?";
+static const char SQL_IDENTITY_EXISTS[] =
+	"SELECT 1 FROM user_identities WHERE issuer = ? AND subject = ?";
 static const char SQL_USER_BY_EMAIL[] = "SELECT id FROM users WHERE email = ?";
 static const char SQL_USER_INSERT[] =
 	"INSERT INTO users (id, email, plan, quota_bytes, created_at, updated_at)"
@@ -129,29 +138,56 @@ static const char *default_plan(const struct jwt_conf *jc)
 	return "free";
 }
 
-/* The user id to link to: the one with this email, else a new user. */
-static int user_for_email(char **out, ah_req *r, const char *email, const struct jwt_conf *jc)
+/* Whether a new identity may take the existing user with its email. */
+static int may_link(const ah_jwt_claims *c, const struct jwt_conf *jc, const char *user_id,
+                    const char **why)
+{
+	if (!jc->link_by_email) {
+		ah_log_info("JWT login refused: a new identity carries the email of user %s"
+		            " and jwt_link_by_email is off", user_id);
+		*why = "An account with this email exists and is not linked to this identity";
+		return AH_EDENIED;
+	}
+	if (c->email_verified != AH_JWT_EMAIL_VERIFIED) {
+		*why = "Token email is not verified";
+		return AH_EDENIED;
+	}
+	return 0;
+}
+
+/* The user id for a new identity: a new user, or the one with this email when
+ * may_link allows it (AH_EDENIED with *why when not). *linked says which. */
+static int user_for_email(char **out, bool *linked, ah_req *r, const ah_jwt_claims *c,
+                          const struct jwt_conf *jc, const char **why)
 {
 	ah_rows rows;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_USER_BY_EMAIL, "s", email) != 0)
+	if (ah_db_query(r->db, r->arena, &rows, SQL_USER_BY_EMAIL, "s", c->email) != 0)
 		return AH_EFAIL;
+	*linked = rows.n == 1;
 	if (rows.n == 1) {
 		*out = rows.v[0][0];
-		return 0;
+		/* A racing first login of this same identity may have made the user (and
+		 * its identity, in one transaction): then the caller looks again. */
+		if (ah_db_query(r->db, r->arena, &rows, SQL_IDENTITY_EXISTS, "ss", c->iss, c->sub) != 0)
+			return AH_EFAIL;
+		return rows.n == 1 ? AH_ECONFLICT : may_link(c, jc, *out, why);
 	}
 	const char *plan = default_plan(jc);
 	*out = ah_id_new(r->arena, "usr");
-	return ah_db_exec(r->db, NULL, SQL_USER_INSERT, "sssi", *out, email, plan, ah_plan_quota(plan));
+	return ah_db_exec(r->db, NULL, SQL_USER_INSERT, "sssi", *out, c->email, plan,
+	                  ah_plan_quota(plan));
 }
 
 /* One transaction. A racing login for the same identity or email shows up as
  * AH_ECONFLICT on a unique key; the caller then looks again and finds its work. */
-static int link_identity(ah_req *r, const ah_jwt_claims *c, const struct jwt_conf *jc)
+static int link_identity(ah_req *r, const ah_jwt_claims *c, const struct jwt_conf *jc,
+                         const char **why)
 {
 	char *user_id = NULL;
+	bool linked = false;
 	if (ah_db_begin(r->db) != 0)
 		return AH_EFAIL;
-	int rc = user_for_email(&user_id, r, c->email, jc);
+	int rc = user_for_email(&user_id, &linked, r, c, jc, why);
 	if (rc == 0)
 		rc = ah_db_exec(r->db, NULL, SQL_IDENTITY_INSERT, "sss", c->iss, c->sub, user_id);
 	if (rc == 0)
@@ -159,8 +195,9 @@ static int link_identity(ah_req *r, const ah_jwt_claims *c, const struct jwt_con
 	if (rc != 0)
 		ah_db_rollback(r->db);
 	else
-		ah_log_info("JWT login: new identity for user %s", user_id);
-	return rc == AH_ECONFLICT ? AH_ECONFLICT : rc != 0 ? AH_EFAIL : 0;
+		ah_log_info("JWT login: new identity for %s user %s", linked ? "existing" : "new",
+		            user_id);
+	return rc == AH_ECONFLICT || rc == AH_EDENIED ? rc : rc != 0 ? AH_EFAIL : 0;
 }
 
 static bool email_ok(const char *e)
@@ -176,17 +213,17 @@ static int login(ah_req *r, const ah_jwt_claims *c, const struct jwt_conf *jc, c
 		int rc = find_user(r, c);
 		if (rc != AH_ENOTFOUND)
 			return rc;
-		/* Linking by email trusts the provider's word for the address, so an
-		 * address it says is unverified must not take over an account. */
+		/* A new user's email is the provider's word for it, so an address it
+		 * says is unverified is refused here, and linking needs more (may_link). */
 		if (!c->email || !email_ok(c->email)) {
 			*why = "Token has no email claim";
 			return AH_EDENIED;
 		}
-		if (c->email_unverified) {
+		if (c->email_verified == AH_JWT_EMAIL_UNVERIFIED) {
 			*why = "Token email is not verified";
 			return AH_EDENIED;
 		}
-		rc = link_identity(r, c, jc);
+		rc = link_identity(r, c, jc, why);
 		if (rc != 0 && rc != AH_ECONFLICT)
 			return rc;
 	}

@@ -6,10 +6,7 @@ import json
 import os
 import re
 import signal
-import socket
-import struct
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -17,7 +14,8 @@ import uuid
 import pytest
 import requests
 
-from conftest import BUILD, CONFIG, VAR, api_pids, db_query, wait_until
+from conftest import VAR, api_pids, db_query, wait_until
+from fcgi import PrivateApi, fcgi_begin, fcgi_read_response, fcgi_record
 
 REQ_ID = re.compile(r"^[0-9A-Za-z_]{8,64}$")
 
@@ -144,71 +142,12 @@ def test_concurrent_requests_all_answered(client):
 
 # ---- SIGTERM drain, on a private master with its own sockets ----
 
-def fcgi_record(rtype, content, req_id=1):
-    return struct.pack("!BBHHBB", 1, rtype, req_id, len(content), 0, 0) + content
-
-
-def fcgi_params(params):
-    out = b""
-    for k, v in params.items():
-        k, v = k.encode(), v.encode()
-        for n in (len(k), len(v)):
-            out += struct.pack("!B", n) if n < 128 else struct.pack("!I", n | 0x80000000)
-        out += k + v
-    return out
-
-
-def fcgi_read_response(sock, timeout=15):
-    """Reads records until FCGI_END_REQUEST; returns the stdout bytes."""
-    sock.settimeout(timeout)
-    buf, out = b"", b""
-    while True:
-        while len(buf) < 8:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("connection closed before END_REQUEST")
-            buf += chunk
-        _v, rtype, _id, clen, plen, _r = struct.unpack("!BBHHBB", buf[:8])
-        while len(buf) < 8 + clen + plen:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("connection closed inside a record")
-            buf += chunk
-        content, buf = buf[8:8 + clen], buf[8 + clen + plen:]
-        if rtype == 6:
-            out += content
-        elif rtype == 3:
-            return out
-
-
-def fcgi_begin(path, params):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(path)
-    s.sendall(fcgi_record(1, struct.pack("!HB5x", 1, 0)))  # BEGIN_REQUEST, responder, no keep-conn
-    s.sendall(fcgi_record(4, fcgi_params(params)) + fcgi_record(4, b""))
-    return s
-
-
 @pytest.fixture
 def private_api():
     """An agenthost-api master of its own (same database, own sockets, 2+1
     workers), so SIGTERM can be tested without touching the shared stack."""
-    d = tempfile.mkdtemp(prefix="ahqa-")
-    env = dict(os.environ, AGENTHOST_CONFIG=CONFIG,
-               AGENTHOST_FCGI_SOCKET=os.path.join(d, "api.sock"),
-               AGENTHOST_FCGI_INVOKE_SOCKET=os.path.join(d, "inv.sock"),
-               AGENTHOST_CRUD_WORKERS="2", AGENTHOST_INVOKE_WORKERS="1")
-    log = open(os.path.join(d, "api.log"), "wb")
-    p = subprocess.Popen([os.path.join(BUILD, "handlers", "agenthost-api")], env=env,
-                         stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    try:
-        assert wait_until(lambda: os.path.exists(os.path.join(d, "api.sock")), timeout=10)
-        yield p, d
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        log.close()
+    with PrivateApi() as api:
+        yield api.proc, api.dir
 
 
 def children(pid):
@@ -222,8 +161,7 @@ def test_sigterm_drains_and_busy_worker_finishes(private_api, client):
     assert wait_until(lambda: len(children(proc.pid)) == 3, timeout=10)
     # a plain request works
     s = fcgi_begin(sock_path, {"REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/health",
-                               "REMOTE_ADDR": "10.0.0.1", "REQUEST_ID": "drain-health"})
-    s.sendall(fcgi_record(5, b""))
+                               "REMOTE_ADDR": "10.0.0.1", "REQUEST_ID": "drain-health"}, body=b"")
     assert fcgi_read_response(s).startswith(b"Status: 200")
     s.close()
     # a request whose body is still on its way when SIGTERM arrives

@@ -1,7 +1,14 @@
 """JWT bearer authentication against the real stack: HS256 with the stack's shared
 secret, RS256 and EdDSA with keys from a JWKS this module serves itself on the
-loopback port named by the stack's jwt_jwks_url. First login creates (or links)
-the user, later logins find it, and every broken token is a 401."""
+loopback port that scripts/test names in AGENTHOST_JWT_JWKS_URL (the configuration
+scripts/run writes has no JWKS URL). First login creates the user, later logins
+find it, and every broken token is a 401. A new identity with the email of an
+existing user is refused unless jwt_link_by_email is on and the token says
+email_verified: true; those tests start an API master of their own with the
+configuration they need (fcgi.PrivateApi).
+
+Against a stack of your own, start it with AGENTHOST_JWT_JWKS_URL set as
+scripts/test does (test_jwks), and run pytest with it set too."""
 import base64
 import concurrent.futures
 import http.server
@@ -20,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from jwt.algorithms import OKPAlgorithm, RSAAlgorithm
 
 from conftest import CONFIG, VAR, Client, admin, create_user, db_query, log_files, wait_until
+from fcgi import PrivateApi
 
 
 def read_config():
@@ -36,10 +44,12 @@ def read_config():
 CONF = read_config()
 ISSUER = CONF.get("jwt_issuer")
 AUDIENCE = CONF.get("jwt_audience")
-JWKS_URL = urllib.parse.urlparse(CONF.get("jwt_jwks_url", "http://127.0.0.1:18399/jwks.json"))
+JWKS_ENV = "AGENTHOST_JWT_JWKS_URL"
+JWKS_URL = urllib.parse.urlparse(os.environ.get(JWKS_ENV, ""))
 
-pytestmark = pytest.mark.skipif("jwt_hs256_secret_file" not in CONF or "jwt_jwks_url" not in CONF,
-                                reason="the stack's config has no JWT settings")
+pytestmark = pytest.mark.skipif("jwt_hs256_secret_file" not in CONF or not JWKS_URL.port,
+                                reason=f"the stack has no HS256 secret or {JWKS_ENV} is not set")
+NOT_LINKED = "An account with this email exists and is not linked to this identity"
 
 
 def secret():
@@ -146,6 +156,12 @@ def assert_401(r, detail=None):
         assert r.json()["detail"] == detail
 
 
+def identities(email):
+    """(issuer, subject) of each identity `agenthost-admin user identities` lists."""
+    out = admin("user", "identities", email).stdout
+    return [tuple(line.split("\t")[:2]) for line in out.splitlines()]
+
+
 def test_first_login_creates_the_user(idp):
     c = claims()
     r = me(hs256(c))
@@ -228,13 +244,78 @@ def test_no_email_claim_is_401(idp):
     assert_401(me(hs256(claims(email=False))), "Token has no email claim")
 
 
-def test_login_links_to_an_admin_created_user(idp):
+def test_default_configuration_refuses_a_key_served_on_loopback(idp):
+    """Issue 17: a local user serves their own key on an unprivileged loopback
+    port, mints an RS256 token with an existing user's email and asks who they
+    are. The configuration scripts/run writes (this stack's file, without the test
+    override) names no JWKS, so the token is refused and nothing is fetched."""
+    assert "jwt_jwks_url" not in CONF, "the generated configuration names a JWKS URL"
     email, key = create_user()
-    by_key = Client(key).get("/users/me").json()
-    r = me(signed(idp, "ed-1", claims(email=email)))
-    assert r.status_code == 200, r.text
-    assert r.json()["id"] == by_key["id"]
+    token = signed(idp, "rsa-1", claims(email=email, email_verified=True))
+    with PrivateApi(unset=[JWKS_ENV]) as api:
+        fetches = idp.fetches
+        status, body = api.get("/users/me", token)
+        assert status == 401, f"the token was taken: {body}"
+        assert body["detail"] == "Invalid token"
+        assert idp.fetches == fetches, "the API fetched keys from a JWKS it was not given"
+        # the same API answers the user's own key
+        status, body = api.get("/users/me", key)
+        assert (status, body["email"]) == (200, email), body
+    assert identities(email) == []
+
+
+def test_new_identity_with_an_existing_users_email_is_refused(idp):
+    """Linking is off by default: whoever can sign a token with someone's email
+    (a key at the JWKS, or an address claimed at the provider) gets nothing."""
+    email, key = create_user()
+    for token in (hs256(claims(email=email, email_verified=True)),
+                  signed(idp, "rsa-1", claims(email=email, email_verified=True))):
+        assert_401(me(token), NOT_LINKED)
+    assert identities(email) == []
     assert db_query(f"SELECT COUNT(*) FROM users WHERE email = '{email}'") == [["1"]]
+    assert Client(key).get("/users/me").json()["email"] == email
+
+
+def test_linking_needs_the_setting_and_a_verified_email(idp):
+    email, key = create_user()
+    uid = Client(key).get("/users/me").json()["id"]
+    sub = "sub-" + uuid.uuid4().hex
+    with PrivateApi(AGENTHOST_JWT_LINK_BY_EMAIL="true") as api:
+        # email_verified must be the JSON boolean true
+        for ev in (None, False, "true", 1):
+            status, body = api.get("/users/me", signed(idp, "ed-1", claims(sub=sub, email=email, email_verified=ev)))
+            assert status == 401, (ev, body)
+            assert body["detail"] == "Token email is not verified", ev
+        assert identities(email) == []
+        status, body = api.get("/users/me", signed(idp, "ed-1", claims(sub=sub, email=email, email_verified=True)))
+        assert (status, body["id"]) == (200, uid), body
+    assert identities(email) == [(ISSUER, sub)]
+    # once linked, the identity is that user everywhere, setting or not
+    r = me(hs256(claims(sub=sub, email=email)))
+    assert r.status_code == 200, r.text
+    assert r.json()["id"] == uid
+    assert db_query(f"SELECT COUNT(*) FROM users WHERE email = '{email}'") == [["1"]]
+
+
+def test_admin_lists_and_unlinks_identities(idp):
+    c = claims()
+    assert me(hs256(c)).status_code == 200
+    out = admin("user", "identities", c["email"]).stdout.splitlines()
+    assert len(out) == 1 and out[0].split("\t")[:2] == [ISSUER, c["sub"]], out
+    assert re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", out[0].split("\t")[2]), out
+    email, _key = create_user()
+    assert admin("user", "identities", email).stdout == ""
+    assert admin("user", "identities", "nobody@nowhere.example", check=False).returncode == 1
+    # unlinking asks for the exact identity of that user
+    for wrong in ((email, ISSUER, c["sub"]), (c["email"], ISSUER, "other"), (c["email"], "", c["sub"])):
+        r = admin("user", "unlink", *wrong, check=False)
+        assert r.returncode == 1 and "has no identity" in r.stderr, r
+    assert identities(c["email"]) == [(ISSUER, c["sub"])]
+    admin("user", "unlink", c["email"], ISSUER, c["sub"])
+    assert identities(c["email"]) == []
+    # the token no longer reaches the account: its email is now someone else's
+    assert_401(me(hs256(c)), NOT_LINKED)
+    assert identities(c["email"]) == []
 
 
 def test_disabled_user_is_403(idp):

@@ -272,12 +272,30 @@ static void test_malformed(void)
 
 static void test_email_claims(void)
 {
+	/* Linking to an existing account needs email_verified: true, so only the JSON
+	 * boolean counts; a string or a number says nothing. */
+	static const struct {
+		const char *claim;
+		ah_jwt_email_state want;
+		const char *what;
+	} rows[] = {
+		{",\"email_verified\":true", AH_JWT_EMAIL_VERIFIED, "email_verified true is verified"},
+		{",\"email_verified\":false", AH_JWT_EMAIL_UNVERIFIED, "email_verified false is unverified"},
+		{"", AH_JWT_EMAIL_UNSTATED, "no email_verified is unstated"},
+		{",\"email_verified\":\"true\"", AH_JWT_EMAIL_UNSTATED, "the string \"true\" is unstated"},
+		{",\"email_verified\":1", AH_JWT_EMAIL_UNSTATED, "the number 1 is unstated"},
+		{",\"email_verified\":null", AH_JWT_EMAIL_UNSTATED, "null is unstated"},
+	};
 	static char tok[4096];
+	char claims[256];
 	const char *why;
 	ah_jwt_claims c;
-	make_token(tok, sizeof(tok), "{\"alg\":\"HS256\"}",
-	           "{\"sub\":\"s\",\"exp\":1800000600,\"email\":\"x@y.test\",\"email_verified\":false}", NULL, S_HS);
-	ok(run(tok, P_OPEN, &why, &c) == 0 && c.email_unverified, "email_verified false is reported");
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		snprintf(claims, sizeof(claims), "{\"sub\":\"s\",\"exp\":1800000600,\"email\":\"x@y.test\"%s}",
+		         rows[i].claim);
+		make_token(tok, sizeof(tok), "{\"alg\":\"HS256\"}", claims, NULL, S_HS);
+		ok(run(tok, P_OPEN, &why, &c) == 0 && c.email_verified == rows[i].want, "%s", rows[i].what);
+	}
 	make_token(tok, sizeof(tok), "{\"alg\":\"HS256\"}", "{\"sub\":\"s\",\"exp\":1800000600}", NULL, S_HS);
 	ok(run(tok, P_OPEN, &why, &c) == 0 && c.email == NULL && strcmp(c.iss, "") == 0,
 	   "no email claim: verified, email NULL (the login refuses it)");
