@@ -44,11 +44,12 @@ json_object *ah_invocation_json(ah_req *r, const ah_invocation *inv, bool with_p
 	ah_json_int(o, "output_tokens", inv->output_tokens);
 	json_object_object_add(o, "total_cost_usd", ah_money_json(r->arena, inv->cost));
 	ah_json_int(o, "duration_ms", inv->duration_ms);
-	/* Additive to the contract: null unless the model gateway measured them. */
-	json_object_object_add(o, "model_input_tokens", inv->model_input_tokens ?
-	                       json_object_new_int64(ah_cell_ll(inv->model_input_tokens)) : NULL);
-	json_object_object_add(o, "model_output_tokens", inv->model_output_tokens ?
-	                       json_object_new_int64(ah_cell_ll(inv->model_output_tokens)) : NULL);
+	/* Beyond the contract, so only where the model gateway measured them: a
+	 * result without the gateway is exactly the contract's. */
+	if (inv->model_input_tokens && inv->model_output_tokens) {
+		ah_json_int(o, "model_input_tokens", ah_cell_ll(inv->model_input_tokens));
+		ah_json_int(o, "model_output_tokens", ah_cell_ll(inv->model_output_tokens));
+	}
 	ah_json_str(o, "status", inv->status);
 	ah_json_str(o, "error", inv->error);
 	ah_json_time(r, o, "created_at", inv->created_at);
