@@ -61,7 +61,8 @@ struct exchange {
 	const char *token;         /* as the client sent it */
 	long long content_length;
 	bool chunked;
-	char *body;
+	size_t body_off;           /* body bytes that came with the head: in[body_off..in_len) */
+	long long body_left;       /* still to pass on */
 	struct curl_slist *hdrs;
 	long status;               /* the provider's */
 	char out[HEAD_CAP];        /* its headers, as forwarded */
@@ -257,27 +258,6 @@ static bool token_ok(const ah_gateway *g, const char *t)
 	       sodium_memcmp(t, g->token, AH_GATEWAY_TOKEN_LEN) == 0;
 }
 
-static int read_body(struct exchange *x)
-{
-	size_t len = x->content_length > 0 ? (size_t)x->content_length : 0;
-	size_t have = x->in_len - x->head_len;
-	x->body = malloc(len + 1);
-	if (!x->body)
-		return -1;
-	if (have > len)
-		have = len;
-	memcpy(x->body, x->in + x->head_len, have);
-	while (have < len) {
-		ssize_t n = recv(x->fd, x->body + have, len - have, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		have += (size_t)n;
-	}
-	return 0;
-}
-
 /* ---- the provider's answer, streamed back ---- */
 
 static int send_head(struct exchange *x)
@@ -332,6 +312,32 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 	return send_all(x->fd, p, len) == 0 ? len : 0;
 }
 
+/* The request body streams from the agent to the provider: the runner holds
+ * no more of it than curl's buffer, whatever the size. */
+static size_t on_read(char *buf, size_t size, size_t n, void *ud)
+{
+	struct exchange *x = ud;
+	size_t want = size * n;
+	if (x->body_left <= 0)
+		return 0;
+	if ((long long)want > x->body_left)
+		want = (size_t)x->body_left;
+	ssize_t got;
+	if (x->body_off < x->in_len) {
+		got = (ssize_t)(x->in_len - x->body_off < want ? x->in_len - x->body_off : want);
+		memcpy(buf, x->in + x->body_off, (size_t)got);
+		x->body_off += (size_t)got;
+	} else {
+		do
+			got = recv(x->fd, buf, want, 0);
+		while (got < 0 && errno == EINTR);
+		if (got <= 0)
+			return CURL_READFUNC_ABORT;
+	}
+	x->body_left -= got;
+	return (size_t)got;
+}
+
 static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
 {
 	struct exchange *x = ud;
@@ -358,9 +364,10 @@ static void set_request(struct exchange *x, CURL *c, char *url)
 	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
 	if (strcmp(x->method, "POST") == 0) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(x->content_length > 0 ?
-		                 x->content_length : 0));
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, x->body);
+		curl_easy_setopt(c, CURLOPT_POST, 1L);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->body_left);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(c, CURLOPT_READDATA, x);
 	} else if (strcmp(x->method, "DELETE") == 0) {
 		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
 	}
@@ -404,12 +411,31 @@ static void log_path(char *out, size_t cap, const char *target)
 	out[i] = '\0';
 }
 
+/* After a refusal sent before the request body was read: closing with unread
+ * data would reset the connection and could destroy the answer on its way, so
+ * the rest is read and dropped (costing no memory) until the agent closes. */
+static void drain(int fd)
+{
+	char buf[16384];
+	shutdown(fd, SHUT_WR);
+	for (long long total = 0; total < (256LL << 20);) {
+		ssize_t n = recv(fd, buf, sizeof buf, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		total += n;
+	}
+}
+
 static void serve(struct exchange *x)
 {
 	int rc = read_head(x);
 	if (rc != 0) {
-		if (rc == AH_ETOOBIG)
+		if (rc == AH_ETOOBIG) {
 			send_error(x->fd, 431, "invalid_request_error", "request head too large");
+			drain(x->fd);
+		}
 		return;
 	}
 	int bad = parse_head(x);
@@ -421,11 +447,14 @@ static void serve(struct exchange *x)
 		send_error(x->fd, bad, bad == 401 ? "authentication_error" : "invalid_request_error",
 		           bad == 401 ? "invalid model gateway token" : "request refused by the model gateway");
 		ah_log_warn("%s model gateway: request refused (%d)", x->g->tag, bad);
+		drain(x->fd);
 		return;
 	}
-	if (read_body(x) != 0)
-		return;
+	x->body_off = x->head_len;
+	x->body_left = x->content_length > 0 ? x->content_length : 0;
 	forward(x);
+	if (x->body_left > 0) /* the provider answered before taking it all */
+		drain(x->fd);
 	char path[100];
 	log_path(path, sizeof path, x->target);
 	ah_log_info("%s model gateway: %s %s -> %ld (%lld in, %lld out)", x->g->tag, x->method, path,
@@ -457,9 +486,6 @@ static void *conn_thread(void *arg)
 		x->fd = g->conns[c.slot];
 		serve(x);
 		wipe_headers(x->hdrs);
-		if (x->body)
-			sodium_memzero(x->body, (size_t)(x->content_length > 0 ? x->content_length : 0));
-		free(x->body);
 	}
 	pthread_mutex_lock(&g->mu);
 	int fd = g->conns[c.slot];

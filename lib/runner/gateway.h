@@ -7,9 +7,11 @@
  * adds the provider's reported usage to the invocation's model token counts.
  *
  * Bounded: MAX_CONNS connections of one invocation at a time (more wait in the
- * listen backlog), a request head and body cap, a 30 s limit to send a request
- * and to take each piece of the answer, and upstream calls end with the
- * invocation. Neither key nor token is ever logged. */
+ * listen backlog), a request head cap (64 KiB) and a body cap
+ * (model_gateway_max_body_bytes, 32 MiB by default as the provider's own;
+ * bodies stream through, never held whole), a 30 s limit on each read from and
+ * write to the agent, and upstream calls end with the invocation. Neither key
+ * nor token is ever logged. */
 #ifndef AH_RUNNER_GATEWAY_H
 #define AH_RUNNER_GATEWAY_H
 

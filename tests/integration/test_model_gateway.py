@@ -38,21 +38,23 @@ JSON_USAGE = {"input_tokens": 1000, "cache_creation_input_tokens": 200,
               "cache_read_input_tokens": 34, "output_tokens": 567}
 # Streamed answer: input in message_start, cumulative output in message_delta.
 SSE_IN, SSE_OUT = 100, 40
+# The gateway's body cap for this module; bodies stream through it in pieces.
+MAX_BODY = 256 * 1024
 
 # Calls the gateway as an SDK would, then prints what it saw as JSON. The prompt
-# is JSON: {"text", "stream", "old_token"}.
+# is JSON: {"text", "stream", "old_token", "big"}.
 AGENT_JS = r"""
 const chunks = [];
 process.stdin.on('data', c => chunks.push(c));
 process.stdin.on('end', async () => {
   const cmd = JSON.parse(Buffer.concat(chunks).toString('utf8'));
   const base = process.env.ANTHROPIC_BASE_URL, token = process.env.ANTHROPIC_API_KEY;
-  const call = async (key, stream) => {
+  const call = async (key, stream, text = cmd.text) => {
     const r = await fetch(base + '/v1/messages', {
       method: 'POST',
       headers: {'x-api-key': key, 'anthropic-version': '2023-06-01', 'content-type': 'application/json'},
       body: JSON.stringify({model: 'test-model', max_tokens: 64, stream,
-                            messages: [{role: 'user', content: cmd.text}]}),
+                            messages: [{role: 'user', content: text}]}),
     });
     return {status: r.status, type: r.headers.get('content-type'), body: await r.text()};
   };
@@ -60,6 +62,7 @@ process.stdin.on('end', async () => {
   out.answer = await call(token, !!cmd.stream);
   out.wrong = (await call('ahg_' + 'x'.repeat(43), false)).status;
   if (cmd.old_token) out.old = (await call(cmd.old_token, false)).status;
+  if (cmd.big) out.big = (await call(token, false, 'y'.repeat(cmd.big))).status;
   process.stdout.write(JSON.stringify(out));
 });
 """
@@ -122,7 +125,7 @@ def provider():
 @pytest.fixture(scope="module")
 def gateway_runner(provider):
     with runner_with(model_gateway="on", model_key_value=OPERATOR_KEY,
-                     model_gateway_upstream=provider):
+                     model_gateway_upstream=provider, model_gateway_max_body_bytes=MAX_BODY):
         yield
 
 
@@ -146,7 +149,7 @@ def test_without_the_gateway_results_are_the_contracts(client):
 def test_agent_calls_the_model_through_the_gateway(gateway_runner, client):
     Provider.seen.clear()
     slug = deployed_agent(client, AGENT_JS)["slug"]
-    inv, seen = invoke(client, slug, text="hello")
+    inv, seen = invoke(client, slug, text="hello", big=MAX_BODY + 1)
 
     # The agent got its answer from the provider, through the gateway.
     assert seen["answer"]["status"] == 200, seen
@@ -160,6 +163,8 @@ def test_agent_calls_the_model_through_the_gateway(gateway_runner, client):
     assert not any(seen["token"] in (k or "") + (a or "") for k, a in Provider.seen)
     # Another token is refused by the gateway itself (the provider never sees it).
     assert seen["wrong"] == 401
+    # So is a body over the cap.
+    assert seen["big"] == 413
     assert len(Provider.seen) == 1
 
     # The provider's counts are recorded and priced.
@@ -172,12 +177,14 @@ def test_agent_calls_the_model_through_the_gateway(gateway_runner, client):
     row = next(i for i in hist if i["invocation_id"] == inv["invocation_id"])
     assert (row["model_input_tokens"], row["model_output_tokens"]) == (model_in, 567)
 
-    # A second invocation: the first one's token is dead, and a streamed answer
-    # is metered from its message_start and message_delta events.
-    inv2, seen2 = invoke(client, slug, text="again", stream=True, old_token=seen["token"])
+    # A second invocation: the first one's token is dead, a body near the cap
+    # arrives whole, and a streamed answer is metered from its message_start
+    # and message_delta events.
+    text = "again " + "z" * (MAX_BODY - 1024)
+    inv2, seen2 = invoke(client, slug, text=text, stream=True, old_token=seen["token"])
     assert seen2["answer"]["status"] == 200
     assert seen2["answer"]["type"].startswith("text/event-stream")
-    assert "echo: again" in seen2["answer"]["body"]
+    assert json.dumps("echo: " + text) in seen2["answer"]["body"]
     assert seen2["old"] == 401 and seen2["token"] != seen["token"]
     assert (inv2["model_input_tokens"], inv2["model_output_tokens"]) == (SSE_IN, SSE_OUT)
     assert inv2["total_cost_usd"] == cost(SSE_IN, SSE_OUT)
