@@ -377,7 +377,8 @@ static void set_request(struct exchange *x, CURL *c, char *url)
 static void forward(struct exchange *x)
 {
 	char kh[KEY_MAX + 16], url[2048];
-	snprintf(kh, sizeof kh, "x-api-key: %s", x->g->key);
+	/* No key configured: none is sent, and the provider says so. */
+	snprintf(kh, sizeof kh, *x->g->key ? "x-api-key: %s" : "X-No-Model-Key: 1", x->g->key);
 	struct curl_slist *l = curl_slist_append(x->hdrs, kh);
 	sodium_memzero(kh, sizeof kh);
 	CURL *c = l ? curl_easy_init() : NULL;

@@ -383,6 +383,9 @@ static const char *gateway_plan(struct gw_plan *gw, struct run_req *q, const ah_
 		ah_log_error("model gateway: %s", err.msg);
 		return "the model gateway has no key";
 	}
+	if (!*gw->key)
+		ah_log_warn("model_gateway is on but no model key is configured (model_key_value, "
+		            "model_key_file): the provider will refuse the agents' calls");
 	ah_gateway_new_token(gw->token);
 	env_drop(q, name);
 	env_drop(q, "ANTHROPIC_BASE_URL");

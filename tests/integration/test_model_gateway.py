@@ -129,8 +129,8 @@ def gateway_runner(provider):
         yield
 
 
-def invoke(client, slug, **cmd):
-    r = client.post(f"/agents/{slug}/invoke", json={"prompt": json.dumps(cmd)})
+def invoke(client, slug, session_id=None, **cmd):
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": json.dumps(cmd), "session_id": session_id})
     assert r.status_code == 200, r.text
     return exact(r), json.loads(r.json()["response_content"])
 
@@ -192,6 +192,20 @@ def test_agent_calls_the_model_through_the_gateway(gateway_runner, client):
     with open(os.path.join(VAR, "log", "runner.log"), errors="replace") as f:
         log = f.read()
     assert OPERATOR_KEY not in log and seen["token"] not in log and seen2["token"] not in log
+
+
+def test_gateway_in_a_session(gateway_runner, client):
+    """A session's sandbox keeps its network namespace between calls: each call
+    gets its own gateway there, with its own token, and the previous one's is
+    dead."""
+    slug = deployed_agent(client, AGENT_JS)["slug"]
+    sid = "gw-" + uuid.uuid4().hex[:12]
+    _, first = invoke(client, slug, sid, text="one")
+    inv, second = invoke(client, slug, sid, text="two", old_token=first["token"])
+    assert first["answer"]["status"] == second["answer"]["status"] == 200
+    assert json.loads(second["answer"]["body"])["content"][0]["text"] == "echo: two"
+    assert second["old"] == 401 and second["token"] != first["token"]
+    assert inv["session_id"] == sid and inv["model_output_tokens"] == JSON_USAGE["output_tokens"]
 
 
 def test_agent_without_model_calls_records_zero(gateway_runner, client):
