@@ -349,8 +349,9 @@ static void account(ah_req *r, ah_invocation *inv)
 		ah_log_error("inv=%s: cannot count output tokens", inv->id);
 	inv->output_tokens = (long long)n;
 	/* Through the model gateway, cost follows what the provider counted. */
-	long long cin = inv->model_input_tokens ? ah_cell_ll(inv->model_input_tokens) : inv->input_tokens;
-	long long cout = inv->model_output_tokens ? ah_cell_ll(inv->model_output_tokens) : inv->output_tokens;
+	bool model = inv->model_input_tokens && inv->model_output_tokens;
+	long long cin = model ? ah_cell_ll(inv->model_input_tokens) : inv->input_tokens;
+	long long cout = model ? ah_cell_ll(inv->model_output_tokens) : inv->output_tokens;
 	if (ah_cost_pico(&pico, cin, cout, pin, pout) != 0)
 		ah_log_error("inv=%s: cost overflows", inv->id);
 	inv->cost = ah_money_text(r->arena, pico);

@@ -19,7 +19,8 @@ static const char SQL_SESSION_DELETE[] = "DELETE FROM sessions WHERE agent_id = 
 static const char SQL_HISTORY[] =
 	"SELECT id, session_id, sandbox_id, prompt, response_content, input_tokens, output_tokens,"
 	" total_cost_usd, duration_ms, status, error, created_at, model_input_tokens,"
-	" model_output_tokens FROM invocations WHERE agent_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
+	" model_output_tokens FROM invocations"
+	" WHERE agent_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
 static const char SQL_HISTORY_COUNT[] = "SELECT COUNT(*) FROM invocations WHERE agent_id = ?";
 
 enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_DURATION,

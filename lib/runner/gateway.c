@@ -146,7 +146,8 @@ static void send_error(int fd, int status, const char *type, const char *msg)
 {
 	char body[512], head[256];
 	int bn = snprintf(body, sizeof body,
-	                  "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}", type, msg);
+	                  "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}",
+	                  type, msg);
 	int hn = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
 	                  "Content-Length: %d\r\nConnection: close\r\n\r\n", status,
 	                  status < 300 ? "OK" : "Error", bn);
@@ -293,8 +294,12 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		return len;
 	memcpy(name, p, nl);
 	name[nl] = '\0';
-	if (strcasecmp(name, "content-type") == 0)
-		snprintf(x->ctype, sizeof x->ctype, "%.*s", (int)(len - nl - 1), colon + 1 + strspn(colon + 1, " "));
+	if (strcasecmp(name, "content-type") == 0) {
+		const char *v = colon + 1, *end = p + len; /* not NUL-terminated */
+		while (v < end && *v == ' ')
+			v++;
+		snprintf(x->ctype, sizeof x->ctype, "%.*s", (int)(end - v), v);
+	}
 	if (!hop_by_hop(name)) {
 		memcpy(x->out + x->out_len, p, len);
 		x->out_len += len;

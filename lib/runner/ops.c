@@ -324,7 +324,7 @@ static json_object *execute(const struct ah_runner *r, const struct run_req *q,
 	if (gw && gateway_open(&g, r, q, gw, lease.sb, tag, &err) != 0) {
 		ah_log_error("%s agent=%s sandbox=%s: no model gateway: %s", tag, q->agent_id,
 		             sandbox_id, err.msg);
-		ah_sandboxes_release(&lease, false);
+		ah_sandboxes_release(&lease, true); /* its namespace may be at fault: not reused */
 		return ah_op_error("could not start the model gateway");
 	}
 	int rc = ah_sandbox_exec(lease.sb, &x, &res, &err);
