@@ -32,6 +32,7 @@
 #define IO_TIMEOUT_S 30
 #define BODY_CAP_DEFAULT (32 << 20)
 #define KEY_MAX 4096
+#define LOG_REFUSED 5 /* an agent must not be able to flood the runner's log */
 
 struct ah_gateway {
 	int lfd, wake;             /* listener; eventfd: stop, or a connection ended */
@@ -42,6 +43,7 @@ struct ah_gateway {
 	int active;                /* connection threads running */
 	int conns[MAX_CONNS];      /* their sockets (-1: free), for stop to cut */
 	atomic_int stopping;
+	atomic_int refused;        /* requests refused: logged one by one up to LOG_REFUSED */
 	ah_gateway_usage usage;
 	char *key;
 	char token[AH_GATEWAY_TOKEN_LEN + 1];
@@ -452,7 +454,8 @@ static void serve(struct exchange *x)
 	if (bad) {
 		send_error(x->fd, bad, bad == 401 ? "authentication_error" : "invalid_request_error",
 		           bad == 401 ? "invalid model gateway token" : "request refused by the model gateway");
-		ah_log_warn("%s model gateway: request refused (%d)", x->g->tag, bad);
+		if (atomic_fetch_add(&x->g->refused, 1) < LOG_REFUSED)
+			ah_log_warn("%s model gateway: request refused (%d)", x->g->tag, bad);
 		drain(x->fd);
 		return;
 	}
@@ -641,6 +644,8 @@ void ah_gateway_stop(ah_gateway *g, ah_gateway_usage *usage)
 	pthread_mutex_unlock(&g->mu);
 	if (usage)
 		*usage = g->usage;
+	if (atomic_load(&g->refused) > LOG_REFUSED)
+		ah_log_warn("%s model gateway: %d requests refused in all", g->tag, atomic_load(&g->refused));
 	if (g->wake >= 0)
 		close(g->wake);
 	pthread_mutex_destroy(&g->mu);
