@@ -20,6 +20,9 @@ typedef struct ah_invocation {
 	const char *prompt;       /* raw prompt bytes (history only) */
 	size_t prompt_len;
 	long long input_tokens, output_tokens, duration_ms;
+	/* What the model provider reported through the model gateway (decimal
+	 * text); NULL when not measured (the gateway is off). */
+	const char *model_input_tokens, *model_output_tokens;
 } ah_invocation;
 
 /* The contract's invocation result; with_prompt adds "prompt" (history).

@@ -61,7 +61,8 @@ static const char SQL_SESSION_RESTART[] =
 static const char SQL_RECORD[] =
 	"INSERT INTO invocations (id, agent_id, user_id, session_id, sandbox_id, prompt,"
 	" response_content, input_tokens, output_tokens, total_cost_usd, duration_ms, status, error,"
-	" created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+	" created_at, model_input_tokens, model_output_tokens)"
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 /* Only for an invocation whose history row cannot be written (its agent was
  * deleted during the call); otherwise the invocations_rollup trigger (schema/
  * 004) counts the usage and touches the session within SQL_RECORD itself. */
@@ -85,6 +86,7 @@ typedef struct run_out {
 	const char *sandbox_id;
 	char *out;             /* stdout bytes; NULL when the agent never ran */
 	size_t out_len;
+	const char *model_in, *model_out; /* the model gateway's counts; NULL: off */
 } run_out;
 
 /* ---- input ---- */
@@ -189,7 +191,10 @@ static int build_env(ah_req *r, const char *agent_id, const char *sid, json_obje
 		}
 		json_object_object_add(env, rows.v[i][0], json_object_new_string_len(plain, (int)len));
 	}
-	const char *key = model_key_value(r);
+	/* With the model gateway on, the runner keeps the key and hands out a token. */
+	const char *gw = ah_config_get(r->cfg, "model_gateway", "off");
+	bool gateway = strcmp(gw, "on") == 0 || strcmp(gw, "true") == 0 || strcmp(gw, "1") == 0;
+	const char *key = gateway ? "" : model_key_value(r);
 	if (*key)
 		ah_json_str(env, ah_config_get(r->cfg, "model_key_name", "ANTHROPIC_API_KEY"), key);
 	*out = ah_json_own(r, env);
@@ -351,6 +356,12 @@ static void map_answer(ah_req *r, json_object *ans, const invoke_in *in, long lo
 	}
 	o->sandbox_id = json_object_get_string(get(ans, "sandbox_id"));
 	decode_stdout(r, ans, o);
+	if (get(ans, "model_input_tokens")) {
+		o->model_in = ah_sprintf(r->arena, "%lld",
+		                         (long long)json_object_get_int64(get(ans, "model_input_tokens")));
+		o->model_out = ah_sprintf(r->arena, "%lld",
+		                          (long long)json_object_get_int64(get(ans, "model_output_tokens")));
+	}
 	int code = json_object_get_int(get(ans, "exit_code"));
 	int sig = json_object_get_int(get(ans, "signal"));
 	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
@@ -417,7 +428,11 @@ static void account(ah_req *r, ah_invocation *inv)
 	if (inv->response && ah_tokenize_count(&n, inv->response, inv->response_len) != 0)
 		ah_log_error("inv=%s: cannot count output tokens", inv->id);
 	inv->output_tokens = (long long)n;
-	if (ah_cost_pico(&pico, inv->input_tokens, inv->output_tokens, pin, pout) != 0)
+	/* Through the model gateway, cost follows what the provider counted. */
+	bool model = inv->model_input_tokens && inv->model_output_tokens;
+	long long cin = model ? ah_cell_ll(inv->model_input_tokens) : inv->input_tokens;
+	long long cout = model ? ah_cell_ll(inv->model_output_tokens) : inv->output_tokens;
+	if (ah_cost_pico(&pico, cin, cout, pin, pout) != 0)
 		ah_log_error("inv=%s: cost overflows", inv->id);
 	inv->cost = ah_money_text(r->arena, pico);
 }
@@ -430,10 +445,11 @@ static void usage_day(char out[11], const char *created_at)
 
 static int record_once(ah_req *r, const char *agent_id, const invoke_in *in, const ah_invocation *v)
 {
-	return ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisisss", v->id, agent_id, r->user->id,
+	return ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisisssss", v->id, agent_id, r->user->id,
 	                  v->session_id, v->sandbox_id, in->prompt, in->prompt_len, v->response,
 	                  v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
-	                  v->status, v->error, v->created_at);
+	                  v->status, v->error, v->created_at, v->model_input_tokens,
+	                  v->model_output_tokens);
 }
 
 /* One statement (its own transaction, usage and session included), retried:
@@ -507,6 +523,8 @@ static int invoke(ah_req *r)
 	inv.input_tokens = (long long)in_tokens;
 	inv.status = o.http == 200 ? "completed" : "failed";
 	inv.error = o.error;
+	inv.model_input_tokens = o.model_in;
+	inv.model_output_tokens = o.model_out;
 	account(r, &inv);
 	record(r, a[AG_ID], &in, &inv);
 	return reply(r, &o, &inv);

@@ -18,12 +18,13 @@ static const char SQL_SESSION_GET[] = "SELECT 1 FROM sessions WHERE agent_id = ?
 static const char SQL_SESSION_DELETE[] = "DELETE FROM sessions WHERE agent_id = ? AND id = ?";
 static const char SQL_HISTORY[] =
 	"SELECT id, session_id, sandbox_id, prompt, response_content, input_tokens, output_tokens,"
-	" total_cost_usd, duration_ms, status, error, created_at FROM invocations"
+	" total_cost_usd, duration_ms, status, error, created_at, model_input_tokens,"
+	" model_output_tokens FROM invocations"
 	" WHERE agent_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
 static const char SQL_HISTORY_COUNT[] = "SELECT COUNT(*) FROM invocations WHERE agent_id = ?";
 
 enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_DURATION,
-       H_STATUS, H_ERROR, H_CREATED };
+       H_STATUS, H_ERROR, H_CREATED, H_MODEL_IN, H_MODEL_OUT };
 
 /* ---- the invocation result ---- */
 
@@ -44,6 +45,12 @@ json_object *ah_invocation_json(ah_req *r, const ah_invocation *inv, bool with_p
 	ah_json_int(o, "output_tokens", inv->output_tokens);
 	json_object_object_add(o, "total_cost_usd", ah_money_json(r->arena, inv->cost));
 	ah_json_int(o, "duration_ms", inv->duration_ms);
+	/* Beyond the contract, so only where the model gateway measured them: a
+	 * result without the gateway is exactly the contract's. */
+	if (inv->model_input_tokens && inv->model_output_tokens) {
+		ah_json_int(o, "model_input_tokens", ah_cell_ll(inv->model_input_tokens));
+		ah_json_int(o, "model_output_tokens", ah_cell_ll(inv->model_output_tokens));
+	}
 	ah_json_str(o, "status", inv->status);
 	ah_json_str(o, "error", inv->error);
 	ah_json_time(r, o, "created_at", inv->created_at);
@@ -120,6 +127,7 @@ static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 		.prompt = v[H_PROMPT], .prompt_len = rows->len[i][H_PROMPT],
 		.input_tokens = ah_cell_ll(v[H_IN]), .output_tokens = ah_cell_ll(v[H_OUT]),
 		.duration_ms = ah_cell_ll(v[H_DURATION]),
+		.model_input_tokens = v[H_MODEL_IN], .model_output_tokens = v[H_MODEL_OUT],
 	};
 	return ah_invocation_json(r, &inv, true);
 }

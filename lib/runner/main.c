@@ -9,6 +9,7 @@
  * in progress finish within a grace period; a job still running after that goes
  * back to the queue (its attempt not counted); destroy every sandbox; exit. */
 #include "runner/runner.h"
+#include "runner/gateway.h"
 #include "runner_client/runner_client.h"
 #include "runner/sandboxes.h"
 #include "core/log.h"
@@ -96,6 +97,8 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 	r->max_attempts = (int)ah_config_int(r->cfg, "deploy_max_attempts", 3, 1, 100);
 	pthread_mutex_init(&r->job_mu, NULL);
 	ah_sandboxes_init();
+	if ((rc = ah_gateway_global_init(err)) != 0)
+		return rc;
 	/* The socket first: it is what tells a second runner with this id that the
 	 * first is alive, before it can clean up (sandboxes, leases) under it. */
 	if ((rc = ah_server_listen(r, err)) != 0 || (rc = ah_sandbox_init(r->cfg, err)) != 0)

@@ -5,6 +5,7 @@
  * into a sandbox), and the environment is passed as the whole environment of
  * the program, never logged, and wiped after the call. */
 #include "runner/ops.h"
+#include "runner/gateway.h"
 #include "runner/sandboxes.h"
 #include "core/log.h"
 #include "core/json.h"
@@ -29,6 +30,12 @@ struct run_req {
 	size_t in_len;
 	int timeout_ms;
 	size_t max_output;
+};
+
+/* model_gateway = on: the key stays here, the agent gets a token (gateway.h). */
+struct gw_plan {
+	char *key;
+	char token[AH_GATEWAY_TOKEN_LEN + 1];
 };
 
 json_object *ah_op_error(const char *msg)
@@ -116,7 +123,7 @@ static const char *parse_env(struct run_req *q, json_object *req)
 	    && !json_object_is_type(env, json_type_null))
 		return "\"env\" must be an object";
 	size_t n = env && json_object_is_type(env, json_type_object) ? json_object_object_length(env) : 0;
-	q->envp = calloc(n + 4, sizeof(char *));
+	q->envp = calloc(n + 6, sizeof(char *)); /* + 3 defaults + 2 of the model gateway */
 	if (!q->envp)
 		return "out of memory";
 	if (n > 0) {
@@ -273,8 +280,29 @@ static void release_with(json_object *ans, struct ah_sbx_lease *lease, bool brok
 	json_object_set_userdata(ans, d, release_later);
 }
 
-static json_object *execute(const struct run_req *q)
+/* The model gateway's part of the answer: what the provider counted. */
+static void add_model_usage(json_object *ans, const ah_gateway_usage *u)
 {
+	json_object_object_add(ans, "model_input_tokens", json_object_new_int64(u->input_tokens));
+	json_object_object_add(ans, "model_output_tokens", json_object_new_int64(u->output_tokens));
+	json_object_object_add(ans, "model_requests", json_object_new_int(u->requests));
+}
+
+/* Serves the gateway inside the leased sandbox for this run. */
+static int gateway_open(ah_gateway **out, const struct ah_runner *r, const struct run_req *q,
+                        const struct gw_plan *gw, const ah_sandbox *sb, const char *tag,
+                        ah_err *err)
+{
+	int lfd;
+	int rc = ah_sandbox_listen_loopback(sb, AH_GATEWAY_PORT, &lfd, err);
+	return rc ? rc : ah_gateway_start(out, r->cfg, lfd, gw->key, gw->token, tag, q->timeout_ms, err);
+}
+
+static json_object *execute(const struct ah_runner *r, const struct run_req *q,
+                            const struct gw_plan *gw)
+{
+	ah_gateway *g = NULL;
+	ah_gateway_usage usage = {0};
 	struct ah_sbx_lease lease = {0};
 	ah_sandbox_result res = {0};
 	ah_err err = {0};
@@ -293,12 +321,21 @@ static json_object *execute(const struct run_req *q)
 	};
 	const char *sandbox_id = ah_sandbox_id(lease.sb);
 	json_object *ans;
+	if (gw && gateway_open(&g, r, q, gw, lease.sb, tag, &err) != 0) {
+		ah_log_error("%s agent=%s sandbox=%s: no model gateway: %s", tag, q->agent_id,
+		             sandbox_id, err.msg);
+		ah_sandboxes_release(&lease, true); /* its namespace may be at fault: not reused */
+		return ah_op_error("could not start the model gateway");
+	}
 	int rc = ah_sandbox_exec(lease.sb, &x, &res, &err);
+	ah_gateway_stop(g, &usage); /* the token dies with the run */
 	if (rc == 0) {
 		ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms", tag,
 		            q->agent_id, sandbox_id, res.exit_code, res.signal, res.timed_out,
 		            res.oom_killed, res.duration_ms);
 		ans = run_answer(sandbox_id, &res);
+		if (gw)
+			add_model_usage(ans, &usage);
 	} else {
 		ah_log_error("%s agent=%s sandbox=%s: exec failed: %s", tag, q->agent_id, sandbox_id, err.msg);
 		ans = ah_op_error("the sandbox failed to run the agent");
@@ -313,10 +350,67 @@ static json_object *execute(const struct run_req *q)
 	return ans;
 }
 
+/* Drops NAME=… from the environment. */
+static void env_drop(struct run_req *q, const char *name)
+{
+	size_t n = strlen(name), w = 0;
+	for (size_t i = 0; i < q->nenv; i++) {
+		if (strncmp(q->envp[i], name, n) == 0 && q->envp[i][n] == '=') {
+			sodium_memzero(q->envp[i], strlen(q->envp[i]));
+			free(q->envp[i]);
+		} else {
+			q->envp[w++] = q->envp[i];
+		}
+	}
+	q->nenv = w;
+	q->envp[w] = NULL;
+}
+
+static bool gateway_on(const ah_config *cfg)
+{
+	const char *v = ah_config_get(cfg, "model_gateway", "off");
+	return strcmp(v, "on") == 0 || strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
+}
+
+/* With the gateway on, the agent's model key variable holds a fresh token
+ * (whatever the API put there, the real key included, is dropped) and
+ * ANTHROPIC_BASE_URL the gateway: SDKs that read both need no change. */
+static const char *gateway_plan(struct gw_plan *gw, struct run_req *q, const ah_config *cfg)
+{
+	ah_err err = {0};
+	const char *name = ah_config_get(cfg, "model_key_name", "ANTHROPIC_API_KEY");
+	if (ah_gateway_read_key(&gw->key, cfg, &err) != 0) {
+		ah_log_error("model gateway: %s", err.msg);
+		return "the model gateway has no key";
+	}
+	if (!*gw->key)
+		ah_log_warn("model_gateway is on but no model key is configured (model_key_value, "
+		            "model_key_file): the provider will refuse the agents' calls");
+	ah_gateway_new_token(gw->token);
+	env_drop(q, name);
+	env_drop(q, "ANTHROPIC_BASE_URL");
+	if (add_env(q, name, gw->token) != 0 || add_env(q, "ANTHROPIC_BASE_URL", AH_GATEWAY_URL) != 0)
+		return "out of memory";
+	return NULL;
+}
+
+static void gateway_plan_free(struct gw_plan *gw)
+{
+	if (gw->key) {
+		sodium_memzero(gw->key, strlen(gw->key));
+		free(gw->key);
+	}
+	sodium_memzero(gw->token, sizeof gw->token);
+}
+
 json_object *ah_op_run(struct ah_runner *r, json_object *req)
 {
 	struct run_req q = {0};
+	struct gw_plan gw = {0};
+	bool use_gw = gateway_on(r->cfg);
 	const char *bad = parse_run(&q, r, req);
+	if (!bad && use_gw)
+		bad = gateway_plan(&gw, &q, r->cfg);
 	json_object *ans;
 	if (bad) {
 		ah_log_warn("run refused: %s", bad);
@@ -326,9 +420,10 @@ json_object *ah_op_run(struct ah_runner *r, json_object *req)
 	} else if (!take_slot(r, 10000)) {
 		ans = ah_op_error("runner at capacity");
 	} else {
-		ans = execute(&q);
+		ans = execute(r, &q, use_gw ? &gw : NULL);
 		give_slot();
 	}
+	gateway_plan_free(&gw);
 	free_env(&q);
 	return ans;
 }

@@ -154,6 +154,7 @@ int sb_nl_add_addr(int idx, uint32_t ip);
 int sb_nl_link_up(int idx);
 void sb_nl_disable_ipv6(const char *ifname);
 int sb_net_inside_setup(const sb_plan *p, const char **what);  /* from inside the netns */
+int sb_net_listen_loopback(int ns, int port, int *out, ah_err *err);
 
 /* ---- net.c (runner side) ---- */
 int sb_net_policy_install(ah_err *err);

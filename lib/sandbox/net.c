@@ -195,6 +195,46 @@ void sb_net_host_teardown(const sb_plan *p)
 	wait_gone(p->veth); /* before the slot (and so the name) is reused */
 }
 
+/* ---- a listener inside: the model gateway (runner/gateway.c) ----
+ *
+ * A socket belongs to the namespace it was created in, whichever thread later
+ * uses it: this thread enters the slot's namespace only to create the socket.
+ * Its traffic never leaves that namespace's loopback, so no firewall rule and
+ * no host address is involved, and no other sandbox can reach it. */
+static int listen_here(int port, int *out)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 16) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	*out = fd;
+	return 0;
+}
+
+int sb_net_listen_loopback(int ns, int port, int *out, ah_err *err)
+{
+	int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (ns < 0 || home < 0 || setns(ns, CLONE_NEWNET) < 0) {
+		int e = ns < 0 ? EBADF : errno;
+		if (home >= 0)
+			close(home);
+		return ah_err_set(err, AH_EFAIL, "enter the network namespace: %s", strerror(e));
+	}
+	int rc = listen_here(port, out);
+	int e = errno;
+	go_home(home);
+	return rc < 0 ? ah_err_set(err, AH_EFAIL, "listen on 127.0.0.1:%d: %s", port, strerror(e)) : 0;
+}
+
 /* ---- the policy ---- */
 
 static int run_nft(const char *script)

@@ -708,6 +708,11 @@ const char *ah_sandbox_id(const ah_sandbox *sb)
 	return sb->plan.id;
 }
 
+int ah_sandbox_listen_loopback(const ah_sandbox *sb, int port, int *out, ah_err *err)
+{
+	return sb_net_listen_loopback(slots[sb->plan.slot].netns, port, out, err);
+}
+
 /* The processes die now (SIGKILL to the pid namespace's init); the rest
  * (reaping, the mount namespace, veth, cgroup: ~25 ms, mostly RCU grace
  * periods) is released by the pool's reaper thread, off the caller's path.

@@ -117,6 +117,13 @@ void ah_sandbox_result_free(ah_sandbox_result *r);
 /* "sbx_" + 22 base62 characters. */
 const char *ah_sandbox_id(const ah_sandbox *sb);
 
+/* A TCP socket listening on 127.0.0.1:port inside the sandbox's network
+ * namespace, owned by the caller (close it before the sandbox is released: a
+ * socket left in the namespace keeps the slot from reusing it). Only programs
+ * of this sandbox can connect to it; a port below 1024 cannot be taken by
+ * them first (they have no capability in that namespace). */
+int ah_sandbox_listen_loopback(const ah_sandbox *sb, int port, int *out, ah_err *err);
+
 /* Kills every process of the sandbox and releases everything it holds: mounts,
  * cgroups, veth, loop device, disk file. NULL is a no-op. */
 void ah_sandbox_destroy(ah_sandbox *sb);

@@ -1,0 +1,64 @@
+/* The model gateway (config model_gateway = on): agents get a per-invocation
+ * token instead of the model-provider key, and ANTHROPIC_BASE_URL pointing at
+ * a small HTTP/1.1 forwarder that the runner serves on 127.0.0.1:80 inside the
+ * agent's own network namespace (ah_sandbox_listen_loopback). It accepts only
+ * that invocation's token, only while the invocation runs, forwards the request
+ * to the provider (model_gateway_upstream) with the real key as x-api-key, and
+ * adds the provider's reported usage to the invocation's model token counts.
+ *
+ * Bounded: MAX_CONNS connections of one invocation at a time (more wait in the
+ * listen backlog), a request head cap (64 KiB) and a body cap
+ * (model_gateway_max_body_bytes, 32 MiB by default as the provider's own;
+ * bodies stream through, never held whole), a 30 s limit on each read from and
+ * write to the agent, and upstream calls end with the invocation. Neither key
+ * nor token is ever logged. */
+#ifndef AH_RUNNER_GATEWAY_H
+#define AH_RUNNER_GATEWAY_H
+
+#include <stddef.h>
+
+#include "core/config.h"
+#include "core/err.h"
+
+#define AH_GATEWAY_PORT 80          /* below 1024: no agent can bind it first */
+#define AH_GATEWAY_URL "http://127.0.0.1:80"
+#define AH_GATEWAY_TOKEN_LEN 47     /* "ahg_" + 43 base64url characters */
+
+typedef struct ah_gateway ah_gateway;
+
+typedef struct ah_gateway_usage {
+	long long input_tokens, output_tokens; /* summed over the provider's answers */
+	int requests;                          /* requests forwarded upstream */
+} ah_gateway_usage;
+
+/* Once, before any thread: libcurl's global set-up. */
+int ah_gateway_global_init(ah_err *err);
+
+/* A fresh token into out (AH_GATEWAY_TOKEN_LEN + 1 bytes). */
+void ah_gateway_new_token(char *out);
+
+/* The configured model-provider key (model_key_value, else the contents of
+ * model_key_file) into out (malloc'ed; "" when none); the caller wipes and
+ * frees it. */
+int ah_gateway_read_key(char **out, const ah_config *cfg, ah_err *err);
+
+/* Starts serving listen_fd (taken over: closed by stop) for one invocation
+ * until stop. key and token are copied (and wiped at stop); tag names the
+ * invocation in log lines; timeout_ms bounds every upstream call. */
+int ah_gateway_start(ah_gateway **out, const ah_config *cfg, int listen_fd, const char *key,
+                     const char *token, const char *tag, int timeout_ms, ah_err *err);
+
+/* Closes the listener, cuts every connection and upstream call still open,
+ * waits for them, and reports what the provider counted. NULL is a no-op. */
+void ah_gateway_stop(ah_gateway *g, ah_gateway_usage *usage);
+
+/* gateway_usage.c: the provider's usage in an answer, fed as it streams. */
+typedef struct ah_gw_meter ah_gw_meter;
+/* content_type decides the format: a JSON body, or server-sent events. NULL
+ * when the answer carries no usage we read (or out of memory). */
+ah_gw_meter *ah_gw_meter_new(const char *content_type);
+void ah_gw_meter_feed(ah_gw_meter *m, const char *data, size_t len);
+/* Ends the answer, adds what it reported to *u, and frees m. */
+void ah_gw_meter_finish(ah_gw_meter *m, ah_gateway_usage *u);
+
+#endif
