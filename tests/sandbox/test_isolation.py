@@ -73,6 +73,21 @@ console.log(JSON.stringify({root: ls('/'), sbx: ls('/.sbx'), etc: ls('/etc'), de
     assert out["hostname"] == "sandbox"
 
 
+def test_host_usr_is_read_only_nosuid_nodev(sandbox):
+    """The host's /usr (node and npm are the host's) on every mount of its tree:
+    never writable, setuid bits and device nodes ignored."""
+    r = sandbox.run(cmd=["/bin/cat", "/proc/self/mountinfo"])
+    assert r["exit_code"] == 0, r
+    mounts = {}
+    for line in r["stdout"].splitlines():
+        f = line.split()
+        mounts[f[4]] = set(f[5].split(","))
+    usr = {m: o for m, o in mounts.items() if m == "/usr" or m.startswith("/usr/")}
+    assert "/usr" in usr, mounts
+    for m, opts in usr.items():
+        assert {"ro", "nosuid", "nodev"} <= opts, (m, opts)
+
+
 def test_app_writes_stay_in_the_sandbox(sandbox):
     sandbox.write("data.txt", "original")
     js = """
