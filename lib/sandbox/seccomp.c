@@ -7,10 +7,11 @@
  * to whole families. Everything else answers EPERM: mount and namespace
  * changes, tracing other processes, modules, kexec, bpf, perf, the keyring,
  * userfaultfd, handle-based opens, clock, swap, quota and NUMA administration,
- * io_uring, and whatever a later kernel adds to that list. Some allowed calls
+ * the calls nobody here makes (modify_ldt, vmsplice, ...). Some allowed calls
  * are narrowed by argument: clone without namespace flags, socket in the
  * families a network program uses, ioctl without the terminal injection
- * requests, personality only as a query or the default.
+ * requests, personality only as a query or the default. Comparisons that
+ * allow are exact on the whole register: high bits set mean no match.
  *
  * ENOSYS instead of EPERM where a caller takes ENOSYS for "this kernel lacks
  * it" and falls back: clone3 (glibc then uses clone, whose flags a filter can
