@@ -10,8 +10,8 @@
  * the calls nobody here makes (modify_ldt, vmsplice, ...). Some allowed calls
  * are narrowed by argument: clone without namespace flags, socket in the
  * families a network program uses, ioctl without the terminal injection
- * requests, personality only as a query or the default. Comparisons that
- * allow are exact on the whole register: high bits set mean no match.
+ * requests, personality only as a query or the default. socket's family and
+ * protocol are compared on the whole register: high bits set mean refused.
  *
  * ENOSYS instead of EPERM where a caller takes ENOSYS for "this kernel lacks
  * it" and falls back: clone3 (glibc then uses clone, whose flags a filter can
