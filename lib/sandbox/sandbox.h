@@ -11,7 +11,24 @@
  * private ranges, no link-local, exactly the configured DNS resolvers).
  *
  * Programs run as an unprivileged user (uid 1000 inside, an unprivileged host
- * uid outside) with no_new_privs, no capabilities and a seccomp filter.
+ * uid outside) with no_new_privs, no capabilities and a seccomp filter: an
+ * allow list of what node, npm and the shell use (seccomp.c), EPERM for the rest.
+ *
+ * /usr is the host's: node and npm are the host's own, not an image per agent.
+ * It is a recursive bind of the host's /usr (its submounts, e.g. a separate
+ * /usr/local, included) made read-only, nosuid and nodev on every mount of
+ * the tree; the host's /bin, /sbin, /lib* appear as the same links into it
+ * (or as such binds where they are directories). So a program can read the
+ * host's binaries, libraries and /usr/share: only what any local user can
+ * read (host root's files are nobody's inside; "other" permissions apply) and
+ * no secrets by convention: configuration and data live in /etc, /var, /home,
+ * which the sandbox does not see (its /etc is curated). It must never be
+ * writable (one agent would change every agent's node), nor honour setuid
+ * (su, passwd and the like run without privilege; no_new_privs as well), nor
+ * hold devices. The sandbox cannot change those flags: the mounts belong to
+ * the keeper's namespace, the program has no capabilities, and seccomp refuses
+ * the mount calls. Operators: whatever is installed under /usr (also
+ * /usr/local, global npm packages) is readable by every agent.
  * Sandboxes are pre-made by a background pool so that create + exec costs about
  * one fork/exec more than running node directly.
  *

@@ -1,17 +1,21 @@
 /* Test probe run inside a sandbox: tries what a hostile program would try and
  * prints one "name=result" line per attempt (result: ok or the errno name).
  * Built by conftest.py into the test image. Usage: probe syscalls | forkbomb |
- * nofile */
+ * nofile | allowlist */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <linux/netlink.h>
 #include <linux/perf_event.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -59,6 +63,40 @@ static int syscalls(void)
 	return 0;
 }
 
+static long try_socket(int family, int type, int protocol)
+{
+	int fd = socket(family, type, protocol);
+	if (fd >= 0)
+		close(fd);
+	return fd;
+}
+
+/* Calls outside the allow list that the deny list before it let through,
+ * the ones narrowed by argument, and the ones that answer ENOSYS. */
+static int allowlist(void)
+{
+	unsigned long nodes = 0;
+	int mode = 0;
+	char ldt[16];
+	report("get_mempolicy", syscall(SYS_get_mempolicy, &mode, &nodes, 8 * sizeof nodes, NULL, 0));
+	report("modify_ldt", syscall(SYS_modify_ldt, 0, ldt, sizeof ldt));
+	report("vmsplice", syscall(SYS_vmsplice, -1, NULL, 0, 0));
+	report("socket_alg", try_socket(38 /* AF_ALG */, SOCK_SEQPACKET, 0));
+	report("socket_netlink_audit", try_socket(AF_NETLINK, SOCK_RAW, NETLINK_AUDIT));
+	report("socket_inet", try_socket(AF_INET, SOCK_STREAM, 0));
+	report("socket_inet6", try_socket(AF_INET6, SOCK_DGRAM, 0));
+	report("socket_unix", try_socket(AF_UNIX, SOCK_STREAM, 0));
+	report("socket_netlink_route", try_socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE));
+	report("tiocsti", ioctl(0, TIOCSTI, "x"));
+	report("tiocsti_high_bits", syscall(SYS_ioctl, 0, (1UL << 32) | TIOCSTI, "x"));
+	report("personality_query", personality(0xffffffff));
+	report("personality_no_aslr", personality(ADDR_NO_RANDOMIZE));
+	report("clone3", syscall(SYS_clone3, NULL, 0));
+	report("io_uring_setup", syscall(SYS_io_uring_setup, 1, NULL));
+	report("unknown_nr", syscall(1000));
+	return 0;
+}
+
 /* Forks until refused; children sleep so they all count. */
 static int forkbomb(void)
 {
@@ -91,6 +129,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc > 1 && !strcmp(argv[1], "syscalls"))
 		return syscalls();
+	if (argc > 1 && !strcmp(argv[1], "allowlist"))
+		return allowlist();
 	if (argc > 1 && !strcmp(argv[1], "forkbomb"))
 		return forkbomb();
 	if (argc > 1 && !strcmp(argv[1], "nofile"))

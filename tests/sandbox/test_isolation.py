@@ -73,6 +73,21 @@ console.log(JSON.stringify({root: ls('/'), sbx: ls('/.sbx'), etc: ls('/etc'), de
     assert out["hostname"] == "sandbox"
 
 
+def test_host_usr_is_read_only_nosuid_nodev(sandbox):
+    """The host's /usr (node and npm are the host's) on every mount of its tree:
+    never writable, setuid bits and device nodes ignored."""
+    r = sandbox.run(cmd=["/bin/cat", "/proc/self/mountinfo"])
+    assert r["exit_code"] == 0, r
+    mounts = {}
+    for line in r["stdout"].splitlines():
+        f = line.split()
+        mounts[f[4]] = set(f[5].split(","))
+    usr = {m: o for m, o in mounts.items() if m == "/usr" or m.startswith("/usr/")}
+    assert "/usr" in usr, mounts
+    for m, opts in usr.items():
+        assert {"ro", "nosuid", "nodev"} <= opts, (m, opts)
+
+
 def test_app_writes_stay_in_the_sandbox(sandbox):
     sandbox.write("data.txt", "original")
     js = """
@@ -128,3 +143,67 @@ def test_seccomp_denies_escape_syscalls(sandbox):
             assert val in ("EPERM",), (name, val)
         else:
             assert val in ("EPERM", "ENOSYS"), (name, val)
+
+
+def test_seccomp_is_an_allow_list(sandbox):
+    """Calls nobody listed are refused (get_mempolicy, modify_ldt and vmsplice
+    went through the deny list before it); some are narrowed by argument; calls
+    whose absence callers handle answer ENOSYS, so libc and libuv fall back."""
+    r = sandbox.run(cmd=["/app/probe", "allowlist"])
+    res = dict(l.split("=", 1) for l in r["stdout"].split())
+    assert res == {
+        "get_mempolicy": "EPERM", "modify_ldt": "EPERM", "vmsplice": "EPERM",
+        "socket_alg": "EPERM", "socket_netlink_audit": "EPERM",
+        "socket_inet": "ok", "socket_inet6": "ok", "socket_unix": "ok",
+        "socket_netlink_route": "ok",
+        "tiocsti": "EPERM", "tiocsti_high_bits": "EPERM",
+        "personality_query": "ok", "personality_no_aslr": "EPERM",
+        "clone3": "ENOSYS", "io_uring_setup": "ENOSYS", "unknown_nr": "ENOSYS",
+    }
+
+
+def test_node_works_under_the_allow_list(sandbox):
+    """What node programs do: threads, child processes, files and watches,
+    sockets on the sandbox's own loopback, interfaces, crypto, zlib."""
+    out = js_result(sandbox.run("""
+const fs = require('fs'), cp = require('child_process'), http = require('http');
+const os = require('os'), crypto = require('crypto'), zlib = require('zlib');
+const { Worker } = require('worker_threads');
+const out = {};
+out.sh = cp.execFileSync('/bin/sh', ['-c', 'echo $((6 * 7))']).toString().trim();
+fs.mkdirSync('/tmp/d');
+fs.writeFileSync('/tmp/d/a', 'x');
+fs.renameSync('/tmp/d/a', '/tmp/d/b');
+fs.symlinkSync('/tmp/d/b', '/tmp/d/l');
+out.file = fs.readFileSync('/tmp/d/l', 'utf8');
+out.ifaces = Object.keys(os.networkInterfaces()).sort();
+out.gzip = zlib.gunzipSync(zlib.gzipSync('zz')).toString();
+out.random = crypto.randomBytes(8).length;
+const worker = () => new Promise(ok => new Worker(
+  'require("worker_threads").parentPort.postMessage(6 * 7)', { eval: true }).on('message', ok));
+const watched = () => new Promise(ok => {
+  const w = fs.watch('/tmp/d', (ev, name) => { if (name === 'c') { w.close(); ok(name); } });
+  fs.writeFileSync('/tmp/d/c', 'y');
+});
+const spawned = () => new Promise(ok => {
+  let s = ''; const c = cp.spawn('/bin/sh', ['-c', 'echo spawned']);
+  c.stdout.on('data', d => s += d); c.on('close', () => ok(s.trim()));
+});
+const served = () => new Promise((ok, fail) => {
+  const srv = http.createServer((q, s) => s.end('served')).listen(0, '127.0.0.1', () => {
+    http.get({ host: '127.0.0.1', port: srv.address().port }, r => {
+      let b = ''; r.on('data', d => b += d); r.on('end', () => { srv.close(); ok(b); });
+    }).on('error', fail);
+  });
+});
+(async () => {
+  out.worker = await worker();
+  out.watch = await watched();
+  out.spawn = await spawned();
+  out.http = await served();
+  console.log(JSON.stringify(out));
+})();
+"""))
+    assert out == {"sh": "42", "file": "x", "ifaces": out["ifaces"], "gzip": "zz", "random": 8,
+                   "worker": 42, "watch": "c", "spawn": "spawned", "http": "served"}
+    assert "lo" in out["ifaces"]
