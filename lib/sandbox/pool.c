@@ -147,12 +147,34 @@ static void backoff(void)
 			break;
 }
 
+/* The host is at its budget (budget.c) and somebody waits: a pooled
+ * sandbox, made for a call that has not come, gives its budget back for the
+ * one that has (lock held). False if the pool holds none. */
+static bool evict_ready(void)
+{
+	struct ah_sandbox *sb = P.ready;
+	if (!sb)
+		return false;
+	P.ready = sb->next;
+	P.nready--;
+	sb_release_budget(sb);
+	sb->next = P.retired;
+	P.retired = sb;
+	pthread_cond_signal(&P.reap_cv);
+	return true;
+}
+
 static void fill_order(order *o)
 {
 	pthread_mutex_unlock(&P.mu);
 	ah_sandbox_background(false);
-	o->rc = sb_build(&o->sb, o->disk_bytes, &o->err);
+	o->rc = sb_build(&o->sb, o->disk_bytes, false, &o->err);
 	pthread_mutex_lock(&P.mu);
+	if (o->rc == AH_EBUSY && evict_ready()) {
+		pthread_mutex_unlock(&P.mu);
+		o->rc = sb_build(&o->sb, o->disk_bytes, false, &o->err);
+		pthread_mutex_lock(&P.mu);
+	}
 	o->done = true;
 	pthread_cond_broadcast(&P.ready_cv);
 }
@@ -165,7 +187,7 @@ static void build_one(void)
 	ah_sandbox_background(!urgent);
 	struct ah_sandbox *sb = NULL;
 	ah_err err = { 0 };
-	int rc = sb_build(&sb, 0, &err);
+	int rc = sb_build(&sb, 0, !urgent, &err);
 	pthread_mutex_lock(&P.mu);
 	P.nbuilding--;
 	if (rc == 0) {
@@ -173,6 +195,10 @@ static void build_one(void)
 		P.ready = sb;
 		P.nready++;
 		P.failures = 0;
+	} else if (rc == AH_EBUSY && !urgent) {
+		/* A refill past the budget's headroom: not an error for a waiter
+		 * that came meanwhile, whose own build may still fit. */
+		P.failures++;
 	} else {
 		P.fail = err;
 		P.fail_gen++;
