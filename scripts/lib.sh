@@ -65,7 +65,7 @@ stop_pid() { # stop_pid PIDFILE [SECONDS]
 # starts inherits: the OOM killer takes a sandbox's program (1000, see
 # lib/sandbox/inside.c) long before MariaDB (-500) or the API, runner and nginx
 # (-200). Best effort: a container may refuse negative values even to root.
-with_oom_adj() { local adj=$1; shift; echo "$adj" 2>/dev/null >/proc/self/oom_score_adj; exec "$@"; }
+with_oom_adj() { local adj=$1; shift; echo "$adj" 2>/dev/null >/proc/self/oom_score_adj || true; exec "$@"; }
 
 mysql_cli() { mariadb --no-defaults --socket="$VAR/run/mysql.sock" -uroot "$@"; }
 

@@ -197,17 +197,18 @@ static int fits(const sb_plan *p, const totals *t, bool ahead, ah_err *err)
 {
 	long long mem = t->memory + p->memory_bytes + (ahead ? sb_g.memory_bytes : 0);
 	if (mem > sb_g.memory_budget)
-		return ah_err_set(err, AH_EBUSY, "the host is at its sandbox memory budget (%lld of "
-		                  "%lld MiB committed); retry later", t->memory / MIB,
-		                  sb_g.memory_budget / MIB);
+		return ah_err_set(err, AH_EBUSY, "the host is at its sandbox memory budget (%lld MiB "
+		                  "asked, %lld of %lld MiB committed); retry later",
+		                  p->memory_bytes / MIB, t->memory / MIB, sb_g.memory_budget / MIB);
 	/* Checked without a disk of its own too (a tmpfs instead): below the
 	 * reserve, no new sandbox, deploy builds included. */
 	long long avail = free_bytes();
 	long long want = t->disk_unused + p->disk_bytes + (ahead ? sb_g.disk_bytes : 0);
 	if (avail < 0 || avail - want < sb_g.disk_reserve)
 		return ah_err_set(err, AH_EBUSY, "the host's disk is at its free-space reserve (%lld MiB "
-		                  "free, %lld MiB promised to live sandboxes, %lld MiB reserved); retry "
-		                  "later", avail / MIB, t->disk_unused / MIB, sb_g.disk_reserve / MIB);
+		                  "asked, %lld MiB free, %lld MiB promised to live sandboxes, %lld MiB "
+		                  "reserved); retry later", p->disk_bytes / MIB, avail / MIB,
+		                  t->disk_unused / MIB, sb_g.disk_reserve / MIB);
 	return 0;
 }
 

@@ -190,9 +190,12 @@ int sb_cgroup_set_limits(struct ah_sandbox *sb, ah_err *err)
 		return set(sb, 0, "pids.max", pids, false, err);
 	}
 	snprintf(cpu, sizeof cpu, "%d", p->cpus * 100000);
-	/* memsw must stay >= the memory limit: set memory first. */
-	if ((rc = set(sb, CG_MEM, "memory.limit_in_bytes", mem, false, err)) ||
-	    (rc = set(sb, CG_MEM, "memory.memsw.limit_in_bytes", mem, true, err)) ||
+	/* memsw must stay >= the memory limit at every step: memory first when
+	 * lowering (fails when raising a claimed sandbox's cap), then memsw, then
+	 * memory again if it failed. */
+	bool mem_set = set(sb, CG_MEM, "memory.limit_in_bytes", mem, false, NULL) == 0;
+	if ((rc = set(sb, CG_MEM, "memory.memsw.limit_in_bytes", mem, true, err)) ||
+	    (!mem_set && (rc = set(sb, CG_MEM, "memory.limit_in_bytes", mem, false, err))) ||
 	    (rc = set(sb, CG_CPU, "cpu.cfs_period_us", "100000", false, err)) ||
 	    (rc = set(sb, CG_CPU, "cpu.cfs_quota_us", cpu, false, err)))
 		return rc;
