@@ -212,8 +212,10 @@ int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const c
 			rc = ah_sandbox_create(&e->sb, &spec, err);
 			if (rc != 0)
 				e->sb = NULL;
-			if (rc == AH_EBUSY && drop_spares() == 0)
-				break;
+			/* At the budget: the spares go, and one more try, even when
+			 * a concurrent call dropped them first (their budget is free). */
+			if (rc == AH_EBUSY)
+				drop_spares();
 		}
 	}
 	out->entry = e;

@@ -19,9 +19,9 @@
  * sandbox's commitment is written into its slot's lock file (sandbox.c), held
  * by its owner with flock; admission runs under one host-wide lock, sums the
  * records of the slots somebody holds (a dead owner's lock is free, so its
- * stale record is ignored) and writes its own. A disk's written part is read
- * through its owner's descriptor (/proc/<pid>/fd/<n>); when that cannot be
- * read the disk counts in full. Records of another cgroup parent count for
+ * stale record is ignored, as is one naming a dead process) and writes its
+ * own. A disk's written part is read through its owner's descriptor
+ * (/proc/<pid>/fd/<n>); when that cannot be read the disk counts in full. Records of another cgroup parent count for
  * memory only under that parent, for disk on the same filesystem only.
  *
  * A sandbox built ahead (a pool refill nobody waits for) must leave room for
@@ -35,6 +35,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,11 +94,11 @@ int sb_budget_init(const ah_config *cfg, ah_err *err)
 	int rc = read_limits(cfg, err);
 	if (rc)
 		return rc;
-	if (sb_cgroup_set_parent_memory(sb_g.memory_budget, err) != 0)
+	ah_err why = { 0 };
+	if (sb_cgroup_set_parent_memory(sb_g.memory_budget, &why) != 0)
 		/* Below what the parent uses now (another runner's sandboxes):
 		 * admission still holds; the next start sets it. */
-		ah_log_warn("sandbox: cannot set the memory budget as the cgroup limit: %s",
-		            err ? err->msg : "");
+		ah_log_warn("sandbox: cannot set the memory budget as the cgroup limit: %s", why.msg);
 	ah_log_info("sandbox: memory budget %lld MiB under cgroup %s, disk reserve %lld MiB",
 	            sb_g.memory_budget / MIB, sb_g.cg_name, sb_g.disk_reserve / MIB);
 	return 0;
@@ -139,8 +140,12 @@ static bool read_record(int dir, const char *name, record *r)
 	if (n <= 0)
 		return false;
 	buf[n] = '\0';
-	return sscanf(buf, "%63s %lld %lld %llu %d %d", r->scope, &r->memory, &r->disk, &r->dev,
-	              &r->pid, &r->fd) == 6 && r->memory >= 0 && r->disk >= 0;
+	if (sscanf(buf, "%63s %lld %lld %llu %d %d", r->scope, &r->memory, &r->disk, &r->dev,
+	           &r->pid, &r->fd) != 6 || r->memory < 0 || r->disk < 0 || r->pid <= 0)
+		return false;
+	/* Left by a dead owner in a slot somebody holds now without writing
+	 * its own record yet (or a runner older than records). */
+	return kill(r->pid, 0) == 0 || errno != ESRCH;
 }
 
 /* The part of r's disk not written yet: its size when it cannot be read. */
@@ -237,6 +242,8 @@ int sb_budget_admit(struct ah_sandbox *sb, int lock_fd, ah_err *err)
 	if (rc == 0) {
 		put_record(sb, lock_fd);
 		sb->budget_held = true;
+	} else if (!sb->budget_held) {
+		write_record(lock_fd, ""); /* a dead owner's, in a slot we now keep */
 	}
 	close(lk);
 	return rc;

@@ -65,6 +65,7 @@ static struct {
 	struct ah_sandbox *retired;
 	order *orders;
 	int nready, nbuilding, waiters;
+	int nahead;              /* of nbuilding: refills started while nobody waited */
 	bool stop, running;
 	unsigned fail_gen;
 	ah_err fail;
@@ -183,6 +184,7 @@ static void build_one(void)
 {
 	P.nbuilding++;
 	bool urgent = P.waiters > 0;
+	P.nahead += !urgent;
 	pthread_mutex_unlock(&P.mu);
 	ah_sandbox_background(!urgent);
 	struct ah_sandbox *sb = NULL;
@@ -190,6 +192,7 @@ static void build_one(void)
 	int rc = sb_build(&sb, 0, !urgent, &err);
 	pthread_mutex_lock(&P.mu);
 	P.nbuilding--;
+	P.nahead -= !urgent;
 	if (rc == 0) {
 		sb->next = P.ready;
 		P.ready = sb;
@@ -347,7 +350,11 @@ int sb_pool_take(struct ah_sandbox **out, long long disk_bytes, bool counted, ah
 	unsigned gen = P.fail_gen;
 	P.waiters++;
 	pthread_cond_signal(&P.wake);
-	while (!P.ready && !P.stop && P.fail_gen == gen)
+	/* A build refused for the budget is no answer yet while refills
+	 * started earlier are under way: they were admitted, or are being, and
+	 * come here when ready (every build's end wakes the waiters). */
+	while (!P.ready && !P.stop &&
+	       (P.fail_gen == gen || (P.fail.code == AH_EBUSY && P.nahead > 0)))
 		pthread_cond_wait(&P.ready_cv, &P.mu);
 	P.waiters--;
 	struct ah_sandbox *sb = P.ready;
