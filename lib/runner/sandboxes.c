@@ -174,19 +174,15 @@ static struct ah_sbx_entry *take_spare(const char *agent_id, const char *image)
 
 /* The host is at its sandbox budget: the spares nobody uses, built for calls
  * that have not come, give theirs to the call that has. Their budget is
- * free when this returns (ah_sandbox_destroy). The number dropped. */
-static int drop_spares(void)
+ * free when this returns (ah_sandbox_destroy). */
+static void drop_spares(void)
 {
-	int n = 0;
 	pthread_mutex_lock(&mu);
 	for (struct ah_sbx_entry *e = entries; e; e = e->next)
-		if (e->spare && !e->doomed && e->refs == 0 && e->sb) {
+		if (e->spare && e->refs == 0 && e->sb)
 			e->doomed = true;
-			n++;
-		}
 	pthread_mutex_unlock(&mu);
 	sweep();
-	return n;
 }
 
 int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const char *session,
