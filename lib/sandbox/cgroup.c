@@ -4,8 +4,8 @@
  * Each sandbox gets <hierarchy>/<sandbox_cgroup>/slot<N> (default
  * "agenthost"); the parent's memory limit is the host's sandbox memory budget
  * (budget.c), so that however the sandboxes add up, the kernel's OOM killer
- * acts inside the parent, never on the database or the API. The keeper moves itself
- * into it before it runs anything (see sb_cgroup_join_file), and then
+ * acts inside the parent, never on the database or the API. The keeper moves
+ * itself into it before it runs anything (see sb_cgroup_join_file), and then
  * unshares its cgroup namespace so the sandbox sees its own cgroup as the
  * root. The memory cap makes the kernel OOM-kill inside the sandbox, never on
  * the host; the oom_kill counter tells exec what happened. Runs in the runner. */
