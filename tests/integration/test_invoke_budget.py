@@ -116,34 +116,37 @@ def test_invoke_at_the_memory_budget_is_503_with_retry_after(client):
     for _ in range(2):
         c = new_client()
         users.append((c, deployed_agent(c, ECHO_JS)))
-    image = tempfile.mkdtemp(prefix="ahbudget-")
-    holder = hold_the_rest(image)
+    image, holder = tempfile.mkdtemp(prefix="ahbudget-"), None
     try:
-        refused, done = None, 0
-        for n in range(27):
-            c, a = users[n // 9]
-            r = c.post(f"/agents/{a['slug']}/invoke", json={"prompt": f"p{n}", "session_id": f"s{n}"},
-                       timeout=120)
-            if r.status_code == 503:
-                refused = (c, a, r)
-                break
-            assert r.status_code == 200, r.text
-            done += 1
-        assert refused is not None, "the budget never ran out"
-        c, a, r = refused
-        assert r.headers["Retry-After"] == "5"
-        assert r.json() == {"detail": "No capacity to run the agent now (the host is at its "
-                                      "sandbox memory or disk budget). Try again in 5 seconds."}
-        # Nothing ran: only the calls that did are in the history.
-        h = c.get(f"/agents/{a['slug']}/invocations")
-        assert h.headers["X-Total-Count"] == str(done % 9)
+        holder = hold_the_rest(image)
+        c, a, done = at_the_budget(users)
+        release(holder)
+        holder = None
+        r = c.post(f"/agents/{a['slug']}/invoke", json={"prompt": "again"}, timeout=120)
+        assert r.status_code == 200, r.text
+        assert r.json()["response_content"] == "again"
     finally:
         release(holder)
         os.rmdir(image)
-    c, a, _ = refused
-    r = c.post(f"/agents/{a['slug']}/invoke", json={"prompt": "again"}, timeout=120)
-    assert r.status_code == 200, r.text
-    assert r.json()["response_content"] == "again"
-    # The sessions' sandboxes go, or they would hold the budget for an hour.
-    for c, a in users:
-        assert c.delete(f"/agents/{a['slug']}/sandbox").status_code in (200, 204)
+        # The sessions' sandboxes go, or they would hold the budget for an hour.
+        for c, a in users:
+            c.delete(f"/agents/{a['slug']}/sandbox")
+
+
+def at_the_budget(users):
+    """Calls in new sessions until one is refused; checks the refusal."""
+    for n in range(27):
+        c, a = users[n // 9]
+        r = c.post(f"/agents/{a['slug']}/invoke", json={"prompt": f"p{n}", "session_id": f"s{n}"},
+                   timeout=120)
+        if r.status_code == 503:
+            break
+        assert r.status_code == 200, r.text
+    assert r.status_code == 503, "the budget never ran out"
+    assert r.headers["Retry-After"] == "5"
+    assert r.json() == {"detail": "No capacity to run the agent now (the host is at its "
+                                  "sandbox memory or disk budget). Try again in 5 seconds."}
+    # Nothing ran: only the calls that did are in the history.
+    h = c.get(f"/agents/{a['slug']}/invocations")
+    assert h.headers["X-Total-Count"] == str(n % 9)
+    return c, a, n
