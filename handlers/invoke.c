@@ -80,7 +80,8 @@ typedef struct invoke_in {
 } invoke_in;
 
 typedef struct run_out {
-	int http;              /* 200, 500 or 504 */
+	int http;              /* 200, 500, 503 (nothing ran: retry) or 504 */
+	long long retry_after; /* 503: seconds */
 	const char *error;     /* NULL on success; the result's "error" */
 	const char *detail;    /* the error response's "detail" */
 	const char *sandbox_id;
@@ -325,6 +326,17 @@ static void fail(ah_req *r, run_out *o, const char *error)
 	o->detail = ah_sprintf(r->arena, "Invocation failed: %s", error);
 }
 
+/* The runner refused for now (the host at its sandbox memory or disk budget,
+ * or the runner at capacity): nothing ran, the client may retry. */
+static void busy(ah_req *r, run_out *o, const char *why, long long retry_after)
+{
+	o->http = 503;
+	o->retry_after = retry_after < 1 ? 1 : retry_after > 600 ? 600 : retry_after;
+	o->error = why ? why : "the host is busy";
+	o->detail = ah_sprintf(r->arena, "No capacity to run the agent now (%s). Try again in "
+	                       "%lld seconds.", o->error, o->retry_after);
+}
+
 static void timed_out(ah_req *r, run_out *o, long long secs)
 {
 	o->http = 504;
@@ -351,7 +363,10 @@ static void map_answer(ah_req *r, json_object *ans, const invoke_in *in, long lo
 {
 	if (!json_object_get_boolean(get(ans, "ok"))) {
 		const char *e = json_object_get_string(get(ans, "error"));
-		fail(r, o, ah_sprintf(r->arena, "sandbox runner error: %s", e ? e : "unknown"));
+		if (json_object_get_boolean(get(ans, "busy")))
+			busy(r, o, e, json_object_get_int64(get(ans, "retry_after")));
+		else
+			fail(r, o, ah_sprintf(r->arena, "sandbox runner error: %s", e ? e : "unknown"));
 		return;
 	}
 	o->sandbox_id = json_object_get_string(get(ans, "sandbox_id"));
@@ -515,6 +530,10 @@ static int invoke(ah_req *r)
 	if (in.session_id && (rc = claim_session(r, a[AG_ID], in.session_id, state)) != 0)
 		return rc;
 	run_agent(r, a, &in, inv.id, env, &o);
+	if (o.http == 503) { /* nothing ran: no history entry, no usage */
+		ah_header(r, "Retry-After", ah_sprintf(r->arena, "%lld", o.retry_after));
+		return ah_reply_error(r, 503, o.detail);
+	}
 	failed_output(&o);
 	inv.duration_ms = ah_now_ms() - start;
 	inv.sandbox_id = o.sandbox_id;

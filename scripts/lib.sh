@@ -61,6 +61,12 @@ stop_pid() { # stop_pid PIDFILE [SECONDS]
     rm -f "$f"
 }
 
+# Runs "$@" (in the caller's subshell) with oom_score_adj ADJ, which what it
+# starts inherits: the OOM killer takes a sandbox's program (1000, see
+# lib/sandbox/inside.c) long before MariaDB (-500) or the API, runner and nginx
+# (-200). Best effort: a container may refuse negative values even to root.
+with_oom_adj() { local adj=$1; shift; echo "$adj" 2>/dev/null >/proc/self/oom_score_adj || true; exec "$@"; }
+
 mysql_cli() { mariadb --no-defaults --socket="$VAR/run/mysql.sock" -uroot "$@"; }
 
 start_mariadb() {
@@ -81,7 +87,7 @@ start_mariadb() {
         # The query cache answers the per-request key and agent look-ups (which
         # change rarely) without parsing or planning; a write to a table drops
         # that table's cached results at once, so a revoked key is never served.
-        mariadbd --no-defaults --datadir="$VAR/mysql" --socket="$VAR/run/mysql.sock" --tmpdir="$VAR/tmp" \
+        with_oom_adj -500 mariadbd --no-defaults --datadir="$VAR/mysql" --socket="$VAR/run/mysql.sock" --tmpdir="$VAR/tmp" \
             --pid-file="$VAR/run/mysql.pid" --skip-networking --user=root \
             --log-error="$VAR/log/mysql.log" --innodb-buffer-pool-size=256M \
             --innodb-flush-log-at-trx-commit=2 --max-connections=500 --thread-handling=pool-of-threads \
@@ -130,6 +136,11 @@ rate_limit_invoke = 10
 # from a sandbox's network; link-local and metadata addresses never.
 git_allow_hosts = 127.0.0.1:$((PORT + 320))-$((PORT + 339))
 sandbox_root = $VAR/data/sandboxes
+# Smaller than the defaults (2 GiB, 10 GiB) so that the concurrency tests' ten
+# sandboxes, the pool and the spares fit the host's sandbox budget (README) with
+# room for other stacks on a developer's machine.
+sandbox_memory_mb = 1024
+sandbox_disk_mb = 1024
 model_key_name = ANTHROPIC_API_KEY
 price_input_per_mtok = 3.00
 price_output_per_mtok = 15.00
@@ -150,13 +161,14 @@ start_runner() {
     local cmd="${RUNNER_BUILD:-$BUILD}/lib/runner/agenthost-runner"
     # The command line is kept so tests can restart a runner they killed.
     printf 'AGENTHOST_CONFIG=%q %q\n' "$VAR/agenthost.conf" "$cmd" >"$VAR/run/runner.cmd"
-    AGENTHOST_CONFIG="$VAR/agenthost.conf" setsid "$cmd" </dev/null >>"$VAR/log/runner.log" 2>&1 &
+    AGENTHOST_CONFIG="$VAR/agenthost.conf" with_oom_adj -200 setsid "$cmd" \
+        </dev/null >>"$VAR/log/runner.log" 2>&1 &
     echo $! >"$VAR/run/runner.pid"
 }
 
 start_api() {
     pid_alive "$VAR/run/api.pid" && return 0
-    AGENTHOST_CONFIG="$VAR/agenthost.conf" setsid "$BUILD/handlers/agenthost-api" \
+    AGENTHOST_CONFIG="$VAR/agenthost.conf" with_oom_adj -200 setsid "$BUILD/handlers/agenthost-api" \
         </dev/null >>"$VAR/log/api.log" 2>&1 &
     echo $! >"$VAR/run/api.pid"
     wait_for 20 "the API socket" test -S "$VAR/run/api.sock"
@@ -203,7 +215,8 @@ start_nginx() {
     pid_alive "$VAR/run/nginx.pid" && return 0
     nginx_conf
     nginx -t -q -c "$VAR/nginx/nginx.conf" -p "$VAR/nginx" || die "nginx config test failed"
-    nginx -c "$VAR/nginx/nginx.conf" -p "$VAR/nginx" </dev/null || die "nginx did not start"
+    (with_oom_adj -200 nginx -c "$VAR/nginx/nginx.conf" -p "$VAR/nginx" </dev/null) ||
+        die "nginx did not start"
     wait_for 10 nginx curl -fsS "http://127.0.0.1:$PORT/api/v1/health"
 }
 

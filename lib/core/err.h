@@ -17,6 +17,7 @@ enum {
 	AH_EDENIED   = -6,
 	AH_ETIMEOUT  = -7,
 	AH_EDONE     = -8,  /* a response has already been written */
+	AH_EBUSY     = -9,  /* out of capacity for now (sandbox budget): retry later */
 };
 
 typedef struct ah_err {

@@ -168,10 +168,14 @@ static int build_in_sandbox(const char *project_dir, const char *image_dir, cons
 	ah_sandbox *sb = NULL;
 	ah_sandbox_spec spec = {.image_dir = project_dir, .build = true, .disk_bytes = opts->disk_bytes};
 	ah_err sberr = {0};
-	if (ah_sandbox_create(&sb, &spec, &sberr) != 0) /* the machine's fault: worth a retry */
+	int rc = ah_sandbox_create(&sb, &spec, &sberr);
+	if (rc == AH_EBUSY) /* the host's budget, not the project: wait for room */
+		return ah_err_set(err, AH_EBUSY, "Waiting for room on the build host (its sandbox "
+		                  "memory or disk budget is in use)");
+	if (rc != 0) /* the machine's fault: worth a retry */
 		return ah_err_set(err, AH_EFAIL, "Could not start the build sandbox: %s", sberr.msg);
 	int fd = -1;
-	int rc = run_npm(sb, project_dir, opts, err);
+	rc = run_npm(sb, project_dir, opts, err);
 	if (rc == 0 && (fd = open(scratch, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		rc = ah_err_set(err, AH_EFAIL, "cannot create %s: %s", scratch, strerror(errno));
 	if (rc == 0)

@@ -10,7 +10,9 @@
  *       repository). err->msg is written for the user and becomes the agent's
  *       status_message. Permanent: never retried.
  *   AH_EFAIL: this machine or the network is at fault (disk, sandbox, DNS, a
- *       connection refused). err->msg is for the user too; retried. */
+ *       connection refused). err->msg is for the user too; retried.
+ *   AH_EBUSY: the host has no room for the build sandbox now (its memory or
+ *       disk budget): retried later without counting as an attempt. */
 #ifndef AH_DEPLOY_DEPLOY_H
 #define AH_DEPLOY_DEPLOY_H
 

@@ -128,6 +128,19 @@ static int requeue(ah_db *db, const struct ah_runner *r, const struct ah_job *j,
 	                  "WHERE id = ? AND runner_id = ?", "isis", delay, msg, j->id, r->id);
 }
 
+/* The host's sandbox budget refused the build: not the job's fault, so the
+ * attempt does not count; tried again in a while, on whichever runner. */
+static int wait_for_room(ah_db *db, const struct ah_runner *r, const struct ah_job *j,
+                         const char *msg, bool quiet)
+{
+	if (!quiet)
+		ah_log_warn("%s: %s; trying again in 10 s", j->tag, msg);
+	return ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'queued', runner_id = NULL, "
+	                  "lease_until = NOW(3) + INTERVAL 10 SECOND, error = ?, "
+	                  "attempts = GREATEST(attempts - 1, 0), updated_at = NOW(3) "
+	                  "WHERE id = ? AND runner_id = ?", "sis", msg, j->id, r->id);
+}
+
 int ah_jobs_release(ah_db *db, const struct ah_runner *r, long long job_id)
 {
 	/* Not the job's fault: the attempt does not count. */
@@ -177,8 +190,10 @@ static void record(ah_db *db, struct ah_runner *r, const struct ah_job *j, int r
 		int db_rc;
 		if (rc == 0 || rc == AH_ECONFLICT)
 			return;
-		if (r->stopping && rc == AH_EFAIL)
+		if (r->stopping && (rc == AH_EFAIL || rc == AH_EBUSY))
 			db_rc = ah_jobs_release(db, r, j->id);
+		else if (rc == AH_EBUSY)
+			db_rc = wait_for_room(db, r, j, err->msg, tries > 0);
 		else if (rc == AH_EFAIL && j->attempts < r->max_attempts)
 			db_rc = requeue(db, r, j, err->msg, tries > 0);
 		else {

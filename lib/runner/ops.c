@@ -21,6 +21,7 @@
 
 #define DEFAULT_MAX_OUTPUT (10 << 20)
 #define LIMIT_MAX_OUTPUT (16 << 20)
+#define BUSY_RETRY_S 5     /* a sandbox's life is seconds: one may have ended then */
 
 struct run_req {
 	const char *invocation_id, *agent_id, *image, *entrypoint, *session;
@@ -43,6 +44,16 @@ json_object *ah_op_error(const char *msg)
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "ok", json_object_new_boolean(0));
 	json_object_object_add(o, "error", json_object_new_string(msg));
+	return o;
+}
+
+/* A refusal worth retrying soon: the host is at its sandbox budget, or this
+ * runner at its capacity. The API answers 503 with Retry-After. */
+static json_object *busy_answer(const char *msg)
+{
+	json_object *o = ah_op_error(msg);
+	json_object_object_add(o, "busy", json_object_new_boolean(1));
+	json_object_object_add(o, "retry_after", json_object_new_int(BUSY_RETRY_S));
 	return o;
 }
 
@@ -309,7 +320,13 @@ static json_object *execute(const struct ah_runner *r, const struct run_req *q,
 	char entry[1100], tag[80];
 	snprintf(entry, sizeof(entry), "/app/%s", q->entrypoint);
 	snprintf(tag, sizeof(tag), "inv=%s", q->invocation_id);
-	if (ah_sandboxes_acquire(&lease, q->agent_id, q->session, q->image, &err) != 0) {
+	int rc = ah_sandboxes_acquire(&lease, q->agent_id, q->session, q->image, &err);
+	if (rc == AH_EBUSY) {
+		/* The numbers are for the operator's log, not for clients. */
+		ah_log_warn("%s agent=%s: refused: %s", tag, q->agent_id, err.msg);
+		return busy_answer("the host is at its sandbox memory or disk budget");
+	}
+	if (rc != 0) {
 		ah_log_error("%s agent=%s: no sandbox: %s", tag, q->agent_id, err.msg);
 		return ah_op_error("could not create a sandbox");
 	}
@@ -327,7 +344,7 @@ static json_object *execute(const struct ah_runner *r, const struct run_req *q,
 		ah_sandboxes_release(&lease, true); /* its namespace may be at fault: not reused */
 		return ah_op_error("could not start the model gateway");
 	}
-	int rc = ah_sandbox_exec(lease.sb, &x, &res, &err);
+	rc = ah_sandbox_exec(lease.sb, &x, &res, &err);
 	ah_gateway_stop(g, &usage); /* the token dies with the run */
 	if (rc == 0) {
 		ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms", tag,
@@ -418,7 +435,7 @@ json_object *ah_op_run(struct ah_runner *r, json_object *req)
 	} else if (r->stopping) {
 		ans = ah_op_error("runner shutting down");
 	} else if (!take_slot(r, 10000)) {
-		ans = ah_op_error("runner at capacity");
+		ans = busy_answer("runner at capacity");
 	} else {
 		ans = execute(r, &q, use_gw ? &gw : NULL);
 		give_slot();

@@ -172,6 +172,19 @@ static struct ah_sbx_entry *take_spare(const char *agent_id, const char *image)
 	return NULL;
 }
 
+/* The host is at its sandbox budget: the spares nobody uses, built for calls
+ * that have not come, give theirs to the call that has. Their budget is
+ * free when this returns (ah_sandbox_destroy). */
+static void drop_spares(void)
+{
+	pthread_mutex_lock(&mu);
+	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+		if (e->spare && e->refs == 0 && e->sb)
+			e->doomed = true;
+	pthread_mutex_unlock(&mu);
+	sweep();
+}
+
 int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const char *session,
                          const char *image, ah_err *err)
 {
@@ -195,6 +208,10 @@ int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const c
 			rc = ah_sandbox_create(&e->sb, &spec, err);
 			if (rc != 0)
 				e->sb = NULL;
+			/* At the budget: the spares go, and one more try, even when
+			 * a concurrent call dropped them first (their budget is free). */
+			if (rc == AH_EBUSY)
+				drop_spares();
 		}
 	}
 	out->entry = e;

@@ -1,8 +1,11 @@
 /* Cgroups: memory, cpu and pids limits, on cgroup v1 (one hierarchy per
  * controller, as on these machines) or v2 (one unified tree, most hosts).
  *
- * Each sandbox gets <hierarchy>/agenthost/slot<N>. The keeper moves itself
- * into it before it runs anything (see sb_cgroup_join_file), and then
+ * Each sandbox gets <hierarchy>/<sandbox_cgroup>/slot<N> (default
+ * "agenthost"); the parent's memory limit is the host's sandbox memory budget
+ * (budget.c), so that however the sandboxes add up, the kernel's OOM killer
+ * acts inside the parent, never on the database or the API. The keeper moves
+ * itself into it before it runs anything (see sb_cgroup_join_file), and then
  * unshares its cgroup namespace so the sandbox sees its own cgroup as the
  * root. The memory cap makes the kernel OOM-kill inside the sandbox, never on
  * the host; the oom_kill counter tells exec what happened. Runs in the runner. */
@@ -81,13 +84,13 @@ static void scan_mount(char *line, char v2[256])
 	if (strcmp(type, "cgroup") == 0)
 		for (int i = 0; i < CG_N; i++)
 			if (has_word(opts, V1_NAMES[i]) && !sb_g.cg_v1[i][0])
-				snprintf(sb_g.cg_v1[i], sizeof sb_g.cg_v1[i], "%s/agenthost", f[4]);
+				snprintf(sb_g.cg_v1[i], sizeof sb_g.cg_v1[i], "%.180s/%s", f[4], sb_g.cg_name);
 }
 
 static int init_v2(const char *mnt, ah_err *err)
 {
 	char path[300];
-	snprintf(sb_g.cg_v2, sizeof sb_g.cg_v2, "%s/agenthost", mnt);
+	snprintf(sb_g.cg_v2, sizeof sb_g.cg_v2, "%.180s/%s", mnt, sb_g.cg_name);
 	if (mkdir(sb_g.cg_v2, 0755) < 0 && errno != EEXIST)
 		return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", sb_g.cg_v2, strerror(errno));
 	/* Controllers must be enabled on every level down to the sandboxes. */
@@ -120,6 +123,33 @@ int sb_cgroup_init(ah_err *err)
 			return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", sb_g.cg_v1[i], strerror(errno));
 	}
 	sb_g.cg = SB_CG_V1;
+	return 0;
+}
+
+/* The parent's limit. v1: memsw must stay >= the memory limit at every
+ * step, so the order depends on the direction; trying memory, memsw, memory
+ * covers both. v2 has no such coupling (swap is separate and off). A limit
+ * below what the parent uses now fails (EBUSY): the caller says so. */
+int sb_cgroup_set_parent_memory(long long bytes, ah_err *err)
+{
+	char path[320], path2[320], val[32];
+	snprintf(val, sizeof val, "%lld", bytes);
+	if (sb_g.cg == SB_CG_V2) {
+		snprintf(path, sizeof path, "%s/memory.swap.max", sb_g.cg_v2);
+		sb_write_file(path, "0");
+		snprintf(path, sizeof path, "%s/memory.max", sb_g.cg_v2);
+		if (sb_write_file(path, val) < 0)
+			return ah_err_set(err, AH_EFAIL, "write %s: %s", path, strerror(errno));
+		return 0;
+	}
+	snprintf(path, sizeof path, "%s/memory.limit_in_bytes", sb_g.cg_v1[CG_MEM]);
+	snprintf(path2, sizeof path2, "%s/memory.memsw.limit_in_bytes", sb_g.cg_v1[CG_MEM]);
+	int rc = sb_write_file(path, val);   /* fails when raising past memsw */
+	sb_write_file(path2, val);           /* absent without swap accounting */
+	if (rc < 0)
+		rc = sb_write_file(path, val);
+	if (rc < 0)
+		return ah_err_set(err, AH_EFAIL, "write %s: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -160,9 +190,12 @@ int sb_cgroup_set_limits(struct ah_sandbox *sb, ah_err *err)
 		return set(sb, 0, "pids.max", pids, false, err);
 	}
 	snprintf(cpu, sizeof cpu, "%d", p->cpus * 100000);
-	/* memsw must stay >= the memory limit: set memory first. */
-	if ((rc = set(sb, CG_MEM, "memory.limit_in_bytes", mem, false, err)) ||
-	    (rc = set(sb, CG_MEM, "memory.memsw.limit_in_bytes", mem, true, err)) ||
+	/* memsw must stay >= the memory limit at every step: memory first when
+	 * lowering (fails when raising a claimed sandbox's cap), then memsw, then
+	 * memory again if it failed. */
+	bool mem_set = set(sb, CG_MEM, "memory.limit_in_bytes", mem, false, NULL) == 0;
+	if ((rc = set(sb, CG_MEM, "memory.memsw.limit_in_bytes", mem, true, err)) ||
+	    (!mem_set && (rc = set(sb, CG_MEM, "memory.limit_in_bytes", mem, false, err))) ||
 	    (rc = set(sb, CG_CPU, "cpu.cfs_period_us", "100000", false, err)) ||
 	    (rc = set(sb, CG_CPU, "cpu.cfs_quota_us", cpu, false, err)))
 		return rc;

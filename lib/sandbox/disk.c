@@ -203,7 +203,7 @@ static int copy_template(int tfd, int fd, long long bytes)
 
 int sb_disk_setup(sb_plan *p, ah_err *err)
 {
-	p->loop_fd = -1;
+	p->loop_fd = p->disk_fd = -1;
 	p->loop_dev[0] = '\0';
 	if (p->disk_bytes <= 0)
 		return 0;
@@ -229,7 +229,12 @@ int sb_disk_setup(sb_plan *p, ah_err *err)
 	}
 	rc = 0;
 done:
-	close(fd);
+	/* Kept open (read only by the budget: how much of the disk is written,
+	 * see budget.c) until the sandbox is torn down. */
+	if (rc == 0)
+		p->disk_fd = fd;
+	else
+		close(fd);
 	unlink(p->disk_file); /* the loop device keeps the data alive */
 	return rc;
 }
@@ -250,6 +255,9 @@ void sb_disk_teardown(sb_plan *p)
 		ioctl(p->loop_fd, LOOP_CLR_FD, 0);
 		sb_disk_close_loop(p);
 	}
+	if (p->disk_fd >= 0)
+		close(p->disk_fd);
+	p->disk_fd = -1;
 	if (p->disk_file[0])
 		unlink(p->disk_file);
 }

@@ -72,7 +72,6 @@ __attribute__((noreturn)) static void agent_main(exec_req *r)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	sb_write_file("/proc/self/oom_score_adj", "0"); /* the keeper's -1000 is inherited */
 	const char *what = "chdir";
 	if (chdir(r->m.msg[0] ? r->m.msg : "/app") < 0)
 		goto fail;
@@ -247,6 +246,11 @@ __attribute__((noreturn)) static void spawner_main(int exec_fd, int sync_fd, pid
 	char b = 0;
 	die_with_parent(keeper);
 	signal(SIGCHLD, SIG_DFL);
+	/* The sandbox's programs are the OOM killer's first choice, on the
+	 * host and in the cgroup (the keeper is its last). Written while still
+	 * root of the host, which also makes 1000 the floor: the agents, which
+	 * inherit it, cannot lower it again (as they could the keeper's -1000). */
+	sb_write_file("/proc/self/oom_score_adj", "1000");
 	/* The keeper writes our maps, then we become root inside = uid_base. */
 	if (unshare(CLONE_NEWUSER) < 0 || write(sync_fd, "u", 1) != 1 ||
 	    read(sync_fd, &b, 1) != 1 || b != 'm' || sb_userns_become_root() < 0 ||

@@ -49,6 +49,7 @@ typedef struct sb_plan {
 	char disk_file[512];
 	char loop_dev[32];           /* set by the disk step */
 	int loop_fd;
+	int disk_fd;                 /* the disk file, read-only (budget.c stats it); -1 */
 } sb_plan;
 
 enum sb_cg_version { SB_CG_NONE, SB_CG_V1, SB_CG_V2 };
@@ -69,6 +70,9 @@ typedef struct sb_global {
 	enum sb_cg_version cg;
 	char cg_v1[3][256];          /* memory, cpu, pids hierarchy roots + /agenthost */
 	char cg_v2[256];             /* unified root + /agenthost */
+	char cg_name[64];            /* sandbox_cgroup: the parent of all slots */
+	long long memory_budget;     /* bytes: the parent's limit, and admission's */
+	long long disk_reserve;      /* bytes kept free on sandbox_root's filesystem */
 	long long memory_bytes, disk_bytes;
 	int cpus, pids_max, nofile, pool_size, pool_max, max_slots;
 	unsigned uid_base;
@@ -93,6 +97,8 @@ struct ah_sandbox {
 	bool claimed, broken;
 	long long oom_kills;         /* the cgroup's count after the last exec; -1: not read yet */
 	bool deploy;                 /* a build: tear down synchronously */
+	bool ahead;                  /* built for the pool when nobody waited (budget.c) */
+	bool budget_held;            /* its commitment is in the slot's record */
 	struct ah_sandbox *next;     /* pool list */
 };
 
@@ -176,6 +182,19 @@ long long sb_cgroup_oom_count(const struct ah_sandbox *sb);
 void sb_cgroup_teardown(struct ah_sandbox *sb);
 void sb_cgroup_clear_slot(struct ah_sandbox *sb);
 
+/* The parent's memory limit (budget.c). */
+int sb_cgroup_set_parent_memory(long long bytes, ah_err *err);
+
+/* ---- budget.c: host-wide memory and disk admission ---- */
+struct ah_config;
+int sb_budget_init(const struct ah_config *cfg, ah_err *err);
+/* Admits sb (AH_EBUSY when the host is at its budget) and records its
+ * commitment in the slot's lock file, lock_fd. */
+int sb_budget_admit(struct ah_sandbox *sb, int lock_fd, ah_err *err);
+/* The disk file exists now: its allocated blocks can be read. */
+void sb_budget_note_disk(struct ah_sandbox *sb, int lock_fd);
+void sb_budget_release(struct ah_sandbox *sb, int lock_fd);
+
 /* ---- rlimits.c ---- */
 int sb_rlimits_apply(int nofile, int nproc, long long fsize);
 
@@ -200,7 +219,11 @@ long long sb_mono_ms(void);                  /* CLOCK_MONOTONIC */
 
 /* ---- sandbox.c ---- */
 /* A fresh unclaimed sandbox; disk_bytes 0: the configured size. */
-int sb_build(struct ah_sandbox **out, long long disk_bytes, ah_err *err);
+/* ahead: nobody waits for it (a pool refill): the budget keeps room for one
+ * more sandbox past it. */
+int sb_build(struct ah_sandbox **out, long long disk_bytes, bool ahead, ah_err *err);
+/* Gives sb's budget back now (its processes are being killed). */
+void sb_release_budget(struct ah_sandbox *sb);
 void sb_teardown(struct ah_sandbox *sb);
 
 /* ---- pool.c ---- */

@@ -65,6 +65,7 @@ static struct {
 	struct ah_sandbox *retired;
 	order *orders;
 	int nready, nbuilding, waiters;
+	int nahead;              /* of nbuilding: refills started while nobody waited */
 	bool stop, running;
 	unsigned fail_gen;
 	ah_err fail;
@@ -147,12 +148,34 @@ static void backoff(void)
 			break;
 }
 
+/* The host is at its budget (budget.c) and somebody waits: a pooled
+ * sandbox, made for a call that has not come, gives its budget back for the
+ * one that has (lock held). False if the pool holds none. */
+static bool evict_ready(void)
+{
+	struct ah_sandbox *sb = P.ready;
+	if (!sb)
+		return false;
+	P.ready = sb->next;
+	P.nready--;
+	sb_release_budget(sb);
+	sb->next = P.retired;
+	P.retired = sb;
+	pthread_cond_signal(&P.reap_cv);
+	return true;
+}
+
 static void fill_order(order *o)
 {
 	pthread_mutex_unlock(&P.mu);
 	ah_sandbox_background(false);
-	o->rc = sb_build(&o->sb, o->disk_bytes, &o->err);
+	o->rc = sb_build(&o->sb, o->disk_bytes, false, &o->err);
 	pthread_mutex_lock(&P.mu);
+	if (o->rc == AH_EBUSY && evict_ready()) {
+		pthread_mutex_unlock(&P.mu);
+		o->rc = sb_build(&o->sb, o->disk_bytes, false, &o->err);
+		pthread_mutex_lock(&P.mu);
+	}
 	o->done = true;
 	pthread_cond_broadcast(&P.ready_cv);
 }
@@ -161,18 +184,24 @@ static void build_one(void)
 {
 	P.nbuilding++;
 	bool urgent = P.waiters > 0;
+	P.nahead += !urgent;
 	pthread_mutex_unlock(&P.mu);
 	ah_sandbox_background(!urgent);
 	struct ah_sandbox *sb = NULL;
 	ah_err err = { 0 };
-	int rc = sb_build(&sb, 0, &err);
+	int rc = sb_build(&sb, 0, !urgent, &err);
 	pthread_mutex_lock(&P.mu);
 	P.nbuilding--;
+	P.nahead -= !urgent;
 	if (rc == 0) {
 		sb->next = P.ready;
 		P.ready = sb;
 		P.nready++;
 		P.failures = 0;
+	} else if (rc == AH_EBUSY && !urgent) {
+		/* A refill past the budget's headroom: not an error for a waiter
+		 * that came meanwhile, whose own build may still fit. */
+		P.failures++;
 	} else {
 		P.fail = err;
 		P.fail_gen++;
@@ -321,7 +350,11 @@ int sb_pool_take(struct ah_sandbox **out, long long disk_bytes, bool counted, ah
 	unsigned gen = P.fail_gen;
 	P.waiters++;
 	pthread_cond_signal(&P.wake);
-	while (!P.ready && !P.stop && P.fail_gen == gen)
+	/* A build refused for the budget is no answer yet while refills
+	 * started earlier are under way: they were admitted, or are being, and
+	 * come here when ready (every build's end wakes the waiters). */
+	while (!P.ready && !P.stop &&
+	       (P.fail_gen == gen || (P.fail.code == AH_EBUSY && P.nahead > 0)))
 		pthread_cond_wait(&P.ready_cv, &P.mu);
 	P.waiters--;
 	struct ah_sandbox *sb = P.ready;

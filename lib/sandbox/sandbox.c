@@ -325,8 +325,27 @@ static int idmap_setup(ah_sandbox *sb, ah_err *err)
 	return 0;
 }
 
-static int disk_setup(ah_sandbox *sb, ah_err *err) { return sb_disk_setup(&sb->plan, err); }
+static int disk_setup(ah_sandbox *sb, ah_err *err)
+{
+	int rc = sb_disk_setup(&sb->plan, err);
+	if (rc == 0)
+		sb_budget_note_disk(sb, slots[sb->plan.slot].lock);
+	return rc;
+}
 static void disk_teardown(ah_sandbox *sb) { sb_disk_teardown(&sb->plan); }
+/* The host's memory and disk budget (budget.c), recorded in the slot's lock
+ * file; given back at destroy already (sb_release_budget), or here. */
+static int budget_setup(ah_sandbox *sb, ah_err *err)
+{
+	return sb_budget_admit(sb, slots[sb->plan.slot].lock, err);
+}
+
+void sb_release_budget(ah_sandbox *sb)
+{
+	if (sb->plan.slot >= 0)
+		sb_budget_release(sb, slots[sb->plan.slot].lock);
+}
+
 static int net_setup(ah_sandbox *sb, ah_err *err)
 {
 	return sb_net_slot_setup(&sb->plan, &slots[sb->plan.slot].netns, err);
@@ -342,6 +361,7 @@ static const struct step {
 	void (*teardown)(ah_sandbox *sb);
 } STEPS[] = {
 	{ "slot",          slot_take,         slot_release },
+	{ "budget",        budget_setup,      sb_release_budget },
 	{ "idmap",         idmap_setup,       NULL },           /* the slot's, kept */
 	{ "cgroup",        sb_cgroup_setup,   sb_cgroup_teardown },
 	{ "disk",          disk_setup,        disk_teardown },
@@ -361,13 +381,13 @@ static void make_plan(ah_sandbox *sb, long long disk_bytes)
 	p->cpus = sb_g.cpus;
 	p->pids_max = sb_g.pids_max;
 	p->nofile = sb_g.nofile;
-	p->loop_fd = -1;
+	p->loop_fd = p->disk_fd = -1;
 	/* sb_g.root is at most 240 characters (read_config). */
 	snprintf(p->root_mnt, sizeof p->root_mnt, "%.240s/root", sb_g.root);
 	snprintf(p->disk_file, sizeof p->disk_file, "%s/disk-%s.img", sb_g.root, p->id);
 }
 
-int sb_build(ah_sandbox **out, long long disk_bytes, ah_err *err)
+int sb_build(ah_sandbox **out, long long disk_bytes, bool ahead, ah_err *err)
 {
 	ah_sandbox *sb = calloc(1, sizeof *sb);
 	if (!sb)
@@ -375,13 +395,15 @@ int sb_build(ah_sandbox **out, long long disk_bytes, ah_err *err)
 	sb->keeper_pidfd = sb->ctl_fd = sb->exec_fd = -1;
 	sb->oom_kills = -1;
 	sb->plan.slot = -1;
+	sb->ahead = ahead;
 	make_plan(sb, disk_bytes);
 	for (int i = 0; i < NSTEPS; i++) {
 		int rc = STEPS[i].setup(sb, err);
 		sb->nsteps_done = i + 1;
 		if (rc) {
-			ah_log_warn("sandbox %s: step %s failed: %s", sb->plan.id, STEPS[i].name,
-			            err ? err->msg : "");
+			if (rc != AH_EBUSY) /* the budget's refusals are the caller's to report */
+				ah_log_warn("sandbox %s: step %s failed: %s", sb->plan.id, STEPS[i].name,
+				            err ? err->msg : "");
 			sb_teardown(sb);
 			return rc;
 		}
@@ -504,6 +526,18 @@ static int mkdir_p(const char *path)
 	return mkdir(b, 0700) < 0 && errno != EEXIST ? -1 : 0;
 }
 
+static bool cgroup_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n >= sizeof sb_g.cg_name)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
+		      s[i] == '_'))
+			return false;
+	return true;
+}
+
 static int read_config(const ah_config *cfg, ah_err *err)
 {
 	const char *root = ah_config_get(cfg, "sandbox_root", "var/data/sandboxes");
@@ -524,6 +558,10 @@ static int read_config(const ah_config *cfg, ah_err *err)
 	sb_g.uid_base = (unsigned)ah_config_int(cfg, "sandbox_uid_base", 1000000, 65536,
 	                                        (1LL << 32) - 1 - 16384LL * SB_IDS_PER_SLOT);
 	sb_g.allow_host = ah_config_int(cfg, "sandbox_allow_loopback_egress", 0, 0, 1) == 1;
+	const char *cg = ah_config_get(cfg, "sandbox_cgroup", "agenthost");
+	if (!cgroup_name_ok(cg))
+		return ah_err_set(err, AH_EINVALID, "sandbox_cgroup %s: want 1-63 of [a-z0-9_-]", cg);
+	snprintf(sb_g.cg_name, sizeof sb_g.cg_name, "%s", cg);
 	const char *net = ah_config_get(cfg, "sandbox_net", "10.254");
 	if (sscanf(net, "%u.%u", &sb_g.net_a, &sb_g.net_b) != 2 || sb_g.net_a > 255 || sb_g.net_b > 255)
 		return ah_err_set(err, AH_EINVALID, "sandbox_net %s: want two octets like 10.254", net);
@@ -596,6 +634,7 @@ int ah_sandbox_init(const ah_config *cfg, ah_err *err)
 	sb_g.keeper_exe = -1;
 	slots_init();
 	if ((rc = read_config(cfg, err)) || (rc = sb_cgroup_init(err)) ||
+	    (rc = sb_budget_init(cfg, err)) ||
 	    (rc = sb_seccomp_build(&sb_g.seccomp, err)) || (rc = open_keeper(cfg, err)))
 		return rc;
 	char dir[300];
@@ -625,8 +664,13 @@ static int claim_limits(ah_sandbox *sb, const ah_sandbox_spec *s, ah_err *err)
 {
 	sb_plan *p = &sb->plan;
 	bool change = false;
-	if (s->memory_bytes > 0 && s->memory_bytes != p->memory_bytes)
+	if (s->memory_bytes > 0 && s->memory_bytes != p->memory_bytes) {
 		p->memory_bytes = s->memory_bytes, change = true;
+		/* Admitted with the default cap: the budget must hold this one. */
+		int rc = budget_setup(sb, err);
+		if (rc)
+			return rc;
+	}
 	if (s->cpus > 0 && s->cpus != p->cpus)
 		p->cpus = s->cpus, change = true;
 	if (s->pids_max > 0 && s->pids_max != p->pids_max)
@@ -728,6 +772,9 @@ void ah_sandbox_destroy(ah_sandbox *sb)
 	}
 	if (sb->keeper_pidfd >= 0)
 		syscall(SYS_pidfd_send_signal, sb->keeper_pidfd, SIGKILL, NULL, 0);
+	/* Its processes are dying: the next sandbox may have its budget now,
+	 * not only once the reaper has torn it down. */
+	sb_release_budget(sb);
 	sb_pool_retire(sb);
 }
 

@@ -49,6 +49,16 @@
  *                                   were in use at once (for a minute), up to this
  *   sandbox_uid_base       1000000  host uid of slot 0's root; each slot has 65536 ids
  *   sandbox_max            256      slots: sandboxes alive at once on the host
+ *   sandbox_memory_budget_mb  (host RAM - max(2 GiB, 25%))  memory caps of all live
+ *                                   sandboxes together (pool and spares included) and
+ *                                   the limit of their cgroup parent; beyond it create
+ *                                   fails with AH_EBUSY (budget.c)
+ *   disk_reserve_mb        (max(1 GiB, 5%))  free space kept on sandbox_root's
+ *                                   filesystem: create fails with AH_EBUSY unless the
+ *                                   free space covers what live disks may still
+ *                                   write, the new disk, and this
+ *   sandbox_cgroup         agenthost  the cgroup parent of all sandboxes; the budget
+ *                                   counts the sandboxes under it, host-wide
  *   sandbox_net            10.254   first two octets of the /16 used for veth /30s
  *   sandbox_dns            (empty)  resolver(s) to allow, comma separated;
  *                                   empty: the nameservers of /etc/resolv.conf
@@ -117,7 +127,8 @@ typedef struct ah_sandbox_result {
  * in /run/agenthost-sandbox), so several processes may use sandboxes at once. */
 int ah_sandbox_init(const ah_config *cfg, ah_err *err);
 
-/* A sandbox ready for exec, usually taken from the pool. */
+/* A sandbox ready for exec, usually taken from the pool. AH_EBUSY: the
+ * host is at its sandbox memory or disk budget (try again later). */
 int ah_sandbox_create(ah_sandbox **out, const ah_sandbox_spec *spec, ah_err *err);
 
 /* Runs argv in the sandbox with stdin_data as its stdin; may be called many

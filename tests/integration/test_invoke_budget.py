@@ -1,0 +1,152 @@
+"""An invocation when the host is at its sandbox memory budget (issue 21):
+refused at once with 503, `Retry-After` and the contract's error shape, not
+recorded; admitted again once there is room.
+
+The budget is host-wide: the test fills it with one sandbox of the CLI
+(agenthost-sandbox, under the stack's configuration and cgroup parent) whose
+memory cap is the rest of the budget but half a sandbox, then calls (each in a
+session of its own, which keeps its sandbox) until the runner's ready-made
+sandboxes are used up. While it runs, every other sandbox
+user of the host under the same cgroup parent is refused too."""
+import fcntl
+import glob
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from agent_code import CONFIG, ECHO_JS, deployed_agent, needs_runner
+from conftest import BUILD, new_client
+
+CLI = os.path.join(BUILD, "lib", "sandbox", "agenthost-sandbox")
+LOCKS = "/run/agenthost-sandbox"
+MIB = 1 << 20
+
+
+def budget_bytes():
+    """The limit the runner gave the sandboxes' cgroup parent: the budget."""
+    for f in ("/sys/fs/cgroup/memory/agenthost/memory.limit_in_bytes",
+              "/sys/fs/cgroup/agenthost/memory.max"):
+        if os.path.exists(f):
+            return int(open(f).read())
+    return None
+
+
+def committed_bytes():
+    """Memory caps of the live sandboxes under "agenthost", from the records
+    their owners keep in the slots' lock files (lib/sandbox/budget.c)."""
+    total = 0
+    for lock in glob.glob(os.path.join(LOCKS, "slot-*.lock")):
+        with open(lock) as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                continue  # nobody holds the slot
+            except BlockingIOError:
+                pass
+            fields = f.read().split()
+        if len(fields) == 6 and fields[0] == "agenthost":
+            total += int(fields[1])
+    return total
+
+
+def sleeper_of(p):
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if open(f"/proc/{pid}/comm").read().strip() != "sleep":
+                continue
+            ppid = int(pid)
+            for _ in range(20):
+                ppid = int(open(f"/proc/{ppid}/status").read().split("PPid:")[1].split()[0])
+                if ppid == p.pid:
+                    return int(pid)
+                if ppid <= 1:
+                    break
+        except (OSError, IndexError, ValueError):
+            continue
+    return None
+
+
+def hold_the_rest(image):
+    """A CLI sandbox capped at the budget's remainder but half a sandbox; it
+    runs until stopped. Retried when the runner's pool took a share meanwhile."""
+    sandbox_mb = int(subprocess.run(["sh", "-c", f"grep -E '^sandbox_memory_mb' {CONFIG} | "
+                                     "tr -dc 0-9"], capture_output=True, text=True).stdout
+                     or 2048)
+    env = dict(os.environ, AGENTHOST_CONFIG=CONFIG, AGENTHOST_SANDBOX_POOL_SIZE="0",
+               AGENTHOST_SANDBOX_POOL_MAX="0")
+    for _ in range(5):
+        rest = (budget_bytes() - committed_bytes()) // MIB - sandbox_mb // 2
+        if rest < 64:
+            return None  # already (nearly) full: nothing to add
+        p = subprocess.Popen([CLI, "--image", image, "--memory-mb", str(rest),
+                              "--timeout", "600000", "--", "/usr/bin/sleep", "3600"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(600):
+            if sleeper_of(p) or p.poll() is not None:
+                break
+            time.sleep(0.1)
+        if p.poll() is None:
+            return p
+        p.communicate()
+    raise AssertionError("could not fill the budget")
+
+
+def release(p):
+    if p is None:
+        return
+    pid = sleeper_of(p)
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+    p.communicate(timeout=60)
+
+
+@needs_runner
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(CLI) or budget_bytes() is None,
+                    reason="needs root, the sandbox CLI and the sandboxes' cgroup parent")
+def test_invoke_at_the_memory_budget_is_503_with_retry_after(client):
+    # Calls in new sessions, which keep their sandboxes: each takes one the
+    # runner made ahead (pool, spares) until none is left and there is no
+    # room for another. The runner may hold up to pool_max + 8 spares, more
+    # than one user's 10 calls a minute: three users, their agents deployed
+    # while there is room for the build.
+    users = [(client, deployed_agent(client, ECHO_JS))]
+    for _ in range(2):
+        c = new_client()
+        users.append((c, deployed_agent(c, ECHO_JS)))
+    image, holder = tempfile.mkdtemp(prefix="ahbudget-"), None
+    try:
+        holder = hold_the_rest(image)
+        c, a, done = at_the_budget(users)
+        release(holder)
+        holder = None
+        r = c.post(f"/agents/{a['slug']}/invoke", json={"prompt": "again"}, timeout=120)
+        assert r.status_code == 200, r.text
+        assert r.json()["response_content"] == "again"
+    finally:
+        release(holder)
+        os.rmdir(image)
+        # The sessions' sandboxes go, or they would hold the budget for an hour.
+        for c, a in users:
+            c.delete(f"/agents/{a['slug']}/sandbox")
+
+
+def at_the_budget(users):
+    """Calls in new sessions until one is refused; checks the refusal."""
+    for n in range(27):
+        c, a = users[n // 9]
+        r = c.post(f"/agents/{a['slug']}/invoke", json={"prompt": f"p{n}", "session_id": f"s{n}"},
+                   timeout=120)
+        if r.status_code == 503:
+            break
+        assert r.status_code == 200, r.text
+    assert r.status_code == 503, "the budget never ran out"
+    assert r.headers["Retry-After"] == "5"
+    assert r.json() == {"detail": "No capacity to run the agent now (the host is at its "
+                                  "sandbox memory or disk budget). Try again in 5 seconds."}
+    # Nothing ran: only the calls that did are in the history.
+    h = c.get(f"/agents/{a['slug']}/invocations")
+    assert h.headers["X-Total-Count"] == str(n % 9)
+    return c, a, n
