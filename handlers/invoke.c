@@ -260,11 +260,9 @@ static int check_session_cap(ah_req *r, const char *agent_id, const char *sid)
  * concurrent call of the same session wait until the old sandbox is gone, so
  * it never runs in a sandbox that is being destroyed. state: what build_env
  * read (NULL: no such session yet). 0, AH_EDONE (429 answered) or AH_EFAIL. */
-static int claim_session(ah_req *r, const char *agent_id, const char *sid, const char *state)
+static int claim_session_once(ah_req *r, const char *agent_id, const char *sid)
 {
 	ah_rows rows;
-	if (state && strcmp(state, "active") == 0)
-		return 0; /* the common case: no transaction, no lock */
 	if (ah_db_begin(r->db) != 0)
 		return AH_EFAIL;
 	int rc = check_session_cap(r, agent_id, sid);
@@ -284,6 +282,24 @@ static int claim_session(ah_req *r, const char *agent_id, const char *sid, const
 		return 0;
 	ah_db_rollback(r->db);
 	return AH_EFAIL;
+}
+
+/* Two first calls of one session meet on the same rows: InnoDB may pick one
+ * as a deadlock's victim and roll it back, and running it again then finds
+ * the session the other made. */
+static int claim_session(ah_req *r, const char *agent_id, const char *sid, const char *state)
+{
+	if (state && strcmp(state, "active") == 0)
+		return 0; /* the common case: no transaction, no lock */
+	int rc = AH_EFAIL;
+	for (int tries = 0; tries < 3; tries++) {
+		rc = claim_session_once(r, agent_id, sid);
+		if (rc != AH_EFAIL || !ah_db_deadlocked(r->db))
+			break;
+		ah_log_warn("agent=%s session=%s: deadlock while claiming the session; again", agent_id,
+		            sid);
+	}
+	return rc;
 }
 
 /* ---- running ---- */

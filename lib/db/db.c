@@ -28,6 +28,7 @@ struct ah_db {
 	struct cached cache[CACHE_SIZE];
 	bool in_tx;
 	unsigned long long insert_id;
+	unsigned last_errno;   /* of the last statement that failed; 0 after one that ran */
 	char error[512];
 };
 
@@ -196,9 +197,10 @@ static MYSQL_STMT *run(ah_db *db, const char *sql, const char *fmt, va_list ap)
 				set_error(db, "bind", "parameter count mismatch");
 				return NULL;
 			}
+			db->last_errno = 0;
 			if (mysql_stmt_bind_param(st, binds) == 0 && mysql_stmt_execute(st) == 0)
 				return st;
-			errnum = mysql_stmt_errno(st);
+			errnum = db->last_errno = mysql_stmt_errno(st);
 			set_error(db, "execute", mysql_stmt_error(st));
 		}
 		if (!is_lost(errnum) || db->in_tx || attempt == 1)
@@ -303,6 +305,11 @@ int ah_db_exec(ah_db *db, unsigned long long *affected, const char *sql, const c
 		*affected = mysql_stmt_affected_rows(st);
 	db->insert_id = mysql_stmt_insert_id(st);
 	return 0;
+}
+
+bool ah_db_deadlocked(const ah_db *db)
+{
+	return db->last_errno == ER_LOCK_DEADLOCK || db->last_errno == ER_LOCK_WAIT_TIMEOUT;
 }
 
 unsigned long long ah_db_insert_id(const ah_db *db)

@@ -10,6 +10,7 @@
 #ifndef AH_DB_DB_H
 #define AH_DB_DB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/arena.h"
@@ -34,6 +35,10 @@ int ah_db_query(ah_db *db, ah_arena *a, ah_rows *out, const char *sql, const cha
 int ah_db_exec(ah_db *db, unsigned long long *affected, const char *sql, const char *fmt, ...);
 /* The insert id (or LAST_INSERT_ID(expr) value) of the last ah_db_exec. */
 unsigned long long ah_db_insert_id(const ah_db *db);
+
+/* The last statement failed on a deadlock or a lock wait timeout: the server
+ * rolled its transaction back, and running the transaction again is the cure. */
+bool ah_db_deadlocked(const ah_db *db);
 
 int ah_db_begin(ah_db *db);
 int ah_db_commit(ah_db *db);
