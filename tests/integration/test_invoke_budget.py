@@ -106,15 +106,16 @@ def release(p):
 @needs_runner
 @pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(CLI) or budget_bytes() is None,
                     reason="needs root, the sandbox CLI and the sandboxes' cgroup parent")
-def test_invoke_at_the_memory_budget_is_503_with_retry_after(client):
+def test_invoke_at_the_memory_budget_is_503_with_retry_after():
     # Calls in new sessions, which keep their sandboxes: each takes one the
     # runner made ahead (pool, spares) until none is left and there is no
     # room for another. The runner may hold up to pool_max + 8 spares, more
     # than one user's 10 calls a minute: three users, their agents deployed
-    # while there is room for the build.
-    users = [(client, deployed_agent(client, ECHO_JS))]
-    for _ in range(2):
-        c = new_client()
+    # while there is room for the build. Pro users: nine live sessions each is
+    # past the free plan's session cap.
+    users = []
+    for _ in range(3):
+        c = new_client("pro")
         users.append((c, deployed_agent(c, ECHO_JS)))
     image, holder = tempfile.mkdtemp(prefix="ahbudget-"), None
     try:
