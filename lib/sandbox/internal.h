@@ -217,14 +217,35 @@ long long sb_mono_ms(void);                  /* CLOCK_MONOTONIC */
 #define SB_QUIET_SETTLE_MS 10     /* see ah_sandbox_wait_quiet */
 #define SB_QUIET_MAX_MS 250
 
-/* ---- sandbox.c ---- */
-/* A fresh unclaimed sandbox; disk_bytes 0: the configured size. */
-/* ahead: nobody waits for it (a pool refill): the budget keeps room for one
+/* ---- slots.c: what a live sandbox holds host-wide (lock file, uids) ---- */
+#define SB_LOCK_DIR "/run/agenthost-sandbox"
+typedef struct sb_slot {
+	bool used;       /* a sandbox has it */
+	int lock;        /* the flock'ed lock file while we hold the slot, else -1 */
+	int idmap;       /* user namespace for /app's idmapped mount, or -1 */
+	int netns;       /* network namespace, configured, or -1 */
+} sb_slot;
+void sb_slots_init(void);
+void sb_slots_sweep(void);     /* at init: clears what dead owners left */
+void sb_slots_let_go(void);    /* at shutdown: the slots held for reuse */
+int sb_slot_take(struct ah_sandbox *sb, ah_err *err);
+void sb_slot_release(struct ah_sandbox *sb);
+sb_slot *sb_slot_of(const struct ah_sandbox *sb);   /* the slot sb holds */
+
+/* ---- steps.c: building and tearing down ---- */
+/* A fresh unclaimed sandbox; disk_bytes 0: the configured size.
+ * ahead: nobody waits for it (a pool refill): the budget keeps room for one
  * more sandbox past it. */
 int sb_build(struct ah_sandbox **out, long long disk_bytes, bool ahead, ah_err *err);
 /* Gives sb's budget back now (its processes are being killed). */
 void sb_release_budget(struct ah_sandbox *sb);
 void sb_teardown(struct ah_sandbox *sb);
+/* The slot's network namespace, made or reused (a step; also lent alone). */
+int sb_net_setup(struct ah_sandbox *sb, ah_err *err);
+/* The keeper's answer: want (SB_OK, SB_READY) within timeout_ms, else AH_EFAIL. */
+int sb_keeper_reply(struct ah_sandbox *sb, int want, int timeout_ms, ah_err *err);
+/* The keeper is gone: AH_EFAIL with what it said last. */
+int sb_keeper_died(struct ah_sandbox *sb, ah_err *err);
 
 /* ---- pool.c ---- */
 int sb_pool_start(ah_err *err);

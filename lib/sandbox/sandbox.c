@@ -1,10 +1,8 @@
-/* Sandbox life cycle: the plan, and one flat ordered list of host-side steps,
- * each with its set-up and tear-down (as nsjail and bubblewrap do it).
- *
- * ah_sandbox_init reads the configuration into sb_g, then create takes a
- * pre-built sandbox from the pool and claims it (mounts /app); destroy tears
- * the steps down in reverse. The steps inside the sandbox (cgroup namespace,
- * network, root filesystem, user namespace) are the keeper's: see inside.c. */
+/* The sandbox API (sandbox.h): ah_sandbox_init reads the configuration into
+ * sb_g, then create takes a pre-built sandbox from the pool (pool.c, which
+ * builds them with the steps of steps.c in slots of slots.c) and claims it
+ * (limits, /app); destroy gives it back to the pool's reaper, which tears the
+ * steps down in reverse. */
 #include "sandbox/sandbox.h"
 #include "sandbox/internal.h"
 
@@ -35,391 +33,6 @@
 sb_global sb_g;
 static bool inited;
 
-/* ---- slots: uid range, addresses and veth name of a live sandbox ----
- *
- * Several runner processes (and the CLI) may share a host, so a slot is owned
- * through a host-wide lock file: flock is released by the kernel when the
- * owner dies, and whoever takes the slot next clears what a dead owner left
- * (cgroup, veth). Nobody ever touches a slot it does not hold.
- *
- * A process keeps holding a slot after its sandbox is gone, with what can be
- * reused by the slot's next sandbox: the network namespace (net.c) and the
- * idmapped mount's user namespace. Slots held this way are taken first; all
- * are let go at shutdown. */
-
-#define SB_LOCK_DIR "/run/agenthost-sandbox"
-#define SB_SLOTS_MAX 16384
-
-static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct slot {
-	bool used;       /* a sandbox has it */
-	int lock;        /* the flock'ed lock file while we hold the slot, else -1 */
-	int idmap;       /* user namespace for /app's idmapped mount, or -1 */
-	int netns;       /* network namespace, configured, or -1 */
-} slots[SB_SLOTS_MAX];
-
-static void slots_init(void)
-{
-	for (int i = 0; i < SB_SLOTS_MAX; i++)
-		slots[i] = (struct slot){ .lock = -1, .idmap = -1, .netns = -1 };
-}
-
-static int lock_slot(int i)
-{
-	char path[64];
-	snprintf(path, sizeof path, SB_LOCK_DIR "/slot-%d.lock", i);
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -1;
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-static void fill_slot(sb_plan *p)
-{
-	unsigned base = (sb_g.net_a << 24) | (sb_g.net_b << 16) | ((unsigned)p->slot * 4);
-	p->host_ip = htonl(base + 1);
-	p->sb_ip = htonl(base + 2);
-	p->uid_base = sb_g.uid_base + (unsigned)p->slot * SB_IDS_PER_SLOT;
-	snprintf(p->veth, sizeof p->veth, "ahs%d", p->slot);
-}
-
-/* A free slot: one we hold already if any, else one we can lock. */
-static int pick_slot(bool *fresh)
-{
-	for (int pass = 0; pass < 2; pass++)
-		for (int i = 0; i < sb_g.max_slots; i++) {
-			struct slot *s = &slots[i];
-			if (s->used || (pass == 0) != (s->lock >= 0))
-				continue;
-			if (pass == 1 && (s->lock = lock_slot(i)) < 0)
-				continue;
-			s->used = true;
-			*fresh = pass == 1;
-			return i;
-		}
-	return -1;
-}
-
-static int slot_take(ah_sandbox *sb, ah_err *err)
-{
-	sb_plan *p = &sb->plan;
-	bool fresh = false;
-	pthread_mutex_lock(&slot_mu);
-	p->slot = pick_slot(&fresh);
-	pthread_mutex_unlock(&slot_mu);
-	if (p->slot < 0)
-		return ah_err_set(err, AH_ETOOBIG, "all %d sandbox slots are in use", sb_g.max_slots);
-	fill_slot(p);
-	if (fresh) {
-		sb_cgroup_clear_slot(sb);
-		sb_net_host_teardown(p);
-	}
-	return 0;
-}
-
-/* At init: clear every slot whose owner died (runner killed), so that no
- * crashed run's cgroup or veth waits for its slot to be reused. */
-static void sweep_free_slots(void)
-{
-	ah_sandbox tmp = { 0 };
-	for (int i = 0; i < sb_g.max_slots; i++) {
-		char path[64];
-		snprintf(path, sizeof path, SB_LOCK_DIR "/slot-%d.lock", i);
-		if (access(path, F_OK) < 0)
-			continue;
-		int fd = lock_slot(i);
-		if (fd < 0)
-			continue;
-		tmp.plan.slot = i;
-		fill_slot(&tmp.plan);
-		sb_cgroup_clear_slot(&tmp);
-		sb_net_host_teardown(&tmp.plan);
-		close(fd);
-	}
-}
-
-/* The sandbox is gone; we keep the slot (see above). */
-static void slot_release(ah_sandbox *sb)
-{
-	pthread_mutex_lock(&slot_mu);
-	if (sb->plan.slot >= 0)
-		slots[sb->plan.slot].used = false;
-	pthread_mutex_unlock(&slot_mu);
-}
-
-/* Shutdown: every slot we hold goes, with what it kept. */
-static void slots_let_go(void)
-{
-	for (int i = 0; i < SB_SLOTS_MAX; i++) {
-		struct slot *s = &slots[i];
-		if (s->lock < 0 || s->used)
-			continue;
-		sb_plan p = { .slot = i };
-		fill_slot(&p);
-		sb_net_slot_drop(&p, &s->netns);
-		if (s->idmap >= 0)
-			close(s->idmap);
-		close(s->lock);
-		*s = (struct slot){ .lock = -1, .idmap = -1, .netns = -1 };
-	}
-}
-
-/* ---- keeper process ---- */
-
-/* The child of keeper_spawn, on a stack of its own in the runner's memory
- * while the runner's thread waits (CLONE_VM | CLONE_VFORK, as posix_spawn
- * does): it only joins the slot's network namespace, puts its two sockets at
- * 3 and 4 and execs agenthost-keeper. Its descriptor table is its own copy;
- * signals are blocked until the exec. */
-typedef struct keeper_child {
-	int ctl, ex, netns;
-} keeper_child;
-
-static int keeper_child_main(void *arg)
-{
-	keeper_child *c = arg;
-	if (setns(c->netns, CLONE_NEWNET) < 0)
-		_exit(125);
-	/* Out of the way first: any of the three may be 3 or 4 now. */
-	int ctl = fcntl(c->ctl, F_DUPFD_CLOEXEC, 100), ex = fcntl(c->ex, F_DUPFD_CLOEXEC, 100);
-	int exe = fcntl(sb_g.keeper_exe, F_DUPFD_CLOEXEC, 100);
-	if (ctl < 0 || ex < 0 || exe < 0 || dup2(ctl, SB_KEEPER_CTL_FD) < 0 ||
-	    dup2(ex, SB_KEEPER_EXEC_FD) < 0)
-		_exit(126);
-	/* Close on exec, not now: the program's own descriptor is among them. */
-	syscall(SYS_close_range, SB_KEEPER_EXEC_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC);
-	char *argv[] = { "agenthost-keeper", NULL }, *envp[] = { NULL };
-	syscall(SYS_execveat, exe, "", argv, envp, AT_EMPTY_PATH);
-	_exit(127);
-}
-
-static int keeper_spawn(ah_sandbox *sb, ah_err *err)
-{
-	int ctl[2], ex[2];
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0)
-		return ah_err_set(err, AH_EFAIL, "socketpair: %s", strerror(errno));
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ex) < 0) {
-		close(ctl[0]);
-		close(ctl[1]);
-		return ah_err_set(err, AH_EFAIL, "socketpair: %s", strerror(errno));
-	}
-	keeper_child child = { ctl[1], ex[1], slots[sb->plan.slot].netns };
-	char stack[32 * 1024] __attribute__((aligned(16)));
-	int pidfd = -1;
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t pid = clone(keeper_child_main, stack + sizeof stack,
-	                  CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-	                  CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD,
-	                  &child, &pidfd);
-	int e = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	close(ctl[1]);
-	close(ex[1]);
-	sb->ctl_fd = ctl[0];
-	sb->exec_fd = ex[0];
-	if (pid < 0)
-		return ah_err_set(err, AH_EFAIL, "clone namespaces: %s", strerror(e));
-	sb->keeper = pid;
-	sb->keeper_pidfd = pidfd;
-	/* A refill runs as SCHED_IDLE (pool.c); the agents, which descend from
-	 * the keeper, must not. The keeper forks nothing before GO. */
-	sched_setscheduler(pid, SCHED_OTHER, &(struct sched_param){ 0 });
-	setpriority(PRIO_PROCESS, (id_t)pid, 0);
-	return 0;
-}
-
-/* SIGKILL to the pid namespace's init kills every process in it; once it is
- * reaped the mount namespace is gone, and with it the overlay, the disk and
- * (AUTOCLEAR) the loop device. Waits on the pidfd, then reaps: the runner may
- * reap children itself, so ECHILD is fine. */
-static void keeper_kill(ah_sandbox *sb)
-{
-	if (sb->keeper_pidfd >= 0) {
-		syscall(SYS_pidfd_send_signal, sb->keeper_pidfd, SIGKILL, NULL, 0);
-		struct pollfd pf = { sb->keeper_pidfd, POLLIN, 0 };
-		while (poll(&pf, 1, 10000) < 0 && errno == EINTR)
-			;
-		siginfo_t si;
-		waitid(P_PIDFD, (id_t)sb->keeper_pidfd, &si, WEXITED);
-		close(sb->keeper_pidfd);
-	}
-	sb->keeper_pidfd = -1;
-	if (sb->ctl_fd >= 0)
-		close(sb->ctl_fd);
-	if (sb->exec_fd >= 0)
-		close(sb->exec_fd);
-	sb->ctl_fd = sb->exec_fd = -1;
-}
-
-/* The keeper's socket broke: say how the keeper ended, for the log. */
-static int keeper_died(ah_sandbox *sb, ah_err *err)
-{
-	int e = errno;
-	siginfo_t si = { 0 };
-	poll(&(struct pollfd){ sb->keeper_pidfd, POLLIN, 0 }, 1, 1000);
-	waitid(P_PIDFD, (id_t)sb->keeper_pidfd, &si, WEXITED | WNOHANG | WNOWAIT);
-	return ah_err_set(err, AH_EFAIL, "sandbox keeper died (%s; exit code %d, status %d)",
-	                  strerror(e), si.si_code, si.si_status);
-}
-
-/* Waits for one message on the keeper's socket, at most timeout_ms. */
-static int keeper_reply(ah_sandbox *sb, int want, int timeout_ms, ah_err *err)
-{
-	struct pollfd pf = { sb->ctl_fd, POLLIN, 0 };
-	int r;
-	while ((r = poll(&pf, 1, timeout_ms)) < 0 && errno == EINTR)
-		;
-	if (r == 0)
-		return ah_err_set(err, AH_ETIMEOUT, "sandbox keeper did not answer");
-	sb_msg m;
-	if (sb_recv(sb->ctl_fd, &m, NULL, 0, NULL, NULL, NULL) != 1)
-		return keeper_died(sb, err);
-	if (m.op == SB_ERROR) {
-		m.msg[sizeof m.msg - 1] = '\0';
-		return ah_err_set(err, AH_EFAIL, "sandbox set-up: %s", m.msg);
-	}
-	if (m.op != want)
-		return ah_err_set(err, AH_EFAIL, "sandbox keeper: unexpected message %d", m.op);
-	return 0;
-}
-
-/* The keeper's settings, sent with GO: the plan and the host's choices. */
-static void keeper_conf(const ah_sandbox *sb, sb_keeper_conf *c)
-{
-	memset(c, 0, sizeof *c);
-	c->plan = sb->plan;
-	snprintf(c->resolv, sizeof c->resolv, "%s", sb_g.resolv);
-	for (int i = 0; i < 3; i++)
-		sb_cgroup_join_file(&sb->plan, i, c->cg_join[i], sizeof c->cg_join[i]);
-	c->seccomp_len = sb_g.seccomp.len;
-	memcpy(c->seccomp, sb_g.seccomp.filter, sb_g.seccomp.len * sizeof c->seccomp[0]);
-}
-
-static int keeper_go(ah_sandbox *sb, ah_err *err)
-{
-	sb_keeper_conf conf;
-	keeper_conf(sb, &conf);
-	if (sb_send(sb->ctl_fd, &(sb_msg){ .op = SB_GO }, &conf, sizeof conf, NULL, 0) < 0)
-		return keeper_died(sb, err);
-	int rc = keeper_reply(sb, SB_READY, 10000, err);
-	sb_disk_close_loop(&sb->plan); /* mounted inside now, or never */
-	return rc;
-}
-
-/* The idmapped mount's user namespace depends only on the slot: made once
- * per slot we hold (it takes a throw-away process). Only the slot's owner
- * touches its entry. */
-static int idmap_setup(ah_sandbox *sb, ah_err *err)
-{
-	int *fd = &slots[sb->plan.slot].idmap;
-	if (*fd < 0)
-		*fd = sb_userns_idmap_fd(sb->plan.uid_base + SB_AGENT_UID);
-	if (*fd < 0)
-		return ah_err_set(err, AH_EFAIL, "idmap user namespace: %s", strerror(errno));
-	return 0;
-}
-
-static int disk_setup(ah_sandbox *sb, ah_err *err)
-{
-	int rc = sb_disk_setup(&sb->plan, err);
-	if (rc == 0)
-		sb_budget_note_disk(sb, slots[sb->plan.slot].lock);
-	return rc;
-}
-static void disk_teardown(ah_sandbox *sb) { sb_disk_teardown(&sb->plan); }
-/* The host's memory and disk budget (budget.c), recorded in the slot's lock
- * file; given back at destroy already (sb_release_budget), or here. */
-static int budget_setup(ah_sandbox *sb, ah_err *err)
-{
-	return sb_budget_admit(sb, slots[sb->plan.slot].lock, err);
-}
-
-void sb_release_budget(ah_sandbox *sb)
-{
-	if (sb->plan.slot >= 0)
-		sb_budget_release(sb, slots[sb->plan.slot].lock);
-}
-
-static int net_setup(ah_sandbox *sb, ah_err *err)
-{
-	return sb_net_slot_setup(&sb->plan, &slots[sb->plan.slot].netns, err);
-}
-
-/* The set-up order matters: the cgroup exists before GO (the keeper moves
- * itself in then, before anything else), the slot's network namespace before
- * the keeper (which joins it); GO comes last, once everything the keeper needs
- * from outside is there. */
-static const struct step {
-	const char *name;
-	int (*setup)(ah_sandbox *sb, ah_err *err);
-	void (*teardown)(ah_sandbox *sb);
-} STEPS[] = {
-	{ "slot",          slot_take,         slot_release },
-	{ "budget",        budget_setup,      sb_release_budget },
-	{ "idmap",         idmap_setup,       NULL },           /* the slot's, kept */
-	{ "cgroup",        sb_cgroup_setup,   sb_cgroup_teardown },
-	{ "disk",          disk_setup,        disk_teardown },
-	{ "network",       net_setup,         NULL },           /* the slot's, kept */
-	{ "keeper",        keeper_spawn,      keeper_kill },
-	{ "inside",        keeper_go,         NULL },
-};
-#define NSTEPS ((int)(sizeof STEPS / sizeof STEPS[0]))
-
-static void make_plan(ah_sandbox *sb, long long disk_bytes)
-{
-	sb_plan *p = &sb->plan;
-	memcpy(p->id, "sbx_", 4);
-	ah_base62_random(p->id + 4, 22);
-	p->memory_bytes = sb_g.memory_bytes;
-	p->disk_bytes = disk_bytes > 0 ? disk_bytes : sb_g.disk_bytes;
-	p->cpus = sb_g.cpus;
-	p->pids_max = sb_g.pids_max;
-	p->nofile = sb_g.nofile;
-	p->loop_fd = p->disk_fd = -1;
-	/* sb_g.root is at most 240 characters (read_config). */
-	snprintf(p->root_mnt, sizeof p->root_mnt, "%.240s/root", sb_g.root);
-	snprintf(p->disk_file, sizeof p->disk_file, "%s/disk-%s.img", sb_g.root, p->id);
-}
-
-int sb_build(ah_sandbox **out, long long disk_bytes, bool ahead, ah_err *err)
-{
-	ah_sandbox *sb = calloc(1, sizeof *sb);
-	if (!sb)
-		return ah_err_set(err, AH_EFAIL, "out of memory");
-	sb->keeper_pidfd = sb->ctl_fd = sb->exec_fd = -1;
-	sb->oom_kills = -1;
-	sb->plan.slot = -1;
-	sb->ahead = ahead;
-	make_plan(sb, disk_bytes);
-	for (int i = 0; i < NSTEPS; i++) {
-		int rc = STEPS[i].setup(sb, err);
-		sb->nsteps_done = i + 1;
-		if (rc) {
-			if (rc != AH_EBUSY) /* the budget's refusals are the caller's to report */
-				ah_log_warn("sandbox %s: step %s failed: %s", sb->plan.id, STEPS[i].name,
-				            err ? err->msg : "");
-			sb_teardown(sb);
-			return rc;
-		}
-	}
-	*out = sb;
-	return 0;
-}
-
-void sb_teardown(ah_sandbox *sb)
-{
-	for (int i = sb->nsteps_done - 1; i >= 0; i--)
-		if (STEPS[i].teardown)
-			STEPS[i].teardown(sb);
-	free(sb);
-}
-
 /* ---- a slot's network namespace, lent ----
  *
  * Only the slot and network steps: the namespace stays the slot's, and since
@@ -437,9 +50,9 @@ int ah_sandbox_net_borrow(ah_sandbox_net **out, ah_err *err)
 	if (!n)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
 	n->sb.plan.slot = -1;
-	int rc = slot_take(&n->sb, err);
-	if (rc == 0 && (rc = net_setup(&n->sb, err)) != 0)
-		slot_release(&n->sb);
+	int rc = sb_slot_take(&n->sb, err);
+	if (rc == 0 && (rc = sb_net_setup(&n->sb, err)) != 0)
+		sb_slot_release(&n->sb);
 	if (rc != 0) {
 		free(n);
 		return rc;
@@ -450,7 +63,7 @@ int ah_sandbox_net_borrow(ah_sandbox_net **out, ah_err *err)
 
 int ah_sandbox_net_fd(const ah_sandbox_net *n)
 {
-	return slots[n->sb.plan.slot].netns;
+	return sb_slot_of(&n->sb)->netns;
 }
 
 const char *ah_sandbox_net_resolv(void)
@@ -462,7 +75,7 @@ void ah_sandbox_net_return(ah_sandbox_net *n)
 {
 	if (!n)
 		return;
-	slot_release(&n->sb);
+	sb_slot_release(&n->sb);
 	free(n);
 }
 
@@ -632,7 +245,7 @@ int ah_sandbox_init(const ah_config *cfg, ah_err *err)
 		return ah_err_set(err, AH_EDENIED, "sandboxes need root");
 	int rc;
 	sb_g.keeper_exe = -1;
-	slots_init();
+	sb_slots_init();
 	if ((rc = read_config(cfg, err)) || (rc = sb_cgroup_init(err)) ||
 	    (rc = sb_budget_init(cfg, err)) ||
 	    (rc = sb_seccomp_build(&sb_g.seccomp, err)) || (rc = open_keeper(cfg, err)))
@@ -645,7 +258,7 @@ int ah_sandbox_init(const ah_config *cfg, ah_err *err)
 		policy_release();
 		return rc;
 	}
-	sweep_free_slots();
+	sb_slots_sweep();
 	if (sb_write_file("/proc/sys/net/ipv4/ip_forward", "1") < 0) {
 		policy_release();
 		return ah_err_set(err, AH_EFAIL, "enable ip_forward: %s", strerror(errno));
@@ -667,7 +280,7 @@ static int claim_limits(ah_sandbox *sb, const ah_sandbox_spec *s, ah_err *err)
 	if (s->memory_bytes > 0 && s->memory_bytes != p->memory_bytes) {
 		p->memory_bytes = s->memory_bytes, change = true;
 		/* Admitted with the default cap: the budget must hold this one. */
-		int rc = budget_setup(sb, err);
+		int rc = sb_budget_admit(sb, sb_slot_of(sb)->lock, err);
 		if (rc)
 			return rc;
 	}
@@ -696,7 +309,7 @@ static int claim_app(ah_sandbox *sb, const ah_sandbox_spec *s, ah_err *err)
 		return ah_err_set(err, AH_EINVALID, "%s: %s", dir, strerror(errno));
 	/* Root's files appear as the agent's (see userns.c). */
 	struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP,
-	                        .userns_fd = (uint64_t)slots[sb->plan.slot].idmap };
+	                        .userns_fd = (uint64_t)sb_slot_of(sb)->idmap };
 	if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0) {
 		int e = errno;
 		close(fd);
@@ -704,8 +317,8 @@ static int claim_app(ah_sandbox *sb, const ah_sandbox_spec *s, ah_err *err)
 	}
 	sb_msg m = { .op = SB_MOUNT_APP };
 	int rc = sb_send(sb->ctl_fd, &m, NULL, 0, &fd, 1) < 0
-	         ? keeper_died(sb, err)
-	         : keeper_reply(sb, SB_OK, 10000, err);
+	         ? sb_keeper_died(sb, err)
+	         : sb_keeper_reply(sb, SB_OK, 10000, err);
 	close(fd);
 	return rc;
 }
@@ -754,7 +367,7 @@ const char *ah_sandbox_id(const ah_sandbox *sb)
 
 int ah_sandbox_listen_loopback(const ah_sandbox *sb, int port, int *out, ah_err *err)
 {
-	return sb_net_listen_loopback(slots[sb->plan.slot].netns, port, out, err);
+	return sb_net_listen_loopback(sb_slot_of(sb)->netns, port, out, err);
 }
 
 /* The processes die now (SIGKILL to the pid namespace's init); the rest
@@ -784,7 +397,7 @@ void ah_sandbox_shutdown(void)
 		return;
 	sb_pool_stop();
 	policy_release();
-	slots_let_go();
+	sb_slots_let_go();
 	free(sb_g.seccomp.filter);
 	sb_g.seccomp.filter = NULL;
 	close(sb_g.keeper_exe);
