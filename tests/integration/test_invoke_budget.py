@@ -77,6 +77,7 @@ def hold_the_rest(image):
                      or 2048)
     env = dict(os.environ, AGENTHOST_CONFIG=CONFIG, AGENTHOST_SANDBOX_POOL_SIZE="0",
                AGENTHOST_SANDBOX_POOL_MAX="0")
+    why = ""
     for _ in range(5):
         rest = (budget_bytes() - committed_bytes()) // MIB - sandbox_mb // 2
         if rest < 64:
@@ -90,8 +91,8 @@ def hold_the_rest(image):
             time.sleep(0.1)
         if p.poll() is None:
             return p
-        p.communicate()
-    raise AssertionError("could not fill the budget")
+        why = p.communicate()[1].decode(errors="replace")[-2000:]
+    raise AssertionError(f"could not fill the budget: {why}")
 
 
 def release(p):
