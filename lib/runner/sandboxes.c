@@ -37,9 +37,20 @@ struct retired {
 #define MAX_SPARES 8
 #define SPARE_IDLE_MS 60000
 
+/* At the host's sandbox budget a call takes the room of the session sandbox
+ * idle longest, once it has been idle this long (a conversation that goes on
+ * keeps its sandbox); the session expires early, as if reaped, and its next
+ * call starts it anew. Without this, sessions idle for up to an hour would
+ * hold the budget while calls are refused. */
+#define SESSION_GIVES_WAY_MS 60000
+#define MAX_EVICTED 64
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct ah_sbx_entry *entries;
 static struct retired *retired_images;
+/* Sessions that gave way, for the next reap to expire (it has the database). */
+static struct { char agent_id[33], session[129]; } evicted[MAX_EVICTED];
+static int nevicted;
 
 void ah_sandboxes_init(void)
 {
@@ -185,6 +196,33 @@ static void drop_spares(void)
 	sweep();
 }
 
+/* The host is at its budget and the spares are gone: the session sandbox
+ * idle longest (past SESSION_GIVES_WAY_MS) gives way. False when none may. */
+static bool evict_idle_session(void)
+{
+	int64_t cutoff = ah_now_ms() - SESSION_GIVES_WAY_MS;
+	struct ah_sbx_entry *lru = NULL;
+	pthread_mutex_lock(&mu);
+	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+		if (e->session[0] && e->sb && e->refs == 0 && !e->doomed && e->last_used_ms < cutoff &&
+		    (!lru || e->last_used_ms < lru->last_used_ms))
+			lru = e;
+	if (lru) {
+		lru->doomed = true;
+		ah_log_info("agent=%s session=%s: idle sandbox gives way to a call (host at its "
+		            "sandbox budget)", lru->agent_id, lru->session);
+		if (nevicted < MAX_EVICTED) {
+			memcpy(evicted[nevicted].agent_id, lru->agent_id, sizeof(lru->agent_id));
+			memcpy(evicted[nevicted].session, lru->session, sizeof(lru->session));
+			nevicted++;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	if (lru)
+		sweep(); /* its budget is free when this returns */
+	return lru != NULL;
+}
+
 int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const char *session,
                          const char *image, ah_err *err)
 {
@@ -203,15 +241,18 @@ int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const c
 	int rc = 0;
 	if (!e->sb) {
 		ah_sandbox_spec spec = {.image_dir = image};
-		/* A pooled sandbox can go bad while it waits; one more try is cheap. */
-		for (int attempt = 0; attempt < 2 && !e->sb; attempt++) {
+		/* A pooled sandbox can go bad while it waits; one more try is cheap.
+		 * At the budget: the spares go, and one more try (even when a
+		 * concurrent call dropped them first: their budget is free); then
+		 * idle sessions give way, one at a time. */
+		for (int attempt = 0; !e->sb; attempt++) {
 			rc = ah_sandbox_create(&e->sb, &spec, err);
 			if (rc != 0)
 				e->sb = NULL;
-			/* At the budget: the spares go, and one more try, even when
-			 * a concurrent call dropped them first (their budget is free). */
-			if (rc == AH_EBUSY)
+			if (rc == AH_EBUSY && attempt == 0)
 				drop_spares();
+			else if (rc == AH_EBUSY ? !evict_idle_session() || attempt > MAX_EVICTED : attempt > 0)
+				break;
 		}
 	}
 	out->entry = e;
@@ -326,6 +367,15 @@ size_t ah_sandboxes_count(void)
 	return n;
 }
 
+/* Lock held. */
+static bool live_session(const char *agent_id, const char *session)
+{
+	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+		if (!e->doomed && strcmp(e->session, session) == 0 && strcmp(e->agent_id, agent_id) == 0)
+			return true;
+	return false;
+}
+
 int ah_sandboxes_reap_idle(int64_t idle_ms, ah_sbx_reaped_fn fn, void *ctx)
 {
 	enum { BATCH = 64 };
@@ -343,6 +393,16 @@ int ah_sandboxes_reap_idle(int64_t idle_ms, ah_sbx_reaped_fn fn, void *ctx)
 		memcpy(sessions[n], e->session, sizeof(sessions[n]));
 		n++;
 	}
+	/* Sessions that gave way to a call: expired too, unless a later call of
+	 * theirs already made a new sandbox (the row stays active then). */
+	for (int i = 0; i < nevicted && n < BATCH; i++) {
+		if (live_session(evicted[i].agent_id, evicted[i].session))
+			continue;
+		memcpy(agents[n], evicted[i].agent_id, sizeof(agents[n]));
+		memcpy(sessions[n], evicted[i].session, sizeof(sessions[n]));
+		n++;
+	}
+	nevicted = 0;
 	pthread_mutex_unlock(&mu);
 	sweep();
 	for (int i = 0; i < n && fn; i++)

@@ -45,7 +45,9 @@ void ah_sandboxes_destroy_all(void);
 size_t ah_sandboxes_count(void);
 
 /* Destroys session sandboxes idle longer than idle_ms and calls fn for each
- * (outside the registry lock) so the caller can expire the session row. */
+ * (outside the registry lock) so the caller can expire the session row; also
+ * for the sessions whose idle sandbox gave way to a call at the host's
+ * sandbox budget since the last reap (acquire). */
 typedef void (*ah_sbx_reaped_fn)(const char *agent_id, const char *session, void *ctx);
 int ah_sandboxes_reap_idle(int64_t idle_ms, ah_sbx_reaped_fn fn, void *ctx);
 

@@ -152,3 +152,45 @@ def at_the_budget(users):
     h = c.get(f"/agents/{a['slug']}/invocations")
     assert h.headers["X-Total-Count"] == str(n % 9)
     return c, a, n
+
+
+@pytest.mark.slow
+@needs_runner
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(CLI) or budget_bytes() is None,
+                    reason="needs root, the sandbox CLI and the sandboxes' cgroup parent")
+def test_at_the_budget_a_session_idle_for_a_minute_gives_way():
+    """Sessions used within the last minute keep their sandboxes (the call
+    above is refused), but once they have been idle for a minute the one idle
+    longest gives its room to a new call instead of a 503; it expires as if
+    reaped, and its next call starts it anew."""
+    users = []
+    for _ in range(3):
+        c = new_client("pro")
+        users.append((c, deployed_agent(c, ECHO_JS)))
+    image, holder = tempfile.mkdtemp(prefix="ahbudget-"), None
+    try:
+        holder = hold_the_rest(image)
+        c, a, n = at_the_budget(users)
+        time.sleep(65)
+        r = c.post(f"/agents/{a['slug']}/invoke", json={"prompt": "room", "session_id": "late"},
+                   timeout=120)
+        assert r.status_code == 200, r.text
+        assert r.json()["response_content"] == "room"
+        # The one that gave way is expired by the runner's next reap (10 s).
+        first_c, first_a = users[0]
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            rows = first_c.get(f"/agents/{first_a['slug']}/sessions").json()
+            gone = [s for s in rows if s["sandbox_id"] is None]
+            if gone:
+                break
+            time.sleep(1)
+        assert gone, rows
+        r = first_c.post(f"/agents/{first_a['slug']}/invoke",
+                         json={"prompt": "back", "session_id": gone[0]["id"]}, timeout=120)
+        assert r.status_code in (200, 503), r.text
+    finally:
+        release(holder)
+        os.rmdir(image)
+        for c, a in users:
+            c.delete(f"/agents/{a['slug']}/sandbox")
