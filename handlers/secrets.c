@@ -61,15 +61,15 @@ static json_object *secret_row_json(ah_req *r, const ah_rows *rows, size_t i)
 
 static int list_secrets(ah_req *r)
 {
-	char **a;
+	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
-	return rc ? rc : ah_list_reply(r, SQL_COUNT, SQL_LIST, a[AG_ID], secret_row_json);
+	return rc ? rc : ah_list_reply(r, SQL_COUNT, SQL_LIST, a->id, secret_row_json);
 }
 
 static int set_secret(ah_req *r)
 {
 	static const char *const fields[] = {"key", "value", NULL};
-	char **a;
+	const ah_agent *a;
 	json_object *o;
 	const char *key, *value;
 	int rc = ah_agent_load(r, &a);
@@ -91,21 +91,21 @@ static int set_secret(ah_req *r)
 	size_t ctlen;
 	ah_rows rows;
 	if (ah_crypto_seal(r->arena, nonce, &ct, &ctlen, value, strlen(value)) != 0 ||
-	    ah_db_exec(r->db, NULL, SQL_UPSERT, "ssbb", a[AG_ID], key, nonce, (size_t)AH_NONCE_BYTES,
+	    ah_db_exec(r->db, NULL, SQL_UPSERT, "ssbb", a->id, key, nonce, (size_t)AH_NONCE_BYTES,
 	               ct, ctlen) != 0 ||
-	    ah_db_query(r->db, r->arena, &rows, SQL_GET, "ss", a[AG_ID], key) != 0 || rows.n != 1)
+	    ah_db_query(r->db, r->arena, &rows, SQL_GET, "ss", a->id, key) != 0 || rows.n != 1)
 		return AH_EFAIL;
 	return ah_reply_json(r, 201, secret_json(r, rows.v[0]));
 }
 
 static int delete_secret(ah_req *r)
 {
-	char **a;
+	const ah_agent *a;
 	unsigned long long n = 0;
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0)
 		return rc;
-	if (ah_db_exec(r->db, &n, SQL_DELETE, "ss", a[AG_ID], r->params[1]) != 0)
+	if (ah_db_exec(r->db, &n, SQL_DELETE, "ss", a->id, r->params[1]) != 0)
 		return AH_EFAIL;
 	return n ? ah_reply_no_content(r) : ah_reply_error(r, 404, "Secret not found");
 }

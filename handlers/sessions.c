@@ -79,9 +79,9 @@ static json_object *session_json(ah_req *r, const ah_rows *rows, size_t i)
 
 static int list_sessions(ah_req *r)
 {
-	char **a;
+	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
-	return rc ? rc : ah_list_reply(r, SQL_SESSIONS_COUNT, SQL_SESSIONS, a[AG_ID], session_json);
+	return rc ? rc : ah_list_reply(r, SQL_SESSIONS_COUNT, SQL_SESSIONS, a->id, session_json);
 }
 
 /* Asks the runner to destroy the session's sandbox; 0 when it did. */
@@ -100,19 +100,19 @@ static int destroy_session_sandbox(ah_req *r, const char *agent_id, const char *
 
 static int delete_session(ah_req *r)
 {
-	char **a;
+	const ah_agent *a;
 	ah_rows rows;
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0)
 		return rc;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_SESSION_GET, "ss", a[AG_ID], r->params[1]) != 0)
+	if (ah_db_query(r->db, r->arena, &rows, SQL_SESSION_GET, "ss", a->id, r->params[1]) != 0)
 		return AH_EFAIL;
 	if (rows.n == 0)
 		return ah_reply_error(r, 404, "Session not found");
 	/* The sandbox first: a row deleted while its sandbox lives would leak it. */
-	if (destroy_session_sandbox(r, a[AG_ID], r->params[1]) != 0)
+	if (destroy_session_sandbox(r, a->id, r->params[1]) != 0)
 		return ah_reply_error(r, 503, "The sandbox runner is not reachable; try again");
-	if (ah_db_exec(r->db, NULL, SQL_SESSION_DELETE, "ss", a[AG_ID], r->params[1]) != 0)
+	if (ah_db_exec(r->db, NULL, SQL_SESSION_DELETE, "ss", a->id, r->params[1]) != 0)
 		return AH_EFAIL;
 	return ah_reply_no_content(r);
 }
@@ -134,9 +134,9 @@ static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 
 static int list_invocations(ah_req *r)
 {
-	char **a;
+	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
-	return rc ? rc : ah_list_reply(r, SQL_HISTORY_COUNT, SQL_HISTORY, a[AG_ID], history_json);
+	return rc ? rc : ah_list_reply(r, SQL_HISTORY_COUNT, SQL_HISTORY, a->id, history_json);
 }
 
 const ah_route ah_sessions_routes[] = {

@@ -3,6 +3,7 @@
  * at most once a minute so that reads stay reads. */
 #include "auth/auth.h"
 #include "auth/jwt.h"
+#include "auth/user.h"
 #include "crypto/crypto.h"
 #include "core/util.h"
 
@@ -37,18 +38,6 @@ static const char *bearer_token(ah_req *r)
 	while (*h == ' ')
 		h++;
 	return h;
-}
-
-ah_user *ah_user_from_row(ah_arena *a, char **v)
-{
-	ah_user *u = ah_alloc(a, sizeof(*u));
-	u->id = v[0];
-	u->email = v[1];
-	u->plan = v[2];
-	ah_parse_ll(&u->quota_bytes, v[3]);
-	u->disabled = strcmp(v[4], "1") == 0;
-	u->created_at = v[5];
-	return u;
 }
 
 /* No NOW() here: a deterministic statement can be answered from MariaDB's query
