@@ -11,9 +11,14 @@
 #include "core/money.h"
 #include "http/http.h"
 
+/* The invocations.status ENUM of schema/002_invocations.sql, in its order. */
+typedef enum ah_invocation_status { AH_INV_COMPLETED, AH_INV_FAILED } ah_invocation_status;
+extern const char *const ah_invocation_status_names[];
+
 /* One invocation, either just recorded or read back from the invocations table. */
 typedef struct ah_invocation {
-	const char *id, *session_id, *sandbox_id, *status, *error;
+	const char *id, *session_id, *sandbox_id, *error;
+	ah_invocation_status status;
 	const char *created_at;   /* DB DATETIME(3) text, UTC */
 	const char *cost;         /* exact decimal text, e.g. "0.000117" or "0.000117000000" */
 	const char *response;     /* raw stdout bytes; NULL = none */

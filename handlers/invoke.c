@@ -454,7 +454,7 @@ static int invoke(ah_req *r)
 	inv.response = o.out;
 	inv.response_len = o.out_len;
 	inv.input_tokens = (long long)in_tokens;
-	inv.status = o.http == 200 ? "completed" : "failed";
+	inv.status = o.http == 200 ? AH_INV_COMPLETED : AH_INV_FAILED;
 	inv.error = o.error;
 	inv.model_input_tokens = o.model_in;
 	inv.model_output_tokens = o.model_out;

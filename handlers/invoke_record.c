@@ -34,7 +34,7 @@ static int record_once(ah_req *r, const char *agent_id, const ah_invocation *v)
 	return ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisisssss", v->id, agent_id, r->user->id,
 	                  v->session_id, v->sandbox_id, v->prompt, v->prompt_len, v->response,
 	                  v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
-	                  v->status, v->error, v->created_at, v->model_input_tokens,
+	                  ah_invocation_status_names[v->status], v->error, v->created_at, v->model_input_tokens,
 	                  v->model_output_tokens);
 }
 

@@ -6,14 +6,27 @@
 #include "routes.h"
 #include "core/util.h"
 #include "crypto/crypto.h"
+#include "db/record.h"
 
 #include <string.h>
 
 #define SECRET_MAX (64 * 1024)
 
+/* A secret as the API shows it: never its value. */
+typedef struct ah_secret {
+	const char *name, *created_at, *updated_at;
+} ah_secret;
+
+#define SECRET_COLS "name, created_at, updated_at"
+static const ah_col SECRET_COLUMNS[] = {
+	AH_COL_S("name", ah_secret, name),
+	AH_COL_S("created_at", ah_secret, created_at),
+	AH_COL_S("updated_at", ah_secret, updated_at),
+};
+#define SECRET_NCOLS (sizeof(SECRET_COLUMNS) / sizeof(SECRET_COLUMNS[0]))
+
 static const char SQL_LIST[] =
-	"SELECT name, created_at, updated_at FROM secrets WHERE agent_id = ? ORDER BY name"
-	" LIMIT ? OFFSET ?";
+	"SELECT " SECRET_COLS " FROM secrets WHERE agent_id = ? ORDER BY name LIMIT ? OFFSET ?";
 static const char SQL_COUNT[] = "SELECT COUNT(*) FROM secrets WHERE agent_id = ?";
 static const char SQL_UPSERT[] =
 	"INSERT INTO secrets (agent_id, name, nonce, ciphertext, created_at, updated_at)"
@@ -21,7 +34,7 @@ static const char SQL_UPSERT[] =
 	" ON DUPLICATE KEY UPDATE nonce = VALUES(nonce), ciphertext = VALUES(ciphertext),"
 	" updated_at = NOW(3)";
 static const char SQL_GET[] =
-	"SELECT name, created_at, updated_at FROM secrets WHERE agent_id = ? AND name = ?";
+	"SELECT " SECRET_COLS " FROM secrets WHERE agent_id = ? AND name = ?";
 static const char SQL_DELETE[] = "DELETE FROM secrets WHERE agent_id = ? AND name = ?";
 
 static bool key_shape_ok(const char *k)
@@ -45,12 +58,16 @@ static bool key_reserved(ah_req *r, const char *k)
 	       strcmp(k, "NODE_OPTIONS") == 0 || strncmp(k, "AGENTHOST_", 10) == 0;
 }
 
-static json_object *secret_json(ah_req *r, char **v)
+static json_object *secret_json(ah_req *r, char *const *row)
 {
+	static bool checked;
+	ah_secret s;
+	AH_RECORD_CHECK(checked, SECRET_COLUMNS, SECRET_NCOLS, SECRET_COLS);
+	ah_record_fill(&s, SECRET_COLUMNS, SECRET_NCOLS, row);
 	json_object *o = json_object_new_object();
-	ah_json_str(o, "key", v[0]);
-	ah_json_time(r, o, "created_at", v[1]);
-	ah_json_time(r, o, "updated_at", v[2]);
+	ah_json_str(o, "key", s.name);
+	ah_json_time(r, o, "created_at", s.created_at);
+	ah_json_time(r, o, "updated_at", s.updated_at);
 	return o;
 }
 

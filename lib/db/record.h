@@ -9,6 +9,7 @@
 #ifndef AH_DB_RECORD_H
 #define AH_DB_RECORD_H
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -43,5 +44,15 @@ int ah_enum_find(const char *const *names, const char *s);
 /* True when list (a SELECT list: expressions separated by commas and spaces)
  * names exactly the expressions of cols, in order. For unit tests. */
 bool ah_record_cols_match(const ah_col *cols, size_t n, const char *list);
+
+/* For a table private to one file: asserts once per process, at first use,
+ * that it and its SELECT list agree (a branch per call after that). */
+#define AH_RECORD_CHECK(done, cols, n, list)                                           \
+	do {                                                                              \
+		if (!(done)) {                                                                \
+			assert(ah_record_cols_match(cols, n, list));                              \
+			(done) = true;                                                            \
+		}                                                                             \
+	} while (0)
 
 #endif
