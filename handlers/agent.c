@@ -44,9 +44,11 @@ static const char SQL_GET[] =
 static const char SQL_GET_ID[] =
 	"SELECT " AH_AGENT_COLS " FROM agents a WHERE a.id = ?";
 
-const char ah_agent_scope_sql[] =
+static const char SQL_SCOPE[] =
 	"SELECT " AH_AUTH_KEY_COLS ", " AH_AGENT_COLS " FROM " AH_AUTH_KEY_FROM
 	" LEFT JOIN agents a ON a.user_id = u.id AND a.slug = ? WHERE k.key_id = ?";
+
+const ah_scope ah_agent_scope = {SQL_SCOPE, AGENT_COLUMNS, AGENT_NCOLS, sizeof(ah_agent)};
 
 const ah_col *ah_agent_columns(size_t *n)
 {
@@ -70,9 +72,9 @@ int ah_agent_load(ah_req *r, const ah_agent **out)
 {
 	ah_rows rows;
 	if (r->scope_loaded) {
-		if (!r->scope_row)
+		if (!r->scope)
 			return ah_reply_error(r, 404, "Agent not found");
-		*out = parse(r, r->scope_row);
+		*out = r->scope;
 		return 0;
 	}
 	if (ah_db_query(r->db, r->arena, &rows, SQL_GET, "ss", r->user->id, r->params[0]) != 0)

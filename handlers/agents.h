@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "http/http.h"
+#include "http/router.h"
 
 /* timeout_seconds of an agent that does not say (create, and a call that does
  * not pass its own): the one place the number is written. */
@@ -43,14 +44,15 @@ typedef struct ah_agent {
 	" a.needs_redeploy, a.created_at, a.updated_at, a.deployed_at, a.image_path,"     \
 	" a.entrypoint, a.runner_id, a.code_sha256"
 
-/* The authentication query of routes under /agents/{slug} (ah_route.scope_sql):
- * the key's columns, then AH_AGENT_COLS of the caller's agent named {slug}. */
-extern const char ah_agent_scope_sql[];
-#define AH_AGENT_SCOPE ah_agent_scope_sql
+/* The scope of routes under /agents/{slug} (ah_route.scope): the key's
+ * columns, then AH_AGENT_COLS of the caller's agent named {slug}, filled into
+ * an ah_agent by authentication. */
+extern const ah_scope ah_agent_scope;
+#define AH_AGENT_SCOPE (&ah_agent_scope)
 
-/* The caller's agent named by the first path parameter: the row authentication
- * loaded (AH_AGENT_SCOPE routes), parsed here, or a fresh query. Answers 404
- * itself (also for another user's agent) → AH_EDONE. */
+/* The caller's agent named by the first path parameter: the one
+ * authentication loaded (AH_AGENT_SCOPE routes) or a fresh query. Answers
+ * 404 itself (also for another user's agent) → AH_EDONE. */
 int ah_agent_load(ah_req *r, const ah_agent **out);
 
 /* The agent with this id (just written by the caller), read back. */

@@ -4,6 +4,7 @@
 
 #include "auth/user.h"
 #include "http/http.h"
+#include "http/router.h"
 
 /* Authenticates r from its Authorization header and sets r->user.
  * Returns 0, AH_EDENIED (missing/malformed/unknown/expired: a 401 is due, with
@@ -18,9 +19,9 @@ int ah_auth_request(ah_req *r, const char **why);
 #define AH_AUTH_KEY_NCOLS 10
 #define AH_AUTH_KEY_FROM "api_keys k JOIN users u ON u.id = k.user_id"
 
-/* As ah_auth_request, but an API key is looked up with scope_sql, which also
- * loads the row scope_param names into r->scope_row (r->scope_loaded = true). */
-int ah_auth_request_scoped(ah_req *r, const char *scope_sql, const char *scope_param,
+/* As ah_auth_request, but an API key is looked up with scope->sql, which also
+ * loads the record scope_param names into r->scope (r->scope_loaded = true). */
+int ah_auth_request_scoped(ah_req *r, const ah_scope *scope, const char *scope_param,
                            const char **why);
 
 /* True if s has the shape ahk_<8 base62>_<10 base62>. */
