@@ -1,35 +1,71 @@
-/* The agent record, shared by every resource nested under /agents/{slug}. */
+/* The agent record, shared by every resource nested under /agents/{slug}:
+ * parsed once from its row (handlers/agent.c) into ah_agent, so no handler
+ * reads a row by position. */
 #ifndef AH_HANDLERS_AGENTS_H
 #define AH_HANDLERS_AGENTS_H
 
+#include <stdbool.h>
+
 #include "http/http.h"
+#include "http/router.h"
 
-/* Columns of AH_AGENT_COLS, in order. */
-enum {
-	AG_ID, AG_NAME, AG_SLUG, AG_DESCRIPTION, AG_SOURCE_TYPE, AG_GIT_REPO_URL, AG_GIT_BRANCH,
-	AG_TIMEOUT, AG_STATUS, AG_STATUS_MESSAGE, AG_SANDBOX_ID, AG_NEEDS_REDEPLOY,
-	AG_CREATED_AT, AG_UPDATED_AT, AG_DEPLOYED_AT, AG_IMAGE_PATH, AG_ENTRYPOINT,
-	AG_RUNNER_ID, AG_CODE_SHA256, AG_NCOLS
-};
+/* timeout_seconds of an agent that does not say (create, and a call that does
+ * not pass its own): the one place the number is written. */
+#define AH_AGENT_TIMEOUT_DEFAULT 120
 
-/* Read from `agents a` (the alias lets the same list serve the key+agent query). */
+/* The agents.status ENUM of schema/001_core.sql, in its order. */
+typedef enum ah_agent_status {
+	AH_AGENT_DRAFT, AH_AGENT_DEPLOYING, AH_AGENT_ACTIVE, AH_AGENT_ERROR, AH_AGENT_STOPPED
+} ah_agent_status;
+
+/* The agents.source_type ENUM. */
+typedef enum ah_source_type { AH_SOURCE_GIT, AH_SOURCE_LOCAL } ah_source_type;
+
+extern const char *const ah_agent_status_names[];
+extern const char *const ah_source_type_names[];
+
+typedef struct ah_agent {
+	const char *id, *name, *slug, *description, *git_repo_url, *git_branch;
+	ah_source_type source_type;
+	long long timeout_seconds;
+	ah_agent_status status;
+	const char *status_message, *sandbox_id;
+	bool needs_redeploy;
+	const char *created_at, *updated_at, *deployed_at; /* DB DATETIME(3) text; NULL: never */
+	const char *image_path, *entrypoint, *runner_id, *code_sha256; /* NULL until deployed/uploaded */
+} ah_agent;
+
+/* The SELECT list of an agent, read from `agents a` (the alias lets the same
+ * list serve the key+agent query). Must name the columns of agent.c's table,
+ * in order (tests/unit/test_record.c checks). */
 #define AH_AGENT_COLS                                                                 \
 	"a.id, a.name, a.slug, a.description, a.source_type, a.git_repo_url,"             \
 	" a.git_branch, a.timeout_seconds, a.status, a.status_message, a.sandbox_id,"     \
 	" a.needs_redeploy, a.created_at, a.updated_at, a.deployed_at, a.image_path,"     \
 	" a.entrypoint, a.runner_id, a.code_sha256"
 
-/* The authentication query of routes under /agents/{slug} (ah_route.scope_sql):
- * the key's columns, then AH_AGENT_COLS of the caller's agent named {slug}. */
-extern const char ah_agent_scope_sql[];
-#define AH_AGENT_SCOPE ah_agent_scope_sql
+/* The scope of routes under /agents/{slug} (ah_route.scope): the key's
+ * columns, then AH_AGENT_COLS of the caller's agent named {slug}, filled into
+ * an ah_agent by authentication. */
+extern const ah_scope ah_agent_scope;
+#define AH_AGENT_SCOPE (&ah_agent_scope)
 
-/* The caller's agent named by the first path parameter, as a row of
- * AH_AGENT_COLS: the one authentication loaded (AH_AGENT_SCOPE routes) or a fresh
- * query. Answers 404 itself (also for another user's agent) → AH_EDONE. */
-int ah_agent_load(ah_req *r, char ***out);
+/* The caller's agent named by the first path parameter: the one
+ * authentication loaded (AH_AGENT_SCOPE routes) or a fresh query. Answers
+ * 404 itself (also for another user's agent) → AH_EDONE. */
+int ah_agent_load(ah_req *r, const ah_agent **out);
+
+/* The agent with this id (just written by the caller), read back. */
+int ah_agent_by_id(ah_req *r, const char *id, const ah_agent **out);
+
+/* Parses row i of an AH_AGENT_COLS query (lists). */
+const ah_agent *ah_agent_from_rows(ah_req *r, const ah_rows *rows, size_t i);
 
 /* The contract's agent record. */
-json_object *ah_agent_json(ah_req *r, char **row);
+json_object *ah_agent_json(ah_req *r, const ah_agent *a);
+
+/* The column table behind AH_AGENT_COLS (for the unit test). */
+struct ah_col;
+const struct ah_col *ah_agent_columns(size_t *n);
 
 #endif

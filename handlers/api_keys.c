@@ -5,28 +5,47 @@
 #include "routes.h"
 #include "core/util.h"
 #include "crypto/crypto.h"
+#include "db/record.h"
 
 #include <string.h>
 
+/* A key as the API shows it (never its hash). */
+typedef struct ah_apikey {
+	const char *id, *name, *key_id, *created_at, *last_used_at;
+} ah_apikey;
+
+#define APIKEY_COLS "id, name, key_id, created_at, last_used_at"
+static const ah_col APIKEY_COLUMNS[] = {
+	AH_COL_S("id", ah_apikey, id),
+	AH_COL_S("name", ah_apikey, name),
+	AH_COL_S("key_id", ah_apikey, key_id),
+	AH_COL_S("created_at", ah_apikey, created_at),
+	AH_COL_S("last_used_at", ah_apikey, last_used_at),
+};
+#define APIKEY_NCOLS (sizeof(APIKEY_COLUMNS) / sizeof(APIKEY_COLUMNS[0]))
+
 static const char SQL_LIST[] =
-	"SELECT id, name, key_id, created_at, last_used_at FROM api_keys WHERE user_id = ?"
+	"SELECT " APIKEY_COLS " FROM api_keys WHERE user_id = ?"
 	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
 static const char SQL_COUNT[] = "SELECT COUNT(*) FROM api_keys WHERE user_id = ?";
-static const char SQL_GET[] =
-	"SELECT id, name, key_id, created_at, last_used_at FROM api_keys WHERE id = ?";
+static const char SQL_GET[] = "SELECT " APIKEY_COLS " FROM api_keys WHERE id = ?";
 static const char SQL_INSERT[] =
 	"INSERT INTO api_keys (id, user_id, name, key_id, key_hash, created_at)"
 	" VALUES (?, ?, ?, ?, ?, NOW(3))";
 static const char SQL_DELETE[] = "DELETE FROM api_keys WHERE id = ? AND user_id = ?";
 
-static json_object *key_json(ah_req *r, char **v)
+static json_object *key_json(ah_req *r, char *const *row)
 {
+	static bool checked;
+	ah_apikey k;
+	AH_RECORD_CHECK(checked, APIKEY_COLUMNS, APIKEY_NCOLS, APIKEY_COLS);
+	ah_record_fill(&k, APIKEY_COLUMNS, APIKEY_NCOLS, row);
 	json_object *o = json_object_new_object();
-	ah_json_str(o, "id", v[0]);
-	ah_json_str(o, "name", v[1]);
-	ah_json_str(o, "prefix", ah_sprintf(r->arena, "ahk_%s", v[2]));
-	ah_json_time(r, o, "created_at", v[3]);
-	ah_json_time(r, o, "last_used_at", v[4]);
+	ah_json_str(o, "id", k.id);
+	ah_json_str(o, "name", k.name);
+	ah_json_str(o, "prefix", ah_sprintf(r->arena, "ahk_%s", k.key_id));
+	ah_json_time(r, o, "created_at", k.created_at);
+	ah_json_time(r, o, "last_used_at", k.last_used_at);
 	return o;
 }
 

@@ -82,11 +82,11 @@ static int answer_upload_error(ah_req *r, int rc)
 
 static int put_code(ah_req *r)
 {
-	char **a;
+	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0)
 		return rc;
-	if (strcmp(a[AG_SOURCE_TYPE], "local") != 0)
+	if (a->source_type != AH_SOURCE_LOCAL)
 		return ah_reply_error(r, 400, "Code uploads are for agents with source_type 'local'");
 	if (!is_gzip_type(r->content_type))
 		return ah_reply_error(r, 415, "Content-Type must be application/gzip");
@@ -106,7 +106,7 @@ static int put_code(ah_req *r)
 	if (rc == 0 && fsync(fd) != 0)
 		rc = AH_EFAIL;
 	close(fd);
-	const char *dest = ah_sprintf(r->arena, "%s/%s.tar.gz", dir, a[AG_ID]);
+	const char *dest = ah_sprintf(r->arena, "%s/%s.tar.gz", dir, a->id);
 	if (rc == 0 && rename(tmp, dest) != 0)
 		rc = AH_EFAIL;
 	if (rc != 0) {
@@ -114,8 +114,8 @@ static int put_code(ah_req *r)
 		return answer_upload_error(r, rc);
 	}
 	ah_rows rows;
-	if (ah_db_exec(r->db, NULL, SQL_SET_CODE, "sis", hex, size, a[AG_ID]) != 0 ||
-	    ah_db_query(r->db, r->arena, &rows, SQL_GET_CODE, "s", a[AG_ID]) != 0 || rows.n != 1)
+	if (ah_db_exec(r->db, NULL, SQL_SET_CODE, "sis", hex, size, a->id) != 0 ||
+	    ah_db_query(r->db, r->arena, &rows, SQL_GET_CODE, "s", a->id) != 0 || rows.n != 1)
 		return AH_EFAIL;
 	json_object *o = json_object_new_object();
 	ah_json_str(o, "sha256", hex);

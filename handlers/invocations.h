@@ -6,18 +6,24 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/money.h"
 #include "http/http.h"
 
+/* The invocations.status ENUM of schema/002_invocations.sql, in its order. */
+typedef enum ah_invocation_status { AH_INV_COMPLETED, AH_INV_FAILED } ah_invocation_status;
+extern const char *const ah_invocation_status_names[];
+
 /* One invocation, either just recorded or read back from the invocations table. */
 typedef struct ah_invocation {
-	const char *id, *session_id, *sandbox_id, *status, *error;
+	const char *id, *session_id, *sandbox_id, *error;
+	ah_invocation_status status;
 	const char *created_at;   /* DB DATETIME(3) text, UTC */
 	const char *cost;         /* exact decimal text, e.g. "0.000117" or "0.000117000000" */
 	const char *response;     /* raw stdout bytes; NULL = none */
 	size_t response_len;
-	const char *prompt;       /* raw prompt bytes (history only) */
+	const char *prompt;       /* raw prompt bytes */
 	size_t prompt_len;
 	long long input_tokens, output_tokens, duration_ms;
 	/* What the model provider reported through the model gateway (decimal
@@ -28,5 +34,17 @@ typedef struct ah_invocation {
 /* The contract's invocation result; with_prompt adds "prompt" (history).
  * (sessions.c) */
 json_object *ah_invocation_json(ah_req *r, const ah_invocation *inv, bool with_prompt);
+
+/* Tokens and exact cost of what the caller receives (invoke.c): sets
+ * output_tokens and cost from response, input_tokens and the model counts. */
+void ah_invocation_account(ah_req *r, ah_invocation *inv);
+
+/* Writes the invocation's history row, retried; if it cannot be written (its
+ * agent was deleted during the call), the user's usage is still counted.
+ * (invoke_record.c) */
+void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *inv);
+
+/* "YYYY-MM-DD HH:MM:SS.mmm" (UTC) for DATETIME(3) columns. */
+char *ah_db_time(ah_arena *a, int64_t ms);
 
 #endif

@@ -14,6 +14,7 @@
 #include "agents.h"
 #include "invocations.h"
 #include "routes.h"
+#include "validate.h"
 #include "crypto/crypto.h"
 #include "runner_client/runner_client.h"
 #include "tokenize/tokenize.h"
@@ -25,7 +26,6 @@
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #define PROMPT_CAP_DEFAULT (2 * 1024 * 1024)
 #define OUTPUT_CAP_DEFAULT (10 * 1024 * 1024)
@@ -58,20 +58,6 @@ static const char SQL_SESSIONS_LIVE[] =
 static const char SQL_SESSION_RESTART[] =
 	"UPDATE sessions SET state = 'active', sandbox_id = NULL, created_at = NOW(3),"
 	" last_invoked_at = NULL, invocation_count = 0 WHERE agent_id = ? AND id = ?";
-static const char SQL_RECORD[] =
-	"INSERT INTO invocations (id, agent_id, user_id, session_id, sandbox_id, prompt,"
-	" response_content, input_tokens, output_tokens, total_cost_usd, duration_ms, status, error,"
-	" created_at, model_input_tokens, model_output_tokens)"
-	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-/* Only for an invocation whose history row cannot be written (its agent was
- * deleted during the call); otherwise the invocations_rollup trigger (schema/
- * 004) counts the usage and touches the session within SQL_RECORD itself. */
-static const char SQL_USAGE[] =
-	"INSERT INTO usage_daily (user_id, day, invocations, input_tokens, output_tokens, total_cost_usd)"
-	" VALUES (?, ?, 1, ?, ?, ?) ON DUPLICATE KEY UPDATE invocations = invocations + 1,"
-	" input_tokens = input_tokens + VALUES(input_tokens),"
-	" output_tokens = output_tokens + VALUES(output_tokens),"
-	" total_cost_usd = total_cost_usd + VALUES(total_cost_usd)";
 typedef struct invoke_in {
 	const char *prompt;
 	size_t prompt_len;
@@ -91,18 +77,6 @@ typedef struct run_out {
 } run_out;
 
 /* ---- input ---- */
-
-static bool session_id_valid(const char *s)
-{
-	size_t n = strlen(s);
-	if (n < 1 || n > 128)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-		      (s[i] >= '0' && s[i] <= '9') || strchr("._:-", s[i])))
-			return false;
-	return true;
-}
 
 /* The prompt is bytes: NUL is allowed, so ah_field_str (which refuses NUL) is not
  * used; the cap counts bytes because that is what the sandbox receives. */
@@ -124,7 +98,7 @@ static void read_prompt(ah_req *r, json_object *o, invoke_in *in)
 	}
 }
 
-static int read_input(ah_req *r, char **a, invoke_in *in)
+static int read_input(ah_req *r, const ah_agent *a, invoke_in *in)
 {
 	static const char *const fields[] = {"prompt", "session_id", "timeout_seconds", NULL};
 	json_object *o;
@@ -133,13 +107,13 @@ static int read_input(ah_req *r, char **a, invoke_in *in)
 		return rc;
 	read_prompt(r, o, in);
 	if (ah_field_str(r, o, "session_id", AH_F_NULLABLE, 1, 128, &in->session_id, NULL) == 0 &&
-	    in->session_id && !session_id_valid(in->session_id))
+	    in->session_id && !ah_session_id_valid(in->session_id))
 		ah_verr(r, "body", "session_id", "String should match pattern '^[A-Za-z0-9._:-]{1,128}$'",
 		        "string_pattern_mismatch");
 	in->timeout_s = 0;
 	ah_field_int(r, o, "timeout_seconds", AH_F_NULLABLE, 1, 600, &in->timeout_s, NULL);
-	if (in->timeout_s == 0 && ah_parse_ll(&in->timeout_s, a[AG_TIMEOUT]) != 0)
-		in->timeout_s = 120;
+	if (in->timeout_s == 0)
+		in->timeout_s = a->timeout_seconds;
 	return ah_verr_reply(r);
 }
 
@@ -304,7 +278,7 @@ static int claim_session(ah_req *r, const char *agent_id, const char *sid, const
 
 /* ---- running ---- */
 
-static json_object *run_request(ah_req *r, char **a, const invoke_in *in, const char *inv_id,
+static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *in, const char *inv_id,
                                 json_object *env)
 {
 	size_t cap = sodium_base64_ENCODED_LEN(in->prompt_len, sodium_base64_VARIANT_ORIGINAL);
@@ -314,11 +288,11 @@ static json_object *run_request(ah_req *r, char **a, const invoke_in *in, const 
 	json_object *q = ah_json_own(r, json_object_new_object());
 	ah_json_str(q, "op", "run");
 	ah_json_str(q, "invocation_id", inv_id);
-	ah_json_str(q, "agent_id", a[AG_ID]);
-	if (a[AG_RUNNER_ID])
-		ah_json_str(q, "runner_id", a[AG_RUNNER_ID]);
-	ah_json_str(q, "image", a[AG_IMAGE_PATH]);
-	ah_json_str(q, "entrypoint", a[AG_ENTRYPOINT]);
+	ah_json_str(q, "agent_id", a->id);
+	if (a->runner_id)
+		ah_json_str(q, "runner_id", a->runner_id);
+	ah_json_str(q, "image", a->image_path);
+	ah_json_str(q, "entrypoint", a->entrypoint);
 	ah_json_str(q, "session", in->session_id);
 	json_object_object_add(q, "env", json_object_get(env));
 	ah_json_str(q, "stdin_b64", b64);
@@ -410,7 +384,7 @@ static void map_answer(ah_req *r, json_object *ans, const invoke_in *in, long lo
 		o->http = 200;
 }
 
-static void run_agent(ah_req *r, char **a, const invoke_in *in, const char *inv_id,
+static void run_agent(ah_req *r, const ah_agent *a, const invoke_in *in, const char *inv_id,
                       json_object *env, run_out *o)
 {
 	json_object *q = run_request(r, a, in, inv_id, env), *ans;
@@ -450,7 +424,7 @@ static void failed_output(run_out *o)
 /* Tokens and exact cost of what the caller receives: the prompt and the
  * response as returned (for a failure, what failed_output left). Prices are
  * checked at start-up (pool_init.c). */
-static void account(ah_req *r, ah_invocation *inv)
+void ah_invocation_account(ah_req *r, ah_invocation *inv)
 {
 	long long pin = 3000000, pout = 15000000, pico = 0;
 	size_t n = 0;
@@ -468,49 +442,6 @@ static void account(ah_req *r, ah_invocation *inv)
 	inv->cost = ah_money_text(r->arena, pico);
 }
 
-/* The UTC day of usage_daily: the date part of the invocation's created_at. */
-static void usage_day(char out[11], const char *created_at)
-{
-	snprintf(out, 11, "%.10s", created_at);
-}
-
-static int record_once(ah_req *r, const char *agent_id, const invoke_in *in, const ah_invocation *v)
-{
-	return ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisisssss", v->id, agent_id, r->user->id,
-	                  v->session_id, v->sandbox_id, in->prompt, in->prompt_len, v->response,
-	                  v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
-	                  v->status, v->error, v->created_at, v->model_input_tokens,
-	                  v->model_output_tokens);
-}
-
-/* One statement (its own transaction, usage and session included), retried:
- * a deadlock with the runner's session updates is possible and harmless to
- * repeat. If the history row cannot be written (the agent was deleted during
- * the call), the user's usage is still counted. */
-static void record(ah_req *r, const char *agent_id, const invoke_in *in, const ah_invocation *v)
-{
-	for (int attempt = 0; attempt < 3; attempt++)
-		if (record_once(r, agent_id, in, v) == 0)
-			return;
-	ah_log_error("inv=%s: cannot record the invocation: %s", v->id, ah_db_error(r->db));
-	char day[11];
-	usage_day(day, v->created_at);
-	if (ah_db_exec(r->db, NULL, SQL_USAGE, "ssiis", r->user->id, day, v->input_tokens,
-	               v->output_tokens, v->cost) != 0)
-		ah_log_error("inv=%s: cannot count the usage either: %s", v->id, ah_db_error(r->db));
-}
-
-/* "YYYY-MM-DD HH:MM:SS.mmm" (UTC) for DATETIME(3) columns. */
-static char *db_time(ah_arena *a, int64_t ms)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-	char buf[32];
-	gmtime_r(&t, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
-	return ah_sprintf(a, "%s.%03d", buf, (int)(ms % 1000));
-}
-
 static int reply(ah_req *r, const run_out *o, const ah_invocation *inv)
 {
 	json_object *res = ah_invocation_json(r, inv, false);
@@ -524,26 +455,28 @@ static int reply(ah_req *r, const run_out *o, const ah_invocation *inv)
 
 static int invoke(ah_req *r)
 {
-	char **a;
+	const ah_agent *a;
 	invoke_in in = {0};
 	json_object *env;
 	run_out o = {0};
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0 || (rc = read_input(r, a, &in)) != 0)
 		return rc;
-	if (strcmp(a[AG_STATUS], "active") != 0)
-		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Agent is not active (status: %s)", a[AG_STATUS]));
-	if (!a[AG_IMAGE_PATH] || !a[AG_ENTRYPOINT])
+	if (a->status != AH_AGENT_ACTIVE)
+		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Agent is not active (status: %s)",
+		                      ah_agent_status_names[a->status]));
+	if (!a->image_path || !a->entrypoint)
 		return ah_reply_error(r, 409, "Agent has no deployed image; deploy it again");
 	int64_t start = ah_now_ms();
 	size_t in_tokens;
-	ah_invocation inv = {.id = ah_id_new(r->arena, "inv"), .created_at = db_time(r->arena, start)};
+	ah_invocation inv = {.id = ah_id_new(r->arena, "inv"), .created_at = ah_db_time(r->arena, start),
+	                     .prompt = in.prompt, .prompt_len = in.prompt_len};
 	inv.session_id = in.session_id ? in.session_id : ah_id_new(r->arena, "ses");
 	const char *state;
 	if (ah_tokenize_count(&in_tokens, in.prompt, in.prompt_len) != 0 ||
-	    build_env(r, a[AG_ID], in.session_id, &env, &state) != 0)
+	    build_env(r, a->id, in.session_id, &env, &state) != 0)
 		return AH_EFAIL;
-	if (in.session_id && (rc = claim_session(r, a[AG_ID], in.session_id, state)) != 0)
+	if (in.session_id && (rc = claim_session(r, a->id, in.session_id, state)) != 0)
 		return rc;
 	run_agent(r, a, &in, inv.id, env, &o);
 	if (o.http == 503) { /* nothing ran: no history entry, no usage */
@@ -556,12 +489,12 @@ static int invoke(ah_req *r)
 	inv.response = o.out;
 	inv.response_len = o.out_len;
 	inv.input_tokens = (long long)in_tokens;
-	inv.status = o.http == 200 ? "completed" : "failed";
+	inv.status = o.http == 200 ? AH_INV_COMPLETED : AH_INV_FAILED;
 	inv.error = o.error;
 	inv.model_input_tokens = o.model_in;
 	inv.model_output_tokens = o.model_out;
-	account(r, &inv);
-	record(r, a[AG_ID], &in, &inv);
+	ah_invocation_account(r, &inv);
+	ah_invocation_record(r, a->id, &inv);
 	return reply(r, &o, &inv);
 }
 

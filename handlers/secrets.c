@@ -6,14 +6,27 @@
 #include "routes.h"
 #include "core/util.h"
 #include "crypto/crypto.h"
+#include "db/record.h"
 
 #include <string.h>
 
 #define SECRET_MAX (64 * 1024)
 
+/* A secret as the API shows it: never its value. */
+typedef struct ah_secret {
+	const char *name, *created_at, *updated_at;
+} ah_secret;
+
+#define SECRET_COLS "name, created_at, updated_at"
+static const ah_col SECRET_COLUMNS[] = {
+	AH_COL_S("name", ah_secret, name),
+	AH_COL_S("created_at", ah_secret, created_at),
+	AH_COL_S("updated_at", ah_secret, updated_at),
+};
+#define SECRET_NCOLS (sizeof(SECRET_COLUMNS) / sizeof(SECRET_COLUMNS[0]))
+
 static const char SQL_LIST[] =
-	"SELECT name, created_at, updated_at FROM secrets WHERE agent_id = ? ORDER BY name"
-	" LIMIT ? OFFSET ?";
+	"SELECT " SECRET_COLS " FROM secrets WHERE agent_id = ? ORDER BY name LIMIT ? OFFSET ?";
 static const char SQL_COUNT[] = "SELECT COUNT(*) FROM secrets WHERE agent_id = ?";
 static const char SQL_UPSERT[] =
 	"INSERT INTO secrets (agent_id, name, nonce, ciphertext, created_at, updated_at)"
@@ -21,7 +34,7 @@ static const char SQL_UPSERT[] =
 	" ON DUPLICATE KEY UPDATE nonce = VALUES(nonce), ciphertext = VALUES(ciphertext),"
 	" updated_at = NOW(3)";
 static const char SQL_GET[] =
-	"SELECT name, created_at, updated_at FROM secrets WHERE agent_id = ? AND name = ?";
+	"SELECT " SECRET_COLS " FROM secrets WHERE agent_id = ? AND name = ?";
 static const char SQL_DELETE[] = "DELETE FROM secrets WHERE agent_id = ? AND name = ?";
 
 static bool key_shape_ok(const char *k)
@@ -45,12 +58,16 @@ static bool key_reserved(ah_req *r, const char *k)
 	       strcmp(k, "NODE_OPTIONS") == 0 || strncmp(k, "AGENTHOST_", 10) == 0;
 }
 
-static json_object *secret_json(ah_req *r, char **v)
+static json_object *secret_json(ah_req *r, char *const *row)
 {
+	static bool checked;
+	ah_secret s;
+	AH_RECORD_CHECK(checked, SECRET_COLUMNS, SECRET_NCOLS, SECRET_COLS);
+	ah_record_fill(&s, SECRET_COLUMNS, SECRET_NCOLS, row);
 	json_object *o = json_object_new_object();
-	ah_json_str(o, "key", v[0]);
-	ah_json_time(r, o, "created_at", v[1]);
-	ah_json_time(r, o, "updated_at", v[2]);
+	ah_json_str(o, "key", s.name);
+	ah_json_time(r, o, "created_at", s.created_at);
+	ah_json_time(r, o, "updated_at", s.updated_at);
 	return o;
 }
 
@@ -61,15 +78,15 @@ static json_object *secret_row_json(ah_req *r, const ah_rows *rows, size_t i)
 
 static int list_secrets(ah_req *r)
 {
-	char **a;
+	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
-	return rc ? rc : ah_list_reply(r, SQL_COUNT, SQL_LIST, a[AG_ID], secret_row_json);
+	return rc ? rc : ah_list_reply(r, SQL_COUNT, SQL_LIST, a->id, secret_row_json);
 }
 
 static int set_secret(ah_req *r)
 {
 	static const char *const fields[] = {"key", "value", NULL};
-	char **a;
+	const ah_agent *a;
 	json_object *o;
 	const char *key, *value;
 	int rc = ah_agent_load(r, &a);
@@ -91,21 +108,21 @@ static int set_secret(ah_req *r)
 	size_t ctlen;
 	ah_rows rows;
 	if (ah_crypto_seal(r->arena, nonce, &ct, &ctlen, value, strlen(value)) != 0 ||
-	    ah_db_exec(r->db, NULL, SQL_UPSERT, "ssbb", a[AG_ID], key, nonce, (size_t)AH_NONCE_BYTES,
+	    ah_db_exec(r->db, NULL, SQL_UPSERT, "ssbb", a->id, key, nonce, (size_t)AH_NONCE_BYTES,
 	               ct, ctlen) != 0 ||
-	    ah_db_query(r->db, r->arena, &rows, SQL_GET, "ss", a[AG_ID], key) != 0 || rows.n != 1)
+	    ah_db_query(r->db, r->arena, &rows, SQL_GET, "ss", a->id, key) != 0 || rows.n != 1)
 		return AH_EFAIL;
 	return ah_reply_json(r, 201, secret_json(r, rows.v[0]));
 }
 
 static int delete_secret(ah_req *r)
 {
-	char **a;
+	const ah_agent *a;
 	unsigned long long n = 0;
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0)
 		return rc;
-	if (ah_db_exec(r->db, &n, SQL_DELETE, "ss", a[AG_ID], r->params[1]) != 0)
+	if (ah_db_exec(r->db, &n, SQL_DELETE, "ss", a->id, r->params[1]) != 0)
 		return AH_EFAIL;
 	return n ? ah_reply_no_content(r) : ah_reply_error(r, 404, "Secret not found");
 }

@@ -7,11 +7,28 @@
 #include "routes.h"
 #include "runner_client/runner_client.h"
 #include "core/util.h"
+#include "db/record.h"
 
 #include <string.h>
 
+/* A session as the API lists it. */
+typedef struct ah_session {
+	const char *id, *sandbox_id, *created_at, *last_invoked_at;
+	long long invocation_count;
+} ah_session;
+
+#define SESSION_COLS "id, sandbox_id, created_at, last_invoked_at, invocation_count"
+static const ah_col SESSION_COLUMNS[] = {
+	AH_COL_S("id", ah_session, id),
+	AH_COL_S("sandbox_id", ah_session, sandbox_id),
+	AH_COL_S("created_at", ah_session, created_at),
+	AH_COL_S("last_invoked_at", ah_session, last_invoked_at),
+	AH_COL_I("invocation_count", ah_session, invocation_count, 0),
+};
+#define SESSION_NCOLS (sizeof(SESSION_COLUMNS) / sizeof(SESSION_COLUMNS[0]))
+
 static const char SQL_SESSIONS[] =
-	"SELECT id, sandbox_id, created_at, last_invoked_at, invocation_count FROM sessions"
+	"SELECT " SESSION_COLS " FROM sessions"
 	" WHERE agent_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
 static const char SQL_SESSIONS_COUNT[] = "SELECT COUNT(*) FROM sessions WHERE agent_id = ?";
 static const char SQL_SESSION_GET[] = "SELECT 1 FROM sessions WHERE agent_id = ? AND id = ?";
@@ -27,6 +44,16 @@ enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_
        H_STATUS, H_ERROR, H_CREATED, H_MODEL_IN, H_MODEL_OUT };
 
 /* ---- the invocation result ---- */
+
+const char *const ah_invocation_status_names[] = {"completed", "failed", NULL};
+
+/* A status the schema gains before this code knows it is shown as "failed":
+ * never claim success that was not seen. */
+static ah_invocation_status status_of(const char *s)
+{
+	int v = ah_enum_find(ah_invocation_status_names, s);
+	return v < 0 ? AH_INV_FAILED : (ah_invocation_status)v;
+}
 
 json_object *ah_invocation_json(ah_req *r, const ah_invocation *inv, bool with_prompt)
 {
@@ -51,7 +78,7 @@ json_object *ah_invocation_json(ah_req *r, const ah_invocation *inv, bool with_p
 		ah_json_int(o, "model_input_tokens", ah_cell_ll(inv->model_input_tokens));
 		ah_json_int(o, "model_output_tokens", ah_cell_ll(inv->model_output_tokens));
 	}
-	ah_json_str(o, "status", inv->status);
+	ah_json_str(o, "status", ah_invocation_status_names[inv->status]);
 	ah_json_str(o, "error", inv->error);
 	ah_json_time(r, o, "created_at", inv->created_at);
 	if (with_prompt) {
@@ -67,21 +94,24 @@ json_object *ah_invocation_json(ah_req *r, const ah_invocation *inv, bool with_p
 
 static json_object *session_json(ah_req *r, const ah_rows *rows, size_t i)
 {
-	char **v = rows->v[i];
+	static bool checked;
+	ah_session s;
+	AH_RECORD_CHECK(checked, SESSION_COLUMNS, SESSION_NCOLS, SESSION_COLS);
+	ah_record_fill(&s, SESSION_COLUMNS, SESSION_NCOLS, rows->v[i]);
 	json_object *o = json_object_new_object();
-	ah_json_str(o, "id", v[0]);
-	ah_json_str(o, "sandbox_id", v[1]);
-	ah_json_time(r, o, "created_at", v[2]);
-	ah_json_time(r, o, "last_invoked_at", v[3]);
-	ah_json_int(o, "invocation_count", ah_cell_ll(v[4]));
+	ah_json_str(o, "id", s.id);
+	ah_json_str(o, "sandbox_id", s.sandbox_id);
+	ah_json_time(r, o, "created_at", s.created_at);
+	ah_json_time(r, o, "last_invoked_at", s.last_invoked_at);
+	ah_json_int(o, "invocation_count", s.invocation_count);
 	return o;
 }
 
 static int list_sessions(ah_req *r)
 {
-	char **a;
+	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
-	return rc ? rc : ah_list_reply(r, SQL_SESSIONS_COUNT, SQL_SESSIONS, a[AG_ID], session_json);
+	return rc ? rc : ah_list_reply(r, SQL_SESSIONS_COUNT, SQL_SESSIONS, a->id, session_json);
 }
 
 /* Asks the runner to destroy the session's sandbox; 0 when it did. */
@@ -100,19 +130,19 @@ static int destroy_session_sandbox(ah_req *r, const char *agent_id, const char *
 
 static int delete_session(ah_req *r)
 {
-	char **a;
+	const ah_agent *a;
 	ah_rows rows;
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0)
 		return rc;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_SESSION_GET, "ss", a[AG_ID], r->params[1]) != 0)
+	if (ah_db_query(r->db, r->arena, &rows, SQL_SESSION_GET, "ss", a->id, r->params[1]) != 0)
 		return AH_EFAIL;
 	if (rows.n == 0)
 		return ah_reply_error(r, 404, "Session not found");
 	/* The sandbox first: a row deleted while its sandbox lives would leak it. */
-	if (destroy_session_sandbox(r, a[AG_ID], r->params[1]) != 0)
+	if (destroy_session_sandbox(r, a->id, r->params[1]) != 0)
 		return ah_reply_error(r, 503, "The sandbox runner is not reachable; try again");
-	if (ah_db_exec(r->db, NULL, SQL_SESSION_DELETE, "ss", a[AG_ID], r->params[1]) != 0)
+	if (ah_db_exec(r->db, NULL, SQL_SESSION_DELETE, "ss", a->id, r->params[1]) != 0)
 		return AH_EFAIL;
 	return ah_reply_no_content(r);
 }
@@ -122,7 +152,7 @@ static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 	char **v = rows->v[i];
 	ah_invocation inv = {
 		.id = v[H_ID], .session_id = v[H_SESSION], .sandbox_id = v[H_SANDBOX],
-		.status = v[H_STATUS], .error = v[H_ERROR], .created_at = v[H_CREATED], .cost = v[H_COST],
+		.status = status_of(v[H_STATUS]), .error = v[H_ERROR], .created_at = v[H_CREATED], .cost = v[H_COST],
 		.response = v[H_RESPONSE], .response_len = rows->len[i][H_RESPONSE],
 		.prompt = v[H_PROMPT], .prompt_len = rows->len[i][H_PROMPT],
 		.input_tokens = ah_cell_ll(v[H_IN]), .output_tokens = ah_cell_ll(v[H_OUT]),
@@ -134,9 +164,9 @@ static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 
 static int list_invocations(ah_req *r)
 {
-	char **a;
+	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
-	return rc ? rc : ah_list_reply(r, SQL_HISTORY_COUNT, SQL_HISTORY, a[AG_ID], history_json);
+	return rc ? rc : ah_list_reply(r, SQL_HISTORY_COUNT, SQL_HISTORY, a->id, history_json);
 }
 
 const ah_route ah_sessions_routes[] = {

@@ -6,6 +6,7 @@
 #include "routes.h"
 #include "core/money.h"
 #include "core/util.h"
+#include "db/record.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +15,36 @@
 
 #define DAY_SECONDS 86400LL
 
-static const char SQL_TOTAL[] =
-	"SELECT COALESCE(SUM(invocations), 0), COALESCE(SUM(input_tokens), 0),"
+/* One day of the rollup, or the sum of a period (day NULL). */
+typedef struct usage {
+	const char *day;
+	long long invocations, input_tokens, output_tokens;
+	const char *cost; /* exact decimal text */
+} usage;
+
+#define TOTAL_COLS                                                                    \
+	"COALESCE(SUM(invocations), 0), COALESCE(SUM(input_tokens), 0),"                  \
 	" COALESCE(SUM(output_tokens), 0), COALESCE(SUM(total_cost_usd), 0)"
-	" FROM usage_daily WHERE user_id = ? AND day BETWEEN ? AND ?";
+static const ah_col TOTAL_COLUMNS[] = {
+	AH_COL_I("COALESCE(SUM(invocations), 0)", usage, invocations, 0),
+	AH_COL_I("COALESCE(SUM(input_tokens), 0)", usage, input_tokens, 0),
+	AH_COL_I("COALESCE(SUM(output_tokens), 0)", usage, output_tokens, 0),
+	AH_COL_S("COALESCE(SUM(total_cost_usd), 0)", usage, cost),
+};
+#define DAILY_COLS "day, invocations, input_tokens, output_tokens, total_cost_usd"
+static const ah_col DAILY_COLUMNS[] = {
+	AH_COL_S("day", usage, day),
+	AH_COL_I("invocations", usage, invocations, 0),
+	AH_COL_I("input_tokens", usage, input_tokens, 0),
+	AH_COL_I("output_tokens", usage, output_tokens, 0),
+	AH_COL_S("total_cost_usd", usage, cost),
+};
+#define NCOLS(t) (sizeof(t) / sizeof(t[0]))
+
+static const char SQL_TOTAL[] =
+	"SELECT " TOTAL_COLS " FROM usage_daily WHERE user_id = ? AND day BETWEEN ? AND ?";
 static const char SQL_DAILY[] =
-	"SELECT day, invocations, input_tokens, output_tokens, total_cost_usd"
-	" FROM usage_daily WHERE user_id = ? AND day BETWEEN ? AND ? ORDER BY day";
+	"SELECT " DAILY_COLS " FROM usage_daily WHERE user_id = ? AND day BETWEEN ? AND ? ORDER BY day";
 
 /* ---- period ---- */
 
@@ -73,26 +97,29 @@ static int get_usage(ah_req *r)
 	if (ah_db_query(r->db, r->arena, &rows, SQL_TOTAL, "sss", r->user->id, p.start, p.end) != 0 ||
 	    rows.n != 1)
 		return AH_EFAIL;
-	char **v = rows.v[0];
+	static bool checked;
+	usage u;
+	AH_RECORD_CHECK(checked, TOTAL_COLUMNS, NCOLS(TOTAL_COLUMNS), TOTAL_COLS);
+	ah_record_fill(&u, TOTAL_COLUMNS, NCOLS(TOTAL_COLUMNS), rows.v[0]);
 	json_object *o = json_object_new_object();
 	ah_json_int(o, "period_days", p.days);
 	ah_json_str(o, "start_date", p.start);
 	ah_json_str(o, "end_date", p.end);
-	ah_json_int(o, "total_invocations", ah_cell_ll(v[0]));
-	ah_json_int(o, "input_tokens", ah_cell_ll(v[1]));
-	ah_json_int(o, "output_tokens", ah_cell_ll(v[2]));
-	json_object_object_add(o, "total_cost_usd", ah_money_json(r->arena, v[3]));
+	ah_json_int(o, "total_invocations", u.invocations);
+	ah_json_int(o, "input_tokens", u.input_tokens);
+	ah_json_int(o, "output_tokens", u.output_tokens);
+	json_object_object_add(o, "total_cost_usd", ah_money_json(r->arena, u.cost));
 	return ah_reply_json(r, 200, o);
 }
 
-static json_object *day_json(ah_req *r, const char *date, char **v)
+static json_object *day_json(ah_req *r, const char *date, const usage *u)
 {
 	json_object *o = json_object_new_object();
 	ah_json_str(o, "date", date);
-	ah_json_int(o, "invocations", v ? ah_cell_ll(v[1]) : 0);
-	ah_json_int(o, "input_tokens", v ? ah_cell_ll(v[2]) : 0);
-	ah_json_int(o, "output_tokens", v ? ah_cell_ll(v[3]) : 0);
-	json_object_object_add(o, "total_cost_usd", ah_money_json(r->arena, v ? v[4] : NULL));
+	ah_json_int(o, "invocations", u->invocations);
+	ah_json_int(o, "input_tokens", u->input_tokens);
+	ah_json_int(o, "output_tokens", u->output_tokens);
+	json_object_object_add(o, "total_cost_usd", ah_money_json(r->arena, u->cost));
 	return o;
 }
 
@@ -105,15 +132,21 @@ static int get_usage_daily(ah_req *r)
 		return rc;
 	if (ah_db_query(r->db, r->arena, &rows, SQL_DAILY, "sss", r->user->id, p.start, p.end) != 0)
 		return AH_EFAIL;
+	static bool checked;
+	AH_RECORD_CHECK(checked, DAILY_COLUMNS, NCOLS(DAILY_COLUMNS), DAILY_COLS);
 	json_object *items = json_object_new_array();
 	size_t next = 0;
 	/* One item per day, zeros where the rollup has no row; rows come sorted. */
 	for (long long d = 0; d < p.days; d++) {
 		const char *date = day_text(r->arena, p.first_day + d);
-		char **v = NULL;
-		if (next < rows.n && strcmp(rows.v[next][0], date) == 0)
-			v = rows.v[next++];
-		json_object_array_add(items, day_json(r, date, v));
+		usage u = {0};
+		if (next < rows.n)
+			ah_record_fill(&u, DAILY_COLUMNS, NCOLS(DAILY_COLUMNS), rows.v[next]);
+		if (u.day && strcmp(u.day, date) == 0)
+			next++;
+		else /* a day without a row: zeros, cost NULL (money 0) */
+			u = (usage){0};
+		json_object_array_add(items, day_json(r, date, &u));
 	}
 	json_object *o = json_object_new_object();
 	ah_json_int(o, "period_days", p.days);

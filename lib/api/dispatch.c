@@ -93,8 +93,8 @@ static int authenticate(ah_req *r, const ah_route *rt, const char **why)
 	/* Public routes still honour a key for per-user counting, but never require one. */
 	if (rt->flags & AH_R_PUBLIC)
 		return 0;
-	int rc = rt->scope_sql && r->nparams > 0
-	             ? ah_auth_request_scoped(r, rt->scope_sql, r->params[0], why)
+	int rc = rt->scope && r->nparams > 0
+	             ? ah_auth_request_scoped(r, rt->scope, r->params[0], why)
 	             : ah_auth_request(r, why);
 	if (rc == AH_EFAIL)
 		return AH_EFAIL;

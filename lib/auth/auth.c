@@ -3,7 +3,9 @@
  * at most once a minute so that reads stay reads. */
 #include "auth/auth.h"
 #include "auth/jwt.h"
+#include "auth/user.h"
 #include "crypto/crypto.h"
+#include "db/record.h"
 #include "core/util.h"
 
 #include <sodium.h>
@@ -37,18 +39,6 @@ static const char *bearer_token(ah_req *r)
 	while (*h == ' ')
 		h++;
 	return h;
-}
-
-ah_user *ah_user_from_row(ah_arena *a, char **v)
-{
-	ah_user *u = ah_alloc(a, sizeof(*u));
-	u->id = v[0];
-	u->email = v[1];
-	u->plan = v[2];
-	ah_parse_ll(&u->quota_bytes, v[3]);
-	u->disabled = strcmp(v[4], "1") == 0;
-	u->created_at = v[5];
-	return u;
 }
 
 /* No NOW() here: a deterministic statement can be answered from MariaDB's query
@@ -102,8 +92,8 @@ static int accept_key(ah_req *r, const char *tok, const ah_rows *rows, const cha
 	return 0;
 }
 
-/* Shared by both entry points; scope_sql NULL = a plain key lookup. */
-static int authenticate(ah_req *r, const char *scope_sql, const char *scope_param,
+/* Shared by both entry points; scope NULL = a plain key lookup. */
+static int authenticate(ah_req *r, const ah_scope *scope, const char *scope_param,
                         const char **why)
 {
 	const char *tok = bearer_token(r);
@@ -122,17 +112,21 @@ static int authenticate(ah_req *r, const char *scope_sql, const char *scope_para
 	memcpy(key_id, tok + 4, 8);
 	key_id[8] = '\0';
 	ah_rows rows;
-	int rc = scope_sql ? ah_db_query(r->db, r->arena, &rows, scope_sql, "ss", scope_param, key_id)
+	int rc = scope ? ah_db_query(r->db, r->arena, &rows, scope->sql, "ss", scope_param, key_id)
 	                   : ah_db_query(r->db, r->arena, &rows, SQL_KEY, "s", key_id);
 	if (rc != 0)
 		return AH_EFAIL;
 	if ((rc = accept_key(r, tok, &rows, why)) != 0)
 		return rc;
-	if (scope_sql) {
-		char **scope = rows.v[0] + AH_AUTH_KEY_NCOLS;
+	if (scope) {
+		char **row = rows.v[0] + AH_AUTH_KEY_NCOLS;
 		r->scope_loaded = true;
 		/* The LEFT JOIN leaves every scoped column NULL when nothing matched. */
-		r->scope_row = scope[0] ? scope : NULL;
+		r->scope = NULL;
+		if (row[0]) {
+			r->scope = ah_alloc(r->arena, scope->size);
+			ah_record_fill(r->scope, scope->cols, scope->ncols, row);
+		}
 	}
 	return 0;
 }
@@ -142,8 +136,8 @@ int ah_auth_request(ah_req *r, const char **why)
 	return authenticate(r, NULL, NULL, why);
 }
 
-int ah_auth_request_scoped(ah_req *r, const char *scope_sql, const char *scope_param,
+int ah_auth_request_scoped(ah_req *r, const ah_scope *scope, const char *scope_param,
                            const char **why)
 {
-	return authenticate(r, scope_sql, scope_param, why);
+	return authenticate(r, scope, scope_param, why);
 }

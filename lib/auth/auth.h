@@ -2,7 +2,9 @@
 #ifndef AH_AUTH_AUTH_H
 #define AH_AUTH_AUTH_H
 
+#include "auth/user.h"
 #include "http/http.h"
+#include "http/router.h"
 
 /* Authenticates r from its Authorization header and sets r->user.
  * Returns 0, AH_EDENIED (missing/malformed/unknown/expired: a 401 is due, with
@@ -13,18 +15,14 @@ int ah_auth_request(ah_req *r, const char **why);
  * scoped lookup appends its own columns and a LEFT JOIN (see router.h). */
 #define AH_AUTH_KEY_COLS                                                          \
 	"k.id, k.key_hash, k.last_used_at, k.expires_at,"                             \
-	" u.id, u.email, u.plan, u.quota_bytes, u.disabled, u.created_at"
+	" " AH_USER_COLS
 #define AH_AUTH_KEY_NCOLS 10
 #define AH_AUTH_KEY_FROM "api_keys k JOIN users u ON u.id = k.user_id"
 
-/* As ah_auth_request, but an API key is looked up with scope_sql, which also
- * loads the row scope_param names into r->scope_row (r->scope_loaded = true). */
-int ah_auth_request_scoped(ah_req *r, const char *scope_sql, const char *scope_param,
+/* As ah_auth_request, but an API key is looked up with scope->sql, which also
+ * loads the record scope_param names into r->scope (r->scope_loaded = true). */
+int ah_auth_request_scoped(ah_req *r, const ah_scope *scope, const char *scope_param,
                            const char **why);
-
-/* The user of six consecutive columns: id, email, plan, quota_bytes, disabled,
- * created_at (the order every user lookup selects them in). */
-ah_user *ah_user_from_row(ah_arena *a, char **v);
 
 /* True if s has the shape ahk_<8 base62>_<10 base62>. */
 bool ah_auth_key_shape_ok(const char *s);

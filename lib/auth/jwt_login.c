@@ -7,7 +7,7 @@
  * whoever can sign tokens (or claim an address at the provider) would otherwise
  * take over the account. `agenthost-admin user identities|unlink` shows and
  * removes links. */
-#include "auth/auth.h"
+#include "auth/user.h"
 #include "auth/jwt.h"
 #include "core/plans.h"
 #include "core/log.h"
@@ -103,8 +103,7 @@ static int verify(ah_jwt_claims *c, ah_req *r, const char *tok, const struct jwt
 }
 
 static const char SQL_IDENTITY[] =
-	"SELECT u.id, u.email, u.plan, u.quota_bytes, u.disabled, u.created_at"
-	" FROM user_identities i JOIN users u ON u.id = i.user_id"
+	"SELECT " AH_USER_COLS " FROM user_identities i JOIN users u ON u.id = i.user_id"
 	" WHERE i.issuer = ? AND i.subject = ?";
 static const char SQL_IDENTITY_EXISTS[] =
 	"SELECT 1 FROM user_identities WHERE issuer = ? AND subject = ?";

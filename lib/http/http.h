@@ -49,11 +49,11 @@ typedef struct ah_req {
 	size_t body_len;
 
 	ah_user *user;            /* set by authentication */
-	/* Scoped routes (a scope_sql in their row) get the row their first path parameter names
-	 * loaded in the same query as the API key: scope_row is that row, or NULL
-	 * when the caller has no such resource. */
+	/* Scoped routes (a scope in their row) get the record their first path parameter names
+	 * loaded in the same query as the API key: scope is that record (the
+	 * route's ah_scope says its type), or NULL when the caller has no such resource. */
 	bool scope_loaded;
-	char **scope_row;
+	void *scope;
 	ah_rate rate;
 
 	/* response state */

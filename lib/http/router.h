@@ -28,9 +28,18 @@ typedef struct ah_route {
 	 * (e.g. their agent) that the authentication query loads along with the
 	 * key, saving the handler a round trip. The query's columns are the
 	 * API-key columns (AH_AUTH_KEY_COLS) followed by the row's, its
-	 * parameters (first path parameter, key id). NULL: not scoped. */
-	const char *scope_sql;
+	 * parameters (first path parameter, key id); the row's columns fill a
+	 * record of `size` bytes by the column table (db/record.h) before the
+	 * handler runs. NULL: not scoped. */
+	const struct ah_scope *scope;
 } ah_route;
+
+struct ah_col;
+typedef struct ah_scope {
+	const char *sql;
+	const struct ah_col *cols;
+	size_t ncols, size;
+} ah_scope;
 
 #define AH_BODY_DEFAULT (1024 * 1024)
 

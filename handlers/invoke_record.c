@@ -1,0 +1,68 @@
+/* Recording an invocation: one INSERT into the history, whose trigger counts
+ * the user's daily usage and touches the session in the same statement; the
+ * usage alone when the history row cannot be written. */
+#include "invocations.h"
+#include "core/log.h"
+#include "core/util.h"
+
+#include <stdio.h>
+#include <time.h>
+
+static const char SQL_RECORD[] =
+	"INSERT INTO invocations (id, agent_id, user_id, session_id, sandbox_id, prompt,"
+	" response_content, input_tokens, output_tokens, total_cost_usd, duration_ms, status, error,"
+	" created_at, model_input_tokens, model_output_tokens)"
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+/* Only for an invocation whose history row cannot be written (its agent was
+ * deleted during the call); otherwise the invocations_rollup trigger (schema/
+ * 004) counts the usage and touches the session within SQL_RECORD itself. */
+static const char SQL_USAGE[] =
+	"INSERT INTO usage_daily (user_id, day, invocations, input_tokens, output_tokens, total_cost_usd)"
+	" VALUES (?, ?, 1, ?, ?, ?) ON DUPLICATE KEY UPDATE invocations = invocations + 1,"
+	" input_tokens = input_tokens + VALUES(input_tokens),"
+	" output_tokens = output_tokens + VALUES(output_tokens),"
+	" total_cost_usd = total_cost_usd + VALUES(total_cost_usd)";
+
+/* The UTC day of usage_daily: the date part of the invocation's created_at. */
+static void usage_day(char out[11], const char *created_at)
+{
+	snprintf(out, 11, "%.10s", created_at);
+}
+
+static int record_once(ah_req *r, const char *agent_id, const ah_invocation *v)
+{
+	return ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisisssss", v->id, agent_id, r->user->id,
+	                  v->session_id, v->sandbox_id, v->prompt, v->prompt_len, v->response,
+	                  v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
+	                  ah_invocation_status_names[v->status], v->error, v->created_at, v->model_input_tokens,
+	                  v->model_output_tokens);
+}
+
+/* One statement (its own transaction, usage and session included), retried:
+ * a deadlock with the runner's session updates is possible and harmless to
+ * repeat. If the history row cannot be written (the agent was deleted during
+ * the call), the user's usage is still counted. */
+void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *v)
+{
+	for (int attempt = 0; attempt < 3; attempt++)
+		if (record_once(r, agent_id, v) == 0)
+			return;
+	ah_log_error("inv=%s: cannot record the invocation: %s", v->id, ah_db_error(r->db));
+	char day[11];
+	usage_day(day, v->created_at);
+	if (ah_db_exec(r->db, NULL, SQL_USAGE, "ssiis", r->user->id, day, v->input_tokens,
+	               v->output_tokens, v->cost) != 0)
+		ah_log_error("inv=%s: cannot count the usage either: %s", v->id, ah_db_error(r->db));
+}
+
+/* "YYYY-MM-DD HH:MM:SS.mmm" (UTC) for DATETIME(3) columns. */
+char *ah_db_time(ah_arena *a, int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char buf[32];
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+	return ah_sprintf(a, "%s.%03d", buf, (int)(ms % 1000));
+}
+

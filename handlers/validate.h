@@ -1,0 +1,27 @@
+/* The input validators of the agent and invoke handlers, pure functions of
+ * their input so that tests/unit/test_validate.c can try them one by one. */
+#ifndef AH_HANDLERS_VALIDATE_H
+#define AH_HANDLERS_VALIDATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/arena.h"
+
+/* ^[a-z0-9]+(-[a-z0-9]+)*$, 1 to 63 characters. */
+bool ah_slug_valid(const char *s);
+
+/* https://, http://, ssh://, git:// URLs or scp-like user@host:path. */
+bool ah_repo_url_valid(const char *u);
+
+/* What git check-ref-format would accept as a branch or tag name, in brief. */
+bool ah_branch_valid(const char *b);
+
+/* ^[A-Za-z0-9._:-]{1,128}$ */
+bool ah_session_id_valid(const char *s);
+
+/* Slug from a name: lowercase, runs of other characters become one '-',
+ * trimmed, cut to max characters; "agent" when nothing is left. In arena a. */
+char *ah_slugify(ah_arena *a, const char *name, size_t max);
+
+#endif
