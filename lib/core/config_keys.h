@@ -82,8 +82,8 @@
 	X(JWT_JWKS_CACHE_SECONDS, "jwt_jwks_cache_seconds", INT, "300", 0, 7 * 86400, "JWKS kept this long") \
 	X(JWT_ISSUER, "jwt_issuer", STR, "", 0, 0, "required iss claim") \
 	X(JWT_AUDIENCE, "jwt_audience", STR, "", 0, 0, "required aud claim") \
-	X(JWT_EMAIL_CLAIM, "jwt_email_claim", STR, "", 0, 0, "claim holding the email") \
-	X(JWT_DEFAULT_PLAN, "jwt_default_plan", STR, "", 0, 0, "plan of users a JWT login creates") \
+	X(JWT_EMAIL_CLAIM, "jwt_email_claim", STR, "email", 0, 0, "claim holding the email") \
+	X(JWT_DEFAULT_PLAN, "jwt_default_plan", STR, "free", 0, 0, "plan of users a JWT login creates") \
 	X(JWT_LEEWAY_SECONDS, "jwt_leeway_seconds", INT, "30", 0, 3600, "clock skew allowed on exp/nbf") \
 	X(JWT_LINK_BY_EMAIL, "jwt_link_by_email", BOOL, "false", 0, 0, "a new identity may take the user with its email") \
 	X(SANDBOX_ROOT, "sandbox_root", PATH, "var/data/sandboxes", 0, 0, "sandbox state") \
