@@ -18,7 +18,6 @@
 #include "runner_client/runner_client.h"
 #include "tokenize/tokenize.h"
 #include "core/log.h"
-#include "core/plans.h"
 #include "core/util.h"
 
 #include <signal.h>
@@ -27,8 +26,6 @@
 #include <string.h>
 #include <time.h>
 
-#define PROMPT_CAP_DEFAULT (2 * 1024 * 1024)
-#define OUTPUT_CAP_DEFAULT (10 * 1024 * 1024)
 #define FAILED_OUTPUT_MAX (64 * 1024) /* stdout a failed invocation returns: failed_output */
 #define RUNNER_SLACK_MS 30000 /* sandbox set-up, a wait for a free slot, the kill */
 #define MODEL_KEY_MAX 4096

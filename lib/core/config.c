@@ -2,6 +2,7 @@
  * table; see config.h and config_keys.h. */
 #include "core/config.h"
 #include "core/money.h"
+#include "core/plans.h"
 #include "core/util.h"
 
 #include <ctype.h>
@@ -115,7 +116,8 @@ static int parse_file(ah_config *c, FILE *f, const char *path, ah_err *err)
 
 static int parse_bool(long long *out, const char *v)
 {
-	static const char *const yes[] = {"true", "1", "yes", "on"}, *const no[] = {"false", "0", "no", "off", ""};
+	static const char *const yes[] = {"true", "1", "yes", "on"};
+	static const char *const no[] = {"false", "0", "no", "off", ""};
 	for (size_t i = 0; i < sizeof(yes) / sizeof(*yes); i++)
 		if (strcmp(v, yes[i]) == 0)
 			return *out = 1, 0;
@@ -183,6 +185,9 @@ static const char *computed_default(ah_config *c, int k)
 		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 		long n = ncpu > 0 ? (ncpu * 3 < 256 ? ncpu * 3 : 256) : 6;
 		snprintf(buf, sizeof buf, "%ld", n < 4 ? 4 : n);
+	} else if (strncmp(ah_cfg_table[k].name, "max_sessions_", 13) == 0) {
+		/* The plan's own cap (core/plans.h) unless configured. */
+		snprintf(buf, sizeof buf, "%lld", ah_plan_max_sessions(ah_cfg_table[k].name + 13));
 	}
 	c->computed[k] = strdup(buf);
 	return c->computed[k] ? c->computed[k] : "";

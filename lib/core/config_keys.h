@@ -73,9 +73,9 @@
 	X(PRICE_OUTPUT_PER_MTOK, "price_output_per_mtok", PRICE, "15.00", 0, 0, "USD per million output tokens") \
 	X(MAX_PROMPT_BYTES, "max_prompt_bytes", INT, "2097152", 0, 16 * 1024 * 1024, "prompt cap") \
 	X(MAX_OUTPUT_BYTES, "max_output_bytes", INT, "10485760", 1, 16 * 1024 * 1024, "stdout cap") \
-	X(MAX_SESSIONS_FREE, "max_sessions_free", INT, "3", 0, 1000000, "live sessions per free user") \
-	X(MAX_SESSIONS_PRO, "max_sessions_pro", INT, "20", 0, 1000000, "live sessions per pro user") \
-	X(MAX_SESSIONS_ENTERPRISE, "max_sessions_enterprise", INT, "100", 0, 1000000, "live sessions per enterprise user") \
+	X(MAX_SESSIONS_FREE, "max_sessions_free", INT, NULL, 0, 1000000, "live sessions per free user") \
+	X(MAX_SESSIONS_PRO, "max_sessions_pro", INT, NULL, 0, 1000000, "live sessions per pro user") \
+	X(MAX_SESSIONS_ENTERPRISE, "max_sessions_enterprise", INT, NULL, 0, 1000000, "live sessions per enterprise user") \
 	X(JWT_HS256_SECRET, "jwt_hs256_secret", STR, "", 0, 0, "HS256 secret for JWT logins") \
 	X(JWT_HS256_SECRET_FILE, "jwt_hs256_secret_file", PATH, "", 0, 0, "file holding jwt_hs256_secret") \
 	X(JWT_JWKS_URL, "jwt_jwks_url", STR, "", 0, 0, "identity provider's JWKS URL") \

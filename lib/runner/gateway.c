@@ -30,7 +30,6 @@
 #define MAX_CONNS 4
 #define HEAD_CAP (64 << 10)
 #define IO_TIMEOUT_S 30
-#define BODY_CAP_DEFAULT (32 << 20)
 #define KEY_MAX 4096
 #define LOG_REFUSED 5 /* an agent must not be able to flood the runner's log */
 

@@ -76,6 +76,8 @@ static void test_values(void)
 	ok(ah_cfg_int(c, AH_CFG_PRICE_OUTPUT_PER_MTOK) == 500000, "a price is read in micro-dollars");
 	ok(strcmp(ah_cfg_str(c, AH_CFG_DB_HOST), "localhost") == 0,
 	   "db_host defaults to localhost with a socket");
+	ok(ah_cfg_int(c, AH_CFG_MAX_SESSIONS_FREE) == 3 && ah_cfg_int(c, AH_CFG_MAX_SESSIONS_PRO) == 20 &&
+	   ah_cfg_int(c, AH_CFG_MAX_SESSIONS_ENTERPRISE) == 100, "session caps default to the plans'");
 	ok(ah_cfg_int(c, AH_CFG_CRUD_WORKERS) >= 4, "crud_workers' computed default is at least 4");
 	ok(ah_cfg_is_set(c, AH_CFG_SOCKET_MODE) && !ah_cfg_is_set(c, AH_CFG_DB_PORT),
 	   "is_set tells a configured key from a default");
