@@ -28,7 +28,7 @@ static const char SQL_GET_CODE[] =
 
 static const char *code_dir(ah_req *r)
 {
-	return ah_sprintf(r->arena, "%s/code", ah_config_get(r->cfg, "data_dir", "var/data"));
+	return ah_sprintf(r->arena, "%s/code", ah_cfg_str(r->cfg, AH_CFG_DATA_DIR));
 }
 
 void ah_code_remove(ah_req *r, const char *agent_id)

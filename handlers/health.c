@@ -22,7 +22,7 @@ static int health(ah_req *r)
 	long long secs = -1;
 	if (age)
 		ah_parse_ll(&secs, age);
-	long long stale = ah_config_int(r->cfg, "runner_stale_seconds", 30, 1, 86400);
+	long long stale = ah_cfg_int(r->cfg, AH_CFG_RUNNER_STALE_SECONDS);
 	json_object *o = json_object_new_object();
 	ah_json_str(o, "status", (secs >= 0 && secs <= stale) ? "ok" : "degraded");
 	ah_json_str(o, "database", "ok");

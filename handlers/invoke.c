@@ -19,7 +19,6 @@
 #include "runner_client/runner_client.h"
 #include "tokenize/tokenize.h"
 #include "core/log.h"
-#include "core/plans.h"
 #include "core/util.h"
 
 #include <signal.h>
@@ -27,8 +26,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define PROMPT_CAP_DEFAULT (2 * 1024 * 1024)
-#define OUTPUT_CAP_DEFAULT (10 * 1024 * 1024)
 #define FAILED_OUTPUT_MAX (64 * 1024) /* stdout a failed invocation returns: failed_output */
 #define RUNNER_SLACK_MS 30000 /* sandbox set-up, a wait for a free slot, the kill */
 #define MODEL_KEY_MAX 4096
@@ -83,8 +80,7 @@ typedef struct run_out {
 static void read_prompt(ah_req *r, json_object *o, invoke_in *in)
 {
 	json_object *v;
-	size_t cap = (size_t)ah_config_int(r->cfg, "max_prompt_bytes", PROMPT_CAP_DEFAULT, 0,
-	                                   16 * 1024 * 1024);
+	size_t cap = (size_t)ah_cfg_int(r->cfg, AH_CFG_MAX_PROMPT_BYTES);
 	if (!json_object_object_get_ex(o, "prompt", &v)) {
 		ah_verr(r, "body", "prompt", "Field required", "missing");
 	} else if (!v || !json_object_is_type(v, json_type_string)) {
@@ -122,8 +118,8 @@ static int read_input(ah_req *r, const ah_agent *a, invoke_in *in)
 /* The model-provider key from the configuration: a value, or a file holding it. */
 static const char *model_key_value(ah_req *r)
 {
-	const char *v = ah_config_get(r->cfg, "model_key_value", "");
-	const char *path = ah_config_get(r->cfg, "model_key_file", "");
+	const char *v = ah_cfg_str(r->cfg, AH_CFG_MODEL_KEY_VALUE);
+	const char *path = ah_cfg_str(r->cfg, AH_CFG_MODEL_KEY_FILE);
 	if (*v || !*path)
 		return v;
 	FILE *f = fopen(path, "re");
@@ -167,11 +163,10 @@ static int build_env(ah_req *r, const char *agent_id, const char *sid, json_obje
 		json_object_object_add(env, rows.v[i][0], json_object_new_string_len(plain, (int)len));
 	}
 	/* With the model gateway on, the runner keeps the key and hands out a token. */
-	const char *gw = ah_config_get(r->cfg, "model_gateway", "off");
-	bool gateway = strcmp(gw, "on") == 0 || strcmp(gw, "true") == 0 || strcmp(gw, "1") == 0;
+	bool gateway = ah_cfg_bool(r->cfg, AH_CFG_MODEL_GATEWAY);
 	const char *key = gateway ? "" : model_key_value(r);
 	if (*key)
-		ah_json_str(env, ah_config_get(r->cfg, "model_key_name", "ANTHROPIC_API_KEY"), key);
+		ah_json_str(env, ah_cfg_str(r->cfg, AH_CFG_MODEL_KEY_NAME), key);
 	*out = ah_json_own(r, env);
 	return 0;
 }
@@ -209,13 +204,13 @@ static int session_limit_reply(ah_req *r, const char *plan, long long cap, const
 static int check_session_cap(ah_req *r, const char *agent_id, const char *sid)
 {
 	ah_rows u, n;
-	long long idle = ah_config_int(r->cfg, "session_idle_seconds", 3600, 1, 86400 * 30), cap, live;
+	long long idle = ah_cfg_int(r->cfg, AH_CFG_SESSION_IDLE_SECONDS), cap, live;
 	if (ah_db_query(r->db, r->arena, &u, SQL_USER_LOCK, "s", r->user->id) != 0 || u.n != 1)
 		return AH_EFAIL;
 	const char *plan = u.v[0][0];
-	cap = ah_plan_max_sessions(plan);
-	cap = ah_config_int(r->cfg, ah_sprintf(r->arena, "max_sessions_%s", plan),
-	                    cap >= 0 ? cap : ah_plan_max_sessions("free"), 0, 1000000);
+	/* A plan without a max_sessions_<plan> key gets the free plan's cap. */
+	int key = ah_cfg_find(ah_sprintf(r->arena, "max_sessions_%s", plan));
+	cap = ah_cfg_int(r->cfg, key >= 0 ? (ah_cfg_key)key : AH_CFG_MAX_SESSIONS_FREE);
 	/* Counted after the lock: the transaction's snapshot starts with this
 	 * read, so it sees every session a call that held the lock before made. */
 	if (ah_db_query(r->db, r->arena, &n, SQL_SESSIONS_LIVE, "isssi", idle, r->user->id, agent_id,
@@ -298,7 +293,7 @@ static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *i
 	ah_json_str(q, "stdin_b64", b64);
 	ah_json_int(q, "timeout_ms", in->timeout_s * 1000);
 	ah_json_int(q, "max_output_bytes",
-	            ah_config_int(r->cfg, "max_output_bytes", OUTPUT_CAP_DEFAULT, 1, 16 * 1024 * 1024));
+	            ah_cfg_int(r->cfg, AH_CFG_MAX_OUTPUT_BYTES));
 	return q;
 }
 
@@ -428,8 +423,8 @@ void ah_invocation_account(ah_req *r, ah_invocation *inv)
 {
 	long long pin = 3000000, pout = 15000000, pico = 0;
 	size_t n = 0;
-	ah_price_parse(&pin, ah_config_get(r->cfg, "price_input_per_mtok", "3.00"));
-	ah_price_parse(&pout, ah_config_get(r->cfg, "price_output_per_mtok", "15.00"));
+	ah_price_parse(&pin, ah_cfg_str(r->cfg, AH_CFG_PRICE_INPUT_PER_MTOK));
+	ah_price_parse(&pout, ah_cfg_str(r->cfg, AH_CFG_PRICE_OUTPUT_PER_MTOK));
 	if (inv->response && ah_tokenize_count(&n, inv->response, inv->response_len) != 0)
 		ah_log_error("inv=%s: cannot count output tokens", inv->id);
 	inv->output_tokens = (long long)n;

@@ -11,17 +11,10 @@
 
 static int init_pool(const ah_config *cfg, int pool, ah_err *err)
 {
-	static const char *const prices[] = {"price_input_per_mtok", "price_output_per_mtok"};
+	/* Prices are checked by ah_config_load with every other key. */
 	if (pool != AH_POOL_INVOKE)
 		return 0;
-	for (size_t i = 0; i < 2; i++) {
-		long long v;
-		const char *s = ah_config_get(cfg, prices[i], i ? "15.00" : "3.00");
-		if (ah_price_parse(&v, s) != 0)
-			return ah_err_set(err, AH_EINVALID, "%s = %s: expected a decimal number of dollars "
-			                  "with at most 6 decimals", prices[i], s);
-	}
-	const char *vocab = ah_config_get(cfg, "tokenizer_vocab", "");
+	const char *vocab = ah_cfg_str(cfg, AH_CFG_TOKENIZER_VOCAB);
 	char msg[256];
 	if (ah_tokenize_init(*vocab ? vocab : NULL, msg, sizeof(msg)) != 0)
 		return ah_err_set(err, AH_EFAIL, "tokenizer: %s", msg);

@@ -6,10 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#ifndef AH_OPENAPI_JSON
-#define AH_OPENAPI_JSON "openapi.json"
-#endif
-
 static char *doc;
 static size_t doc_len;
 
@@ -41,7 +37,7 @@ static int load(const char *path)
 
 static int openapi(ah_req *r)
 {
-	if (!doc && load(ah_config_get(r->cfg, "openapi_file", AH_OPENAPI_JSON)) != 0) {
+	if (!doc && load(ah_cfg_str(r->cfg, AH_CFG_OPENAPI_FILE)) != 0) {
 		ah_log_error("cannot read the OpenAPI document");
 		return AH_EFAIL;
 	}

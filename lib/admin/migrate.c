@@ -8,10 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef AH_SCHEMA_DIR
-#define AH_SCHEMA_DIR "schema"
-#endif
-
 static const char SQL_TABLE[] =
 	"CREATE TABLE IF NOT EXISTS schema_migrations (version VARCHAR(255) NOT NULL PRIMARY KEY,"
 	" applied_at DATETIME(3) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
@@ -63,7 +59,7 @@ static int apply(ah_admin *ad, const char *dir, const char *file)
 
 int ah_admin_migrate(ah_admin *ad)
 {
-	const char *dir = ah_config_get(ad->cfg, "schema_dir", AH_SCHEMA_DIR);
+	const char *dir = ah_cfg_str(ad->cfg, AH_CFG_SCHEMA_DIR);
 	struct dirent **list;
 	ah_rows rows;
 	int n = scandir(dir, &list, NULL, by_name), rc = 0;

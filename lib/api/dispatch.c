@@ -53,8 +53,8 @@ static int rate_limit(ah_req *r, const ah_route *rt)
 	if (rt && (rt->flags & AH_R_NO_RATE))
 		return 0;
 	bool invoke = rt && (rt->flags & AH_R_INVOKE) && r->user;
-	long long limit = invoke ? ah_config_int(r->cfg, "rate_limit_invoke", 10, 1, 1000000000)
-	                         : ah_config_int(r->cfg, "rate_limit_crud", 100, 1, 1000000000);
+	long long limit = invoke ? ah_cfg_int(r->cfg, AH_CFG_RATE_LIMIT_INVOKE)
+	                         : ah_cfg_int(r->cfg, AH_CFG_RATE_LIMIT_CRUD);
 	const char *subject = r->user ? ah_sprintf(r->arena, "u:%s", r->user->id)
 	                              : ah_sprintf(r->arena, "ip:%s", r->remote_addr);
 	bool over;

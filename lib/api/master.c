@@ -100,27 +100,18 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 		return 1;
 	}
 	int fds[2];
-	const char *paths[2] = {ah_config_get(cfg, "fcgi_socket", "var/run/api.sock"),
-	                        ah_config_get(cfg, "fcgi_invoke_socket", "var/run/api-invoke.sock")};
-	/* CRUD requests only wait on MariaDB, so a few workers per core keep the
-	 * cores busy; more only add context switches and queueing. Any number
-	 * covers nginx's kept connections: a worker polls all it holds (worker.c).
-	 * Measured with scripts/bench-api on 2 cores, 64 connections: 3-8
-	 * workers gave 21-23k req/s with a p99 of 7.4-9.1 ms, 16 workers 16k
-	 * req/s and 14-19 ms, 32 workers 15k and 27 ms. */
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	int crud_default = (int)(ncpu > 0 ? (ncpu * 3 < 256 ? ncpu * 3 : 256) : 6);
-	if (crud_default < 4)
-		crud_default = 4;
-	int counts[2] = {(int)ah_config_int(cfg, "crud_workers", crud_default, 1, 256),
-	                 (int)ah_config_int(cfg, "invoke_workers", 16, 1, 256)};
+	const char *paths[2] = {ah_cfg_str(cfg, AH_CFG_FCGI_SOCKET),
+	                        ah_cfg_str(cfg, AH_CFG_FCGI_INVOKE_SOCKET)};
+	/* crud_workers' default, 3 per CPU, is explained in core/config.c. */
+	int counts[2] = {(int)ah_cfg_int(cfg, AH_CFG_CRUD_WORKERS),
+	                 (int)ah_cfg_int(cfg, AH_CFG_INVOKE_WORKERS)};
 	for (int p = 0; p < 2; p++)
 		if ((fds[p] = ah_worker_listen(cfg, paths[p], &err)) < 0) {
 			ah_log_error("%s", err.msg);
 			return 1;
 		}
 	/* Before forking: every worker, respawned ones too, shares the counters. */
-	unsigned rl_slots = (unsigned)ah_config_int(cfg, "rate_limit_slots", 4096, 64, 1 << 20);
+	unsigned rl_slots = (unsigned)ah_cfg_int(cfg, AH_CFG_RATE_LIMIT_SLOTS);
 	if (ah_ratelimit_init(rl_slots) != 0)
 		ah_log_warn("no shared rate-limit table: counting every request in the database");
 	struct sigaction sa = {.sa_handler = on_term};

@@ -39,17 +39,12 @@ int ah_worker_listen(const ah_config *cfg, const char *path, ah_err *err)
 			close(fd);
 		return -1;
 	}
-	const char *group = ah_config_get(cfg, "socket_group", "www-data");
+	const char *group = ah_cfg_str(cfg, AH_CFG_SOCKET_GROUP);
 	struct group *g = getgrnam(group);
 	if (g && chown(path, (uid_t)-1, g->gr_gid) != 0)
 		ah_log_warn("cannot chown %s to group %s: %s", path, group, strerror(errno));
-	const char *ms = ah_config_get(cfg, "socket_mode", "0660");
-	char *end;
-	errno = 0;
-	long mode = strtol(ms, &end, 8);
-	if (errno || end == ms || *end || mode < 0 || mode > 0777)
-		ah_err_set(err, AH_EINVALID, "socket_mode = %s: expected an octal mode such as 0660", ms);
-	else if (chmod(path, (mode_t)mode) != 0)
+	long long mode = ah_cfg_int(cfg, AH_CFG_SOCKET_MODE); /* checked at load */
+	if (chmod(path, (mode_t)mode) != 0)
 		ah_err_set(err, AH_EFAIL, "cannot chmod %s: %s", path, strerror(errno));
 	/* Workers poll it with their kept connections; whoever loses the race
 	 * for a new connection gets EAGAIN instead of blocking. */

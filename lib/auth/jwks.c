@@ -327,8 +327,8 @@ static void refetch(const char *url, int64_t now)
 
 void ah_jwks_cached(const ah_jwks **out, const ah_config *cfg, bool refresh)
 {
-	const char *url = ah_config_get(cfg, "jwt_jwks_url", NULL);
-	int64_t ttl = ah_config_int(cfg, "jwt_jwks_cache_seconds", 300, 0, 7 * 86400) * 1000;
+	const char *url = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
+	int64_t ttl = ah_cfg_int(cfg, AH_CFG_JWT_JWKS_CACHE_SECONDS) * 1000;
 	int64_t now = ah_now_ms();
 	bool stale = !cache.keys || now - cache.fetched_ms >= ttl;
 	/* At most one fetch per REFETCH_MIN_MS, whatever the reason: a flood of

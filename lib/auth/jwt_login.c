@@ -25,17 +25,16 @@ static struct jwt_conf {
 } conf;
 
 /* Config strings live as long as the config; "" counts as unset. */
-static const char *setting(const ah_config *cfg, const char *key)
+static const char *setting(const ah_config *cfg, ah_cfg_key key)
 {
-	const char *v = ah_config_get(cfg, key, NULL);
-	return v && *v ? v : NULL;
+	return ah_cfg_opt(cfg, key);
 }
 
 /* The secret's bytes as written, less trailing whitespace (a file's newline). */
 static void load_secret(const ah_config *cfg)
 {
-	const char *inline_secret = setting(cfg, "jwt_hs256_secret");
-	const char *file = setting(cfg, "jwt_hs256_secret_file");
+	const char *inline_secret = setting(cfg, AH_CFG_JWT_HS256_SECRET);
+	const char *file = setting(cfg, AH_CFG_JWT_HS256_SECRET_FILE);
 	size_t n = 0;
 	if (inline_secret) {
 		n = strlen(inline_secret);
@@ -66,14 +65,13 @@ static const struct jwt_conf *conf_get(const ah_config *cfg)
 		return &conf;
 	conf.loaded = true;
 	load_secret(cfg);
-	conf.jwks_url = setting(cfg, "jwt_jwks_url");
-	conf.issuer = setting(cfg, "jwt_issuer");
-	conf.audience = setting(cfg, "jwt_audience");
-	conf.email_claim = setting(cfg, "jwt_email_claim");
-	conf.plan = setting(cfg, "jwt_default_plan");
-	conf.leeway = ah_config_int(cfg, "jwt_leeway_seconds", 30, 0, 3600);
-	const char *link = setting(cfg, "jwt_link_by_email");
-	conf.link_by_email = link && (!strcmp(link, "true") || !strcmp(link, "1") || !strcmp(link, "yes"));
+	conf.jwks_url = setting(cfg, AH_CFG_JWT_JWKS_URL);
+	conf.issuer = setting(cfg, AH_CFG_JWT_ISSUER);
+	conf.audience = setting(cfg, AH_CFG_JWT_AUDIENCE);
+	conf.email_claim = setting(cfg, AH_CFG_JWT_EMAIL_CLAIM);
+	conf.plan = setting(cfg, AH_CFG_JWT_DEFAULT_PLAN);
+	conf.leeway = ah_cfg_int(cfg, AH_CFG_JWT_LEEWAY_SECONDS);
+	conf.link_by_email = ah_cfg_bool(cfg, AH_CFG_JWT_LINK_BY_EMAIL);
 	conf.enabled = conf.secret_len > 0 || conf.jwks_url;
 	return &conf;
 }

@@ -1,21 +1,34 @@
-/* Config file parsing and environment overrides; see config.h. */
+/* Config file parsing, environment overrides and validation against the key
+ * table; see config.h and config_keys.h. */
 #include "core/config.h"
-#include "core/log.h"
+#include "core/money.h"
+#include "core/plans.h"
 #include "core/util.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-struct entry {
-	char *key, *value;
+#ifndef AH_SCHEMA_DIR
+#define AH_SCHEMA_DIR "schema"
+#endif
+
+const ah_cfg_info ah_cfg_table[AH_CFG_COUNT] = {
+#define AH_CFG_ROW(id, name, type, def, min, max, doc) \
+	[AH_CFG_##id] = {name, AH_CFGT_##type, def, min, max, doc},
+	AH_CONFIG_KEYS(AH_CFG_ROW)
+#undef AH_CFG_ROW
 };
 
 struct ah_config {
-	struct entry *items;
-	size_t n, cap;
+	char *file[AH_CFG_COUNT];     /* the file's value (last occurrence), owned */
+	const char *val[AH_CFG_COUNT]; /* environment, file or default */
+	char *computed[AH_CFG_COUNT]; /* computed defaults, owned */
+	long long num[AH_CFG_COUNT];
+	bool set[AH_CFG_COUNT];       /* by the environment or the file */
 };
 
 static char *trim(char *s)
@@ -28,20 +41,53 @@ static char *trim(char *s)
 	return s;
 }
 
-static int add(ah_config *c, const char *k, const char *v)
+int ah_cfg_find(const char *name)
 {
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 32;
-		struct entry *n = realloc(c->items, cap * sizeof(*n));
-		if (!n)
-			return AH_EFAIL;
-		c->items = n;
-		c->cap = cap;
+	for (int k = 0; k < AH_CFG_COUNT; k++)
+		if (strcmp(ah_cfg_table[k].name, name) == 0)
+			return k;
+	return -1;
+}
+
+/* Edit distance, for "did you mean": keys are short, so a row of 64 will do. */
+static size_t distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[64];
+	if (la >= 63 || lb >= 63)
+		return 64;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
 	}
-	c->items[c->n].key = strdup(k);
-	c->items[c->n].value = strdup(v);
-	c->n++;
-	return 0;
+	return row[lb];
+}
+
+static int unknown_key(const char *path, int lineno, const char *key, ah_err *err)
+{
+	const char *near = NULL;
+	size_t best = 3; /* two edits at most */
+	for (int k = 0; k < AH_CFG_COUNT; k++) {
+		size_t d = distance(key, ah_cfg_table[k].name);
+		if (d < best) {
+			best = d;
+			near = ah_cfg_table[k].name;
+		}
+	}
+	if (near)
+		return ah_err_set(err, AH_EINVALID, "%s:%d: unknown configuration key %s "
+		                  "(did you mean %s?)", path, lineno, key, near);
+	return ah_err_set(err, AH_EINVALID, "%s:%d: unknown configuration key %s", path, lineno, key);
 }
 
 static int parse_file(ah_config *c, FILE *f, const char *path, ah_err *err)
@@ -57,10 +103,133 @@ static int parse_file(ah_config *c, FILE *f, const char *path, ah_err *err)
 		if (!eq)
 			return ah_err_set(err, AH_EINVALID, "%s:%d: expected key = value", path, lineno);
 		*eq = '\0';
-		if (add(c, trim(s), trim(eq + 1)) != 0)
+		int k = ah_cfg_find(trim(s));
+		if (k < 0)
+			return unknown_key(path, lineno, trim(s), err);
+		/* Last occurrence wins, as in most key = value formats. */
+		free(c->file[k]);
+		if (!(c->file[k] = strdup(trim(eq + 1))))
 			return ah_err_set(err, AH_EFAIL, "out of memory");
 	}
 	return 0;
+}
+
+static int parse_bool(long long *out, const char *v)
+{
+	static const char *const yes[] = {"true", "1", "yes", "on"};
+	static const char *const no[] = {"false", "0", "no", "off", ""};
+	for (size_t i = 0; i < sizeof(yes) / sizeof(*yes); i++)
+		if (strcmp(v, yes[i]) == 0)
+			return *out = 1, 0;
+	for (size_t i = 0; i < sizeof(no) / sizeof(*no); i++)
+		if (strcmp(v, no[i]) == 0)
+			return *out = 0, 0;
+	return -1;
+}
+
+static int parse_mode(long long *out, const char *v, long long max)
+{
+	char *end;
+	errno = 0;
+	long m = strtol(v, &end, 8);
+	if (errno || end == v || *end || m < 0 || m > max)
+		return -1;
+	*out = m;
+	return 0;
+}
+
+/* Parses v as key k's type into *num; a message naming the key and what it takes. */
+static int check(int k, const char *v, const char *from, long long *num, ah_err *err)
+{
+	const ah_cfg_info *t = &ah_cfg_table[k];
+	*num = 0;
+	switch (t->type) {
+	case AH_CFGT_INT:
+		if (ah_parse_ll(num, v) == 0 && *num >= t->min && *num <= t->max)
+			return 0;
+		return ah_err_set(err, AH_EINVALID, "%s = %s%s: expected an integer in [%lld, %lld]",
+		                  t->name, v, from, t->min, t->max);
+	case AH_CFGT_BOOL:
+		if (parse_bool(num, v) == 0)
+			return 0;
+		return ah_err_set(err, AH_EINVALID, "%s = %s%s: expected true or false (1/0, yes/no, "
+		                  "on/off)", t->name, v, from);
+	case AH_CFGT_MODE:
+		if (parse_mode(num, v, t->max) == 0)
+			return 0;
+		return ah_err_set(err, AH_EINVALID, "%s = %s%s: expected an octal mode such as 0660",
+		                  t->name, v, from);
+	case AH_CFGT_PRICE:
+		if (ah_price_parse(num, v) == 0)
+			return 0;
+		return ah_err_set(err, AH_EINVALID, "%s = %s%s: expected a decimal number of dollars "
+		                  "with at most 6 decimals", t->name, v, from);
+	default:
+		return 0;
+	}
+}
+
+/* Defaults that depend on the host or on another key. */
+static const char *computed_default(ah_config *c, int k)
+{
+	char buf[32] = "";
+	if (k == AH_CFG_DB_HOST) {
+		snprintf(buf, sizeof buf, "%s", *c->val[AH_CFG_DB_SOCKET] ? "localhost" : "127.0.0.1");
+	} else if (k == AH_CFG_CRUD_WORKERS) {
+		/* CRUD requests only wait on MariaDB, so a few workers per core keep
+		 * the cores busy; more only add context switches and queueing. Any
+		 * number covers nginx's kept connections: a worker polls all it holds
+		 * (lib/api/worker.c). Measured with scripts/bench-api on 2 cores, 64
+		 * connections: 3-8 workers gave 21-23k req/s with a p99 of 7.4-9.1 ms,
+		 * 16 workers 16k req/s and 14-19 ms, 32 workers 15k and 27 ms. */
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		long n = ncpu > 0 ? (ncpu * 3 < 256 ? ncpu * 3 : 256) : 6;
+		snprintf(buf, sizeof buf, "%ld", n < 4 ? 4 : n);
+	} else if (strncmp(ah_cfg_table[k].name, "max_sessions_", 13) == 0) {
+		/* The plan's own cap (core/plans.h) unless configured. */
+		snprintf(buf, sizeof buf, "%lld", ah_plan_max_sessions(ah_cfg_table[k].name + 13));
+	}
+	c->computed[k] = strdup(buf);
+	return c->computed[k] ? c->computed[k] : "";
+}
+
+static void env_name(char *env, size_t n, const char *key)
+{
+	size_t j = (size_t)snprintf(env, n, "AGENTHOST_");
+	for (size_t i = 0; key[i] && j + 1 < n; i++)
+		env[j++] = (char)toupper((unsigned char)key[i]);
+	env[j] = '\0';
+}
+
+/* Every key's value, in table order (db_socket before db_host's default). */
+static int resolve(ah_config *c, ah_err *err)
+{
+	for (int k = 0; k < AH_CFG_COUNT; k++) {
+		char env[128], from[160] = "";
+		env_name(env, sizeof env, ah_cfg_table[k].name);
+		const char *v = getenv(env);
+		if (v)
+			snprintf(from, sizeof from, " (from %s)", env);
+		else if (c->file[k])
+			v = c->file[k];
+		else if (!(v = ah_cfg_table[k].def))
+			v = computed_default(c, k);
+		c->val[k] = v;
+		c->set[k] = v == c->file[k] || *from;
+		if (check(k, v, from, &c->num[k], err) != 0)
+			return AH_EINVALID;
+	}
+	return 0;
+}
+
+static int read_file(ah_config *c, const char *path, ah_err *err)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return ah_err_set(err, AH_ENOTFOUND, "cannot open config %s", path);
+	int rc = parse_file(c, f, path, err);
+	fclose(f);
+	return rc;
 }
 
 int ah_config_load(ah_config **out, const char *path, ah_err *err)
@@ -72,18 +241,12 @@ int ah_config_load(ah_config **out, const char *path, ah_err *err)
 		path = getenv("AGENTHOST_CONFIG");
 	if (!path && access("var/agenthost.conf", R_OK) == 0)
 		path = "var/agenthost.conf";
-	if (path) {
-		FILE *f = fopen(path, "r");
-		if (!f) {
-			ah_config_free(c);
-			return ah_err_set(err, AH_ENOTFOUND, "cannot open config %s", path);
-		}
-		int rc = parse_file(c, f, path, err);
-		fclose(f);
-		if (rc != 0) {
-			ah_config_free(c);
-			return rc;
-		}
+	int rc = path ? read_file(c, path, err) : 0;
+	if (rc == 0)
+		rc = resolve(c, err);
+	if (rc != 0) {
+		ah_config_free(c);
+		return rc;
 	}
 	*out = c;
 	return 0;
@@ -93,42 +256,44 @@ void ah_config_free(ah_config *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->n; i++) {
-		free(c->items[i].key);
-		free(c->items[i].value);
+	for (int k = 0; k < AH_CFG_COUNT; k++) {
+		free(c->file[k]);
+		free(c->computed[k]);
 	}
-	free(c->items);
 	free(c);
 }
 
-const char *ah_config_get(const ah_config *c, const char *key, const char *def)
+const char *ah_cfg_str(const ah_config *c, ah_cfg_key k)
 {
-	char env[128] = "AGENTHOST_";
-	size_t j = strlen(env);
-	for (size_t i = 0; key[i] && j + 1 < sizeof(env); i++)
-		env[j++] = (char)toupper((unsigned char)key[i]);
-	env[j] = '\0';
-	const char *v = getenv(env);
-	if (v)
-		return v;
-	/* Last occurrence wins, as in most key = value formats. */
-	for (size_t i = c ? c->n : 0; i > 0; i--)
-		if (strcmp(c->items[i - 1].key, key) == 0)
-			return c->items[i - 1].value;
-	return def;
+	if (c)
+		return c->val[k];
+	return ah_cfg_table[k].def ? ah_cfg_table[k].def : "";
 }
 
-long long ah_config_int(const ah_config *c, const char *key, long long def,
-                        long long min, long long max)
+const char *ah_cfg_opt(const ah_config *c, ah_cfg_key k)
 {
-	const char *v = ah_config_get(c, key, NULL);
-	long long n;
-	if (!v)
-		return def;
-	if (ah_parse_ll(&n, v) != 0 || n < min || n > max) {
-		ah_log_warn("config %s=%s is not an integer in [%lld,%lld]; using %lld",
-		            key, v, min, max, def);
-		return def;
-	}
+	const char *v = ah_cfg_str(c, k);
+	return *v ? v : NULL;
+}
+
+long long ah_cfg_int(const ah_config *c, ah_cfg_key k)
+{
+	long long n = ah_cfg_table[k].min;
+	ah_err err = {0};
+	if (c)
+		return c->num[k];
+	/* No configuration: the default, or the lower bound for a computed one. */
+	if (ah_cfg_table[k].def && check(k, ah_cfg_table[k].def, "", &n, &err) != 0)
+		n = ah_cfg_table[k].min;
 	return n;
+}
+
+bool ah_cfg_is_set(const ah_config *c, ah_cfg_key k)
+{
+	return c && c->set[k];
+}
+
+bool ah_cfg_bool(const ah_config *c, ah_cfg_key k)
+{
+	return ah_cfg_int(c, k) != 0;
 }

@@ -59,12 +59,12 @@ static int connect_db(ah_db *db)
 	mysql_options(db->conn, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
 	mysql_options(db->conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
 	mysql_options(db->conn, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
-	const char *sock = ah_config_get(c, "db_socket", NULL);
-	const char *host = ah_config_get(c, "db_host", sock ? "localhost" : "127.0.0.1");
-	unsigned port = (unsigned)ah_config_int(c, "db_port", 3306, 1, 65535);
-	if (!mysql_real_connect(db->conn, host, ah_config_get(c, "db_user", "agenthost"),
-	                        ah_config_get(c, "db_password", ""),
-	                        ah_config_get(c, "db_name", "agenthost"), port, sock, 0)) {
+	const char *sock = ah_cfg_opt(c, AH_CFG_DB_SOCKET);
+	const char *host = ah_cfg_str(c, AH_CFG_DB_HOST);
+	unsigned port = (unsigned)ah_cfg_int(c, AH_CFG_DB_PORT);
+	if (!mysql_real_connect(db->conn, host, ah_cfg_str(c, AH_CFG_DB_USER),
+	                        ah_cfg_str(c, AH_CFG_DB_PASSWORD),
+	                        ah_cfg_str(c, AH_CFG_DB_NAME), port, sock, 0)) {
 		set_error(db, "connect", mysql_error(db->conn));
 		mysql_close(db->conn);
 		db->conn = NULL;

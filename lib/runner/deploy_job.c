@@ -48,21 +48,19 @@ static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner 
 	q->tarball = ah_sprintf(a, "%s/code/%s.tar.gz", r->data_dir, j->agent_id);
 	q->work_dir = ah_sprintf(a, "%s/build/%lld", r->data_dir, j->id);
 	q->image_dir = ah_sprintf(a, "%s/images/%s/%lld", r->data_dir, j->agent_id, j->id);
-	q->git.max_bytes = ah_config_int(c, "git_max_bytes", 200LL << 20, 1 << 20, 1LL << 40);
-	q->git.timeout_seconds = (int)ah_config_int(c, "git_timeout_seconds", 120, 1, 3600);
-	q->git.allow_hosts = ah_config_get(c, "git_allow_hosts", "");
-	const char *priv = ah_config_get(c, "git_allow_private", "false"); /* development only */
-	q->git.allow_private = !strcmp(priv, "true") || !strcmp(priv, "1") || !strcmp(priv, "yes");
-	q->git.ssh_key = ah_config_get(c, "git_ssh_key", NULL);
+	q->git.max_bytes = ah_cfg_int(c, AH_CFG_GIT_MAX_BYTES);
+	q->git.timeout_seconds = (int)ah_cfg_int(c, AH_CFG_GIT_TIMEOUT_SECONDS);
+	q->git.allow_hosts = ah_cfg_str(c, AH_CFG_GIT_ALLOW_HOSTS);
+	q->git.allow_private = ah_cfg_bool(c, AH_CFG_GIT_ALLOW_PRIVATE); /* development only */
+	q->git.ssh_key = ah_cfg_opt(c, AH_CFG_GIT_SSH_KEY);
 	q->git.cancel = &r->stopping;
 	q->git.log_tag = j->tag;
 	q->tar = (struct ah_tar_limits)AH_TAR_LIMITS_DEFAULT;
-	q->tar.max_compressed = ah_config_int(c, "code_max_bytes", 50LL << 20, 1024, 1LL << 34);
-	q->tar.max_extracted = ah_config_int(c, "code_max_extracted_bytes", 500LL << 20, 1024,
-	                                     1LL << 40);
-	q->build.timeout_seconds = (int)ah_config_int(c, "deploy_timeout_seconds", 600, 10, 7200);
-	q->build.disk_bytes = ah_config_int(c, "build_disk_mb", 2048, 64, 1 << 20) << 20;
-	q->build.image_max_bytes = ah_config_int(c, "image_max_mb", 250, 1, 1 << 20) << 20;
+	q->tar.max_compressed = ah_cfg_int(c, AH_CFG_CODE_MAX_BYTES);
+	q->tar.max_extracted = ah_cfg_int(c, AH_CFG_CODE_MAX_EXTRACTED_BYTES);
+	q->build.timeout_seconds = (int)ah_cfg_int(c, AH_CFG_DEPLOY_TIMEOUT_SECONDS);
+	q->build.disk_bytes = ah_cfg_int(c, AH_CFG_BUILD_DISK_MB) << 20;
+	q->build.image_max_bytes = ah_cfg_int(c, AH_CFG_IMAGE_MAX_MB) << 20;
 	q->build.log_tag = j->tag;
 	q->build.cancel = &r->stopping;
 }

@@ -30,7 +30,6 @@
 #define MAX_CONNS 4
 #define HEAD_CAP (64 << 10)
 #define IO_TIMEOUT_S 30
-#define BODY_CAP_DEFAULT (32 << 20)
 #define KEY_MAX 4096
 #define LOG_REFUSED 5 /* an agent must not be able to flood the runner's log */
 
@@ -101,8 +100,8 @@ void ah_gateway_new_token(char *out)
 
 int ah_gateway_read_key(char **out, const ah_config *cfg, ah_err *err)
 {
-	const char *v = ah_config_get(cfg, "model_key_value", "");
-	const char *path = ah_config_get(cfg, "model_key_file", "");
+	const char *v = ah_cfg_str(cfg, AH_CFG_MODEL_KEY_VALUE);
+	const char *path = ah_cfg_str(cfg, AH_CFG_MODEL_KEY_FILE);
 	char *buf = calloc(1, KEY_MAX + 1);
 	if (!buf)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
@@ -579,7 +578,7 @@ static void *acceptor(void *arg)
 
 static int upstream_from(ah_gateway *g, const ah_config *cfg, ah_err *err)
 {
-	const char *u = ah_config_get(cfg, "model_gateway_upstream", "https://api.anthropic.com");
+	const char *u = ah_cfg_str(cfg, AH_CFG_MODEL_GATEWAY_UPSTREAM);
 	size_t n = strlen(u);
 	while (n > 0 && u[n - 1] == '/')
 		n--;
@@ -609,8 +608,7 @@ int ah_gateway_start(ah_gateway **out, const ah_config *cfg, int listen_fd, cons
 	snprintf(g->token, sizeof g->token, "%s", token);
 	snprintf(g->tag, sizeof g->tag, "%s", tag);
 	g->deadline_ms = mono_ms() + timeout_ms;
-	g->max_body = (size_t)ah_config_int(cfg, "model_gateway_max_body_bytes", BODY_CAP_DEFAULT,
-	                                    1024, 256LL << 20);
+	g->max_body = (size_t)ah_cfg_int(cfg, AH_CFG_MODEL_GATEWAY_MAX_BODY_BYTES);
 	int rc = upstream_from(g, cfg, err);
 	if (rc == 0 && (g->wake < 0 || pthread_create(&g->acceptor, NULL, acceptor, g) != 0))
 		rc = ah_err_set(err, AH_EFAIL, "cannot start the model gateway");

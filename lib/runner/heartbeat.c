@@ -115,8 +115,8 @@ void *ah_heartbeat_thread(void *arg)
 	struct ah_runner *r = arg;
 	ah_db *db = NULL;
 	ah_err err = {0};
-	int64_t idle_ms = ah_config_int(r->cfg, "session_idle_seconds", 3600, 1, 86400 * 30) * 1000;
-	int beat_ms = (int)ah_config_int(r->cfg, "runner_heartbeat_seconds", 5, 1, 300) * 1000;
+	int64_t idle_ms = ah_cfg_int(r->cfg, AH_CFG_SESSION_IDLE_SECONDS) * 1000;
+	int beat_ms = (int)ah_cfg_int(r->cfg, AH_CFG_RUNNER_HEARTBEAT_SECONDS) * 1000;
 	int lease_ms = r->lease_seconds * 1000 / 3;
 	int64_t next_beat = 0, next_lease = 0, next_reap = 0, next_sweep = 0;
 	while (!r->stopping) {

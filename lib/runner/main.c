@@ -40,13 +40,13 @@ static int absolute_dir(char *out, const char *dir, ah_err *err)
 static int setup_paths(struct ah_runner *r, ah_err *err)
 {
 	char dir[PATH_MAX], base[NAME_MAX + 1], abs[PATH_MAX];
-	const char *sock = ah_config_get(r->cfg, "runner_socket", "var/run/runner.sock");
+	const char *sock = ah_cfg_str(r->cfg, AH_CFG_RUNNER_SOCKET);
 	snprintf(dir, sizeof(dir), "%s", sock);
 	snprintf(base, sizeof(base), "%s", basename(dir));
 	snprintf(dir, sizeof(dir), "%s", sock);
 	int rc = absolute_dir(abs, dirname(dir), err);
 	if (rc == 0)
-		rc = absolute_dir(r->data_dir, ah_config_get(r->cfg, "data_dir", "var/data"), err);
+		rc = absolute_dir(r->data_dir, ah_cfg_str(r->cfg, AH_CFG_DATA_DIR), err);
 	/* Uploaded code, images and builds are strangers' files: no other local
 	 * account may reach any of them, whatever a mode below says. */
 	if (rc == 0 && chmod(r->data_dir, 0700) != 0)
@@ -56,7 +56,7 @@ static int setup_paths(struct ah_runner *r, ah_err *err)
 	if ((size_t)snprintf(r->socket_path, sizeof(r->socket_path), "%s/%s", abs, base) >=
 	    sizeof(r->socket_path))
 		return ah_err_set(err, AH_EFAIL, "socket path too long");
-	const char *pid = ah_config_get(r->cfg, "runner_pid_file", NULL);
+	const char *pid = ah_cfg_opt(r->cfg, AH_CFG_RUNNER_PID_FILE);
 	if (pid)
 		snprintf(r->pid_file, sizeof(r->pid_file), "%s", pid);
 	else if ((size_t)snprintf(r->pid_file, sizeof(r->pid_file), "%s/runner.pid", abs) >=
@@ -92,9 +92,9 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 	if (rc != 0)
 		return rc;
 	ah_runner_local_id(r->cfg, r->id, sizeof(r->id)); /* the socket's dir exists now */
-	r->capacity = (int)ah_config_int(r->cfg, "runner_capacity", 16, 1, 1024);
-	r->lease_seconds = (int)ah_config_int(r->cfg, "deploy_lease_seconds", 30, 3, 3600);
-	r->max_attempts = (int)ah_config_int(r->cfg, "deploy_max_attempts", 3, 1, 100);
+	r->capacity = (int)ah_cfg_int(r->cfg, AH_CFG_RUNNER_CAPACITY);
+	r->lease_seconds = (int)ah_cfg_int(r->cfg, AH_CFG_DEPLOY_LEASE_SECONDS);
+	r->max_attempts = (int)ah_cfg_int(r->cfg, AH_CFG_DEPLOY_MAX_ATTEMPTS);
 	pthread_mutex_init(&r->job_mu, NULL);
 	ah_sandboxes_init();
 	if ((rc = ah_gateway_global_init(err)) != 0)
@@ -135,7 +135,7 @@ static void wait_for_signal(void)
 
 static void stop(struct ah_runner *r, ah_db *db, pthread_t jobs, pthread_t beat, pthread_t srv)
 {
-	int grace = (int)ah_config_int(r->cfg, "runner_shutdown_grace_seconds", 20, 0, 3600);
+	int grace = (int)ah_cfg_int(r->cfg, AH_CFG_RUNNER_SHUTDOWN_GRACE_SECONDS);
 	r->stopping = 1;
 	pthread_join(srv, NULL);
 	ah_server_stop(grace * 1000);

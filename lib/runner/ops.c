@@ -385,8 +385,7 @@ static void env_drop(struct run_req *q, const char *name)
 
 static bool gateway_on(const ah_config *cfg)
 {
-	const char *v = ah_config_get(cfg, "model_gateway", "off");
-	return strcmp(v, "on") == 0 || strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
+	return ah_cfg_bool(cfg, AH_CFG_MODEL_GATEWAY);
 }
 
 /* With the gateway on, the agent's model key variable holds a fresh token
@@ -395,7 +394,7 @@ static bool gateway_on(const ah_config *cfg)
 static const char *gateway_plan(struct gw_plan *gw, struct run_req *q, const ah_config *cfg)
 {
 	ah_err err = {0};
-	const char *name = ah_config_get(cfg, "model_key_name", "ANTHROPIC_API_KEY");
+	const char *name = ah_cfg_str(cfg, AH_CFG_MODEL_KEY_NAME);
 	if (ah_gateway_read_key(&gw->key, cfg, &err) != 0) {
 		ah_log_error("model gateway: %s", err.msg);
 		return "the model gateway has no key";

@@ -76,7 +76,7 @@ static int bound_port(void)
  * nothing to another machine, so the host name stands in for it. */
 static int set_address(struct ah_runner *r, const char *host, ah_err *err)
 {
-	const char *adv = ah_config_get(r->cfg, "runner_advertise", "");
+	const char *adv = ah_cfg_str(r->cfg, AH_CFG_RUNNER_ADVERTISE);
 	char h[256], p[16];
 	if (*adv) {
 		if (ah_hostport_split(adv, h, sizeof h, p, sizeof p) != 0 ||
@@ -103,7 +103,7 @@ static int set_address(struct ah_runner *r, const char *host, ah_err *err)
 
 int ah_tcp_listen(struct ah_runner *r, ah_err *err)
 {
-	const char *listen_on = ah_config_get(r->cfg, "runner_listen", "");
+	const char *listen_on = ah_cfg_str(r->cfg, AH_CFG_RUNNER_LISTEN);
 	char host[256], port[16];
 	size_t sl = strlen(r->socket_path);
 	if (!*listen_on) {
@@ -117,7 +117,7 @@ int ah_tcp_listen(struct ah_runner *r, ah_err *err)
 	if (ah_hostport_split(listen_on, host, sizeof host, port, sizeof port) != 0)
 		return ah_err_set(err, AH_EINVALID, "runner_listen %s: not host:port", listen_on);
 	/* That switch lets sandboxes reach this host's addresses: this port too. */
-	if (ah_config_int(r->cfg, "sandbox_allow_loopback_egress", 0, 0, 1) == 1)
+	if (ah_cfg_bool(r->cfg, AH_CFG_SANDBOX_ALLOW_LOOPBACK_EGRESS))
 		return ah_err_set(err, AH_EINVALID, "runner_listen is refused with "
 		                  "sandbox_allow_loopback_egress = 1: sandboxes could reach the port");
 	int rc = ah_rauth_key_load(&key, r->cfg, err);

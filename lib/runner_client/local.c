@@ -18,8 +18,8 @@
 
 int ah_runner_local_id(const ah_config *cfg, char *out, size_t n)
 {
-	const char *id = ah_config_get(cfg, "runner_id", NULL);
-	const char *sock = ah_config_get(cfg, "runner_socket", "var/run/runner.sock");
+	const char *id = ah_cfg_opt(cfg, AH_CFG_RUNNER_ID);
+	const char *sock = ah_cfg_str(cfg, AH_CFG_RUNNER_SOCKET);
 	char dir[PATH_MAX], base[PATH_MAX], real[PATH_MAX], path[2 * PATH_MAX + 2];
 	char host[65] = "runner";
 	uint32_t h = 2166136261u;

@@ -41,7 +41,7 @@ static const char *local_id(ah_req *r)
  * working lookup: runner_socket. */
 static const char *runner_address(ah_req *r, json_object *req)
 {
-	const char *local = ah_config_get(r->cfg, "runner_socket", "var/run/runner.sock");
+	const char *local = ah_cfg_str(r->cfg, AH_CFG_RUNNER_SOCKET);
 	const char *named = ah_json_get_str(req, "runner_id");
 	const char *agent = ah_json_get_str(req, "agent_id");
 	ah_rows rows;

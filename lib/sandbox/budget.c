@@ -73,7 +73,7 @@ static long long host_memory(void)
 static int read_limits(const ah_config *cfg, ah_err *err)
 {
 	long long ram = host_memory(), reserve = ram / 4 > 2 * GIB ? ram / 4 : 2 * GIB;
-	long long mb = ah_config_int(cfg, "sandbox_memory_budget_mb", 0, 0, 1LL << 30);
+	long long mb = ah_cfg_int(cfg, AH_CFG_SANDBOX_MEMORY_BUDGET_MB);
 	sb_g.memory_budget = mb > 0 ? mb * MIB : ram - reserve;
 	/* A host too small for the default reserve still runs one sandbox. */
 	if (sb_g.memory_budget < sb_g.memory_bytes)
@@ -84,7 +84,7 @@ static int read_limits(const ah_config *cfg, ah_err *err)
 		return ah_err_set(err, AH_EFAIL, "statvfs %s: %s", sb_g.root, strerror(errno));
 	root_dev = (unsigned long long)st.st_dev;
 	long long size = (long long)vs.f_blocks * (long long)vs.f_frsize;
-	long long rmb = ah_config_int(cfg, "disk_reserve_mb", -1, -1, 1LL << 40);
+	long long rmb = ah_cfg_int(cfg, AH_CFG_DISK_RESERVE_MB);
 	sb_g.disk_reserve = rmb >= 0 ? rmb * MIB : (size / 20 > GIB ? size / 20 : GIB);
 	return 0;
 }

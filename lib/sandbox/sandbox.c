@@ -97,7 +97,7 @@ static void add_dns(const char *s)
 /* sandbox_dns (comma separated), else the nameservers of /etc/resolv.conf. */
 static void read_dns(const ah_config *cfg)
 {
-	const char *conf = ah_config_get(cfg, "sandbox_dns", "");
+	const char *conf = ah_cfg_str(cfg, AH_CFG_SANDBOX_DNS);
 	char buf[256], line[512];
 	if (conf[0]) {
 		snprintf(buf, sizeof buf, "%s", conf);
@@ -153,29 +153,28 @@ static bool cgroup_name_ok(const char *s)
 
 static int read_config(const ah_config *cfg, ah_err *err)
 {
-	const char *root = ah_config_get(cfg, "sandbox_root", "var/data/sandboxes");
+	const char *root = ah_cfg_str(cfg, AH_CFG_SANDBOX_ROOT);
 	char abs[PATH_MAX];
 	if (mkdir_p(root) < 0)
 		return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", root, strerror(errno));
 	if (!realpath(root, abs) || strlen(abs) >= sizeof sb_g.root - 16)
 		return ah_err_set(err, AH_EINVALID, "sandbox_root %s: unusable", root);
 	snprintf(sb_g.root, sizeof sb_g.root, "%s", abs);
-	sb_g.memory_bytes = ah_config_int(cfg, "sandbox_memory_mb", 2048, 16, 1 << 20) << 20;
-	sb_g.disk_bytes = ah_config_int(cfg, "sandbox_disk_mb", 10240, 0, 1 << 24) << 20;
-	sb_g.cpus = (int)ah_config_int(cfg, "sandbox_cpus", 2, 1, 1024);
-	sb_g.pids_max = (int)ah_config_int(cfg, "sandbox_pids", 256, 8, 1 << 20);
-	sb_g.nofile = (int)ah_config_int(cfg, "sandbox_nofile", 1024, 16, 1 << 20);
-	sb_g.pool_size = (int)ah_config_int(cfg, "sandbox_pool_size", 2, 0, 64);
-	sb_g.pool_max = (int)ah_config_int(cfg, "sandbox_pool_max", 16, 0, 256);
-	sb_g.max_slots = (int)ah_config_int(cfg, "sandbox_max", 256, 1, 16384);
-	sb_g.uid_base = (unsigned)ah_config_int(cfg, "sandbox_uid_base", 1000000, 65536,
-	                                        (1LL << 32) - 1 - 16384LL * SB_IDS_PER_SLOT);
-	sb_g.allow_host = ah_config_int(cfg, "sandbox_allow_loopback_egress", 0, 0, 1) == 1;
-	const char *cg = ah_config_get(cfg, "sandbox_cgroup", "agenthost");
+	sb_g.memory_bytes = ah_cfg_int(cfg, AH_CFG_SANDBOX_MEMORY_MB) << 20;
+	sb_g.disk_bytes = ah_cfg_int(cfg, AH_CFG_SANDBOX_DISK_MB) << 20;
+	sb_g.cpus = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_CPUS);
+	sb_g.pids_max = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_PIDS);
+	sb_g.nofile = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_NOFILE);
+	sb_g.pool_size = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_POOL_SIZE);
+	sb_g.pool_max = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_POOL_MAX);
+	sb_g.max_slots = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_MAX);
+	sb_g.uid_base = (unsigned)ah_cfg_int(cfg, AH_CFG_SANDBOX_UID_BASE);
+	sb_g.allow_host = ah_cfg_bool(cfg, AH_CFG_SANDBOX_ALLOW_LOOPBACK_EGRESS);
+	const char *cg = ah_cfg_str(cfg, AH_CFG_SANDBOX_CGROUP);
 	if (!cgroup_name_ok(cg))
 		return ah_err_set(err, AH_EINVALID, "sandbox_cgroup %s: want 1-63 of [a-z0-9_-]", cg);
 	snprintf(sb_g.cg_name, sizeof sb_g.cg_name, "%s", cg);
-	const char *net = ah_config_get(cfg, "sandbox_net", "10.254");
+	const char *net = ah_cfg_str(cfg, AH_CFG_SANDBOX_NET);
 	if (sscanf(net, "%u.%u", &sb_g.net_a, &sb_g.net_b) != 2 || sb_g.net_a > 255 || sb_g.net_b > 255)
 		return ah_err_set(err, AH_EINVALID, "sandbox_net %s: want two octets like 10.254", net);
 	read_dns(cfg);
@@ -188,7 +187,7 @@ static int read_config(const ah_config *cfg, ah_err *err)
 static int open_keeper(const ah_config *cfg, ah_err *err)
 {
 	char self[PATH_MAX], here[PATH_MAX + 32];
-	const char *conf = ah_config_get(cfg, "sandbox_keeper", "");
+	const char *conf = ah_cfg_str(cfg, AH_CFG_SANDBOX_KEEPER);
 	const char *tries[3] = { conf[0] ? conf : NULL, NULL, conf[0] ? NULL : AH_KEEPER_PATH };
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	if (!conf[0] && n > 0) {

@@ -36,7 +36,8 @@
  * exec on one sandbox is serialized by the caller (one exec at a time per
  * sandbox), execs on different sandboxes may run concurrently.
  *
- * Config keys (ah_config; AGENTHOST_<KEY> overrides):
+ * Config keys (core/config_keys.h, which tests/unit/test_config.c checks this
+ * list against; AGENTHOST_<KEY> overrides):
  *   sandbox_root           var/data/sandboxes   state: disk images, mount points
  *   sandbox_memory_mb      2048     memory cap (cgroup); OOM kills inside only
  *   sandbox_cpus           2        cpu quota in cpus (cfs quota / cpu.max)

@@ -231,22 +231,22 @@ static void test_config(void)
 	char path[] = "/tmp/ah-test-config-XXXXXX";
 	int fd = mkstemp(path);
 	FILE *f = fdopen(fd, "w");
-	fputs("# comment\n\n  spaced_key   =   spaced value  \nnumber = 17\nbad_number = 12x\n"
-	      "dup = first\ndup = second\nenv_key = from-file\n", f);
+	fputs("# comment\n\n  db_user   =   spaced value  \ndb_port = 17\n"
+	      "db_name = first\ndb_name = second\nmodel_key_name = from-file\n", f);
 	fclose(f);
 	ah_config *c = NULL;
 	ah_err err = {0};
+	setenv("AGENTHOST_MODEL_KEY_NAME", "from-env", 1);
 	ok(ah_config_load(&c, path, &err) == 0 && c, "config_load reads the file");
-	ok(strcmp(ah_config_get(c, "spaced_key", "x"), "spaced value") == 0, "keys and values are trimmed");
-	ok(strcmp(ah_config_get(c, "missing", "def"), "def") == 0, "missing key gives the default");
-	ok(strcmp(ah_config_get(c, "dup", ""), "second") == 0, "the last occurrence wins");
-	setenv("AGENTHOST_ENV_KEY", "from-env", 1);
-	ok(strcmp(ah_config_get(c, "env_key", ""), "from-env") == 0, "AGENTHOST_<KEY> overrides the file");
-	unsetenv("AGENTHOST_ENV_KEY");
-	ok(ah_config_int(c, "number", 5, 1, 100) == 17, "config_int reads an integer");
-	ok(ah_config_int(c, "number", 5, 1, 10) == 5, "config_int out of range gives the default");
-	ok(ah_config_int(c, "bad_number", 5, 1, 100) == 5, "config_int of a non-number gives the default");
-	ok(ah_config_int(c, "missing", 9, 1, 100) == 9, "config_int of a missing key gives the default");
+	unsetenv("AGENTHOST_MODEL_KEY_NAME");
+	ok(strcmp(ah_cfg_str(c, AH_CFG_DB_USER), "spaced value") == 0, "keys and values are trimmed");
+	ok(strcmp(ah_cfg_str(c, AH_CFG_DB_PASSWORD), "") == 0 && !ah_cfg_opt(c, AH_CFG_DB_PASSWORD),
+	   "missing key gives the default");
+	ok(strcmp(ah_cfg_str(c, AH_CFG_DB_NAME), "second") == 0, "the last occurrence wins");
+	ok(strcmp(ah_cfg_str(c, AH_CFG_MODEL_KEY_NAME), "from-env") == 0,
+	   "AGENTHOST_<KEY> overrides the file");
+	ok(ah_cfg_int(c, AH_CFG_DB_PORT) == 17, "cfg_int reads an integer");
+	ok(ah_cfg_int(c, AH_CFG_RATE_LIMIT_CRUD) == 100, "cfg_int of a missing key gives the default");
 	ah_config_free(c);
 	unlink(path);
 	c = NULL;

@@ -1,0 +1,128 @@
+/* Every configuration key, once: its id, name, type, default, bounds and doc
+ * line (like redis's static_configs[]). ah_config_load validates each against
+ * this list at start-up, and the accessors of config.h take the ids, so a read
+ * cannot name a key missing here nor carry a default of its own.
+ * README.md's configuration table and lib/sandbox/sandbox.h's key list are
+ * checked against it (tests/unit/test_config.c).
+ *
+ * X(ID, name, type, default, min, max, doc): name is ID in lower case. A NULL
+ * default is computed at load (config.c computed_default); "" is unset.
+ * Types: STR (text), PATH (file or directory), INT (in [min, max]), BOOL
+ * (true/false, 1/0, yes/no, on/off), MODE (octal, at most 0777), PRICE (USD,
+ * up to 6 decimals). */
+#ifndef AH_CORE_CONFIG_KEYS_H
+#define AH_CORE_CONFIG_KEYS_H
+
+#define AH_UID_BASE_MAX ((1LL << 32) - 1 - 16384LL * 65536)
+
+/* clang-format off */
+#define AH_CONFIG_KEYS(X) \
+	X(DB_SOCKET, "db_socket", PATH, "", 0, 0, "MariaDB unix socket; empty: TCP to db_host") \
+	X(DB_HOST, "db_host", STR, NULL, 0, 0, "MariaDB host (localhost with db_socket, else 127.0.0.1)") \
+	X(DB_PORT, "db_port", INT, "3306", 1, 65535, "MariaDB TCP port") \
+	X(DB_USER, "db_user", STR, "agenthost", 0, 0, "MariaDB user") \
+	X(DB_PASSWORD, "db_password", STR, "", 0, 0, "MariaDB password") \
+	X(DB_NAME, "db_name", STR, "agenthost", 0, 0, "MariaDB database") \
+	X(FCGI_SOCKET, "fcgi_socket", PATH, "var/run/api.sock", 0, 0, "FastCGI socket of the CRUD pool") \
+	X(FCGI_INVOKE_SOCKET, "fcgi_invoke_socket", PATH, "var/run/api-invoke.sock", 0, 0, "FastCGI socket of the invoke pool") \
+	X(SOCKET_GROUP, "socket_group", STR, "www-data", 0, 0, "group of the FastCGI sockets") \
+	X(SOCKET_MODE, "socket_mode", MODE, "0660", 0, 0777, "mode of the FastCGI sockets") \
+	X(CRUD_WORKERS, "crud_workers", INT, NULL, 1, 256, "CRUD worker processes (3 per CPU, at least 4)") \
+	X(INVOKE_WORKERS, "invoke_workers", INT, "16", 1, 256, "invoke worker processes: concurrent invocations") \
+	X(RATE_LIMIT_CRUD, "rate_limit_crud", INT, "100", 1, 1000000000, "CRUD requests per minute per user") \
+	X(RATE_LIMIT_INVOKE, "rate_limit_invoke", INT, "10", 1, 1000000000, "invocations per minute per user") \
+	X(RATE_LIMIT_SLOTS, "rate_limit_slots", INT, "4096", 64, 1 << 20, "slots of the shared rate-limit table") \
+	X(MASTER_KEY_FILE, "master_key_file", PATH, "var/master.key", 0, 0, "32-byte key for secrets and API-key hashes") \
+	X(DATA_DIR, "data_dir", PATH, "var/data", 0, 0, "uploaded code, images, builds") \
+	X(SCHEMA_DIR, "schema_dir", PATH, AH_SCHEMA_DIR, 0, 0, "SQL migrations agenthost-admin migrate applies") \
+	X(OPENAPI_FILE, "openapi_file", PATH, "openapi.json", 0, 0, "the OpenAPI document GET /openapi.json serves") \
+	X(TOKENIZER_VOCAB, "tokenizer_vocab", PATH, "", 0, 0, "BPE vocabulary; empty: the built-in cl100k_base") \
+	X(RUNNER_SOCKET, "runner_socket", PATH, "var/run/runner.sock", 0, 0, "where the runner listens") \
+	X(RUNNER_SOCKET_GROUP, "runner_socket_group", STR, "", 0, 0, "group of the runner socket; empty: unchanged") \
+	X(RUNNER_PID_FILE, "runner_pid_file", PATH, "", 0, 0, "runner pid file; empty: runner.pid by its socket") \
+	X(RUNNER_ID, "runner_id", STR, "", 0, 0, "runner id; empty: host name and socket hash") \
+	X(RUNNER_LISTEN, "runner_listen", STR, "", 0, 0, "TCP host:port the runner also listens on") \
+	X(RUNNER_ADVERTISE, "runner_advertise", STR, "", 0, 0, "address the runner registers") \
+	X(RUNNER_SECRET, "runner_secret", STR, "", 0, 0, "shared secret for runner TCP") \
+	X(RUNNER_SECRET_FILE, "runner_secret_file", PATH, "", 0, 0, "file holding runner_secret") \
+	X(RUNNER_CAPACITY, "runner_capacity", INT, "16", 1, 1024, "concurrent runs a runner takes") \
+	X(RUNNER_HEARTBEAT_SECONDS, "runner_heartbeat_seconds", INT, "5", 1, 300, "runner heartbeat period") \
+	X(RUNNER_STALE_SECONDS, "runner_stale_seconds", INT, "30", 1, 86400, "a runner silent this long is down (health)") \
+	X(RUNNER_SHUTDOWN_GRACE_SECONDS, "runner_shutdown_grace_seconds", INT, "20", 0, 3600, "runs may finish this long at stop") \
+	X(SESSION_IDLE_SECONDS, "session_idle_seconds", INT, "3600", 1, 86400 * 30, "idle session sandboxes are reclaimed") \
+	X(DEPLOY_MAX_ATTEMPTS, "deploy_max_attempts", INT, "3", 1, 100, "deploy retries") \
+	X(DEPLOY_TIMEOUT_SECONDS, "deploy_timeout_seconds", INT, "600", 10, 7200, "deploy time cap") \
+	X(DEPLOY_LEASE_SECONDS, "deploy_lease_seconds", INT, "30", 3, 3600, "deploy job lease") \
+	X(DEPLOY_POLL_MS, "deploy_poll_ms", INT, "1000", 50, 60000, "deploy queue poll period") \
+	X(IMAGE_MAX_MB, "image_max_mb", INT, "250", 1, 1 << 20, "an agent's built image at most") \
+	X(BUILD_DISK_MB, "build_disk_mb", INT, "2048", 64, 1 << 20, "the build sandbox's disk") \
+	X(CODE_MAX_BYTES, "code_max_bytes", INT, "52428800", 1024, 1LL << 34, "uploaded tarball, compressed") \
+	X(CODE_MAX_EXTRACTED_BYTES, "code_max_extracted_bytes", INT, "524288000", 1024, 1LL << 40, "uploaded tarball, extracted") \
+	X(GIT_ALLOW_HOSTS, "git_allow_hosts", STR, "", 0, 0, "private hosts that may be cloned") \
+	X(GIT_ALLOW_PRIVATE, "git_allow_private", BOOL, "false", 0, 0, "development only: any private host may be cloned") \
+	X(GIT_SSH_KEY, "git_ssh_key", PATH, "", 0, 0, "SSH key for git clones") \
+	X(GIT_MAX_BYTES, "git_max_bytes", INT, "209715200", 1 << 20, 1LL << 40, "clone size cap") \
+	X(GIT_TIMEOUT_SECONDS, "git_timeout_seconds", INT, "120", 1, 3600, "clone time cap") \
+	X(MODEL_KEY_NAME, "model_key_name", STR, "ANTHROPIC_API_KEY", 0, 0, "variable carrying the model key") \
+	X(MODEL_KEY_VALUE, "model_key_value", STR, "", 0, 0, "the model-provider key") \
+	X(MODEL_KEY_FILE, "model_key_file", PATH, "", 0, 0, "file holding model_key_value") \
+	X(MODEL_GATEWAY, "model_gateway", BOOL, "off", 0, 0, "agents get a token instead of the key") \
+	X(MODEL_GATEWAY_UPSTREAM, "model_gateway_upstream", STR, "https://api.anthropic.com", 0, 0, "the gateway's provider") \
+	X(MODEL_GATEWAY_MAX_BODY_BYTES, "model_gateway_max_body_bytes", INT, "33554432", 1024, 256LL << 20, "gateway body cap") \
+	X(PRICE_INPUT_PER_MTOK, "price_input_per_mtok", PRICE, "3.00", 0, 0, "USD per million input tokens") \
+	X(PRICE_OUTPUT_PER_MTOK, "price_output_per_mtok", PRICE, "15.00", 0, 0, "USD per million output tokens") \
+	X(MAX_PROMPT_BYTES, "max_prompt_bytes", INT, "2097152", 0, 16 * 1024 * 1024, "prompt cap") \
+	X(MAX_OUTPUT_BYTES, "max_output_bytes", INT, "10485760", 1, 16 * 1024 * 1024, "stdout cap") \
+	X(MAX_SESSIONS_FREE, "max_sessions_free", INT, NULL, 0, 1000000, "live sessions per free user") \
+	X(MAX_SESSIONS_PRO, "max_sessions_pro", INT, NULL, 0, 1000000, "live sessions per pro user") \
+	X(MAX_SESSIONS_ENTERPRISE, "max_sessions_enterprise", INT, NULL, 0, 1000000, "live sessions per enterprise user") \
+	X(JWT_HS256_SECRET, "jwt_hs256_secret", STR, "", 0, 0, "HS256 secret for JWT logins") \
+	X(JWT_HS256_SECRET_FILE, "jwt_hs256_secret_file", PATH, "", 0, 0, "file holding jwt_hs256_secret") \
+	X(JWT_JWKS_URL, "jwt_jwks_url", STR, "", 0, 0, "identity provider's JWKS URL") \
+	X(JWT_JWKS_CACHE_SECONDS, "jwt_jwks_cache_seconds", INT, "300", 0, 7 * 86400, "JWKS kept this long") \
+	X(JWT_ISSUER, "jwt_issuer", STR, "", 0, 0, "required iss claim") \
+	X(JWT_AUDIENCE, "jwt_audience", STR, "", 0, 0, "required aud claim") \
+	X(JWT_EMAIL_CLAIM, "jwt_email_claim", STR, "email", 0, 0, "claim holding the email") \
+	X(JWT_DEFAULT_PLAN, "jwt_default_plan", STR, "free", 0, 0, "plan of users a JWT login creates") \
+	X(JWT_LEEWAY_SECONDS, "jwt_leeway_seconds", INT, "30", 0, 3600, "clock skew allowed on exp/nbf") \
+	X(JWT_LINK_BY_EMAIL, "jwt_link_by_email", BOOL, "false", 0, 0, "a new identity may take the user with its email") \
+	X(SANDBOX_ROOT, "sandbox_root", PATH, "var/data/sandboxes", 0, 0, "sandbox state") \
+	X(SANDBOX_MEMORY_MB, "sandbox_memory_mb", INT, "2048", 16, 1 << 20, "memory cap per sandbox") \
+	X(SANDBOX_CPUS, "sandbox_cpus", INT, "2", 1, 1024, "cpu quota per sandbox") \
+	X(SANDBOX_PIDS, "sandbox_pids", INT, "256", 8, 1 << 20, "pids cap per sandbox") \
+	X(SANDBOX_NOFILE, "sandbox_nofile", INT, "1024", 16, 1 << 20, "RLIMIT_NOFILE in sandboxes") \
+	X(SANDBOX_DISK_MB, "sandbox_disk_mb", INT, "10240", 0, 1 << 24, "writable layer per sandbox") \
+	X(SANDBOX_POOL_SIZE, "sandbox_pool_size", INT, "2", 0, 64, "pre-made sandboxes kept ready") \
+	X(SANDBOX_POOL_MAX, "sandbox_pool_max", INT, "16", 0, 256, "the pool grows to this") \
+	X(SANDBOX_UID_BASE, "sandbox_uid_base", INT, "1000000", 65536, AH_UID_BASE_MAX, "host uid of slot 0's root") \
+	X(SANDBOX_MAX, "sandbox_max", INT, "256", 1, 16384, "sandboxes alive at once") \
+	X(SANDBOX_NET, "sandbox_net", STR, "10.254", 0, 0, "first two octets of the sandbox /16") \
+	X(SANDBOX_DNS, "sandbox_dns", STR, "", 0, 0, "resolvers sandboxes may reach") \
+	X(SANDBOX_ALLOW_LOOPBACK_EGRESS, "sandbox_allow_loopback_egress", BOOL, "0", 0, 0, "tests only: sandboxes reach the host") \
+	X(SANDBOX_KEEPER, "sandbox_keeper", PATH, "", 0, 0, "path of agenthost-keeper") \
+	X(SANDBOX_MEMORY_BUDGET_MB, "sandbox_memory_budget_mb", INT, "0", 0, 1LL << 30, "memory all sandboxes together; 0: host RAM - max(2 GiB, 25 %)") \
+	X(DISK_RESERVE_MB, "disk_reserve_mb", INT, "-1", -1, 1LL << 40, "free space kept on sandbox_root's filesystem; -1: max(1 GiB, 5 %)") \
+	X(SANDBOX_CGROUP, "sandbox_cgroup", STR, "agenthost", 0, 0, "the sandboxes' cgroup parent")
+/* clang-format on */
+
+typedef enum {
+#define AH_CFG_ENUM(id, name, type, def, min, max, doc) AH_CFG_##id,
+	AH_CONFIG_KEYS(AH_CFG_ENUM)
+#undef AH_CFG_ENUM
+	AH_CFG_COUNT
+} ah_cfg_key;
+
+typedef enum { AH_CFGT_STR, AH_CFGT_PATH, AH_CFGT_INT, AH_CFGT_BOOL, AH_CFGT_MODE, AH_CFGT_PRICE } ah_cfg_type;
+
+typedef struct {
+	const char *name; /* "rate_limit_crud" */
+	ah_cfg_type type;
+	const char *def;  /* NULL: computed at load */
+	long long min, max;
+	const char *doc;
+} ah_cfg_info;
+
+/* The table, indexed by ah_cfg_key. */
+extern const ah_cfg_info ah_cfg_table[AH_CFG_COUNT];
+
+#endif

@@ -1,0 +1,55 @@
+"""A configuration the key table refuses stops every program at start, with a
+message naming the key: a misspelt key in the file, a number that is not one or
+is out of bounds, a bad value in an AGENTHOST_<KEY> variable. Nothing is
+started: each program exits before it opens a socket or the database."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import BUILD
+
+PROGRAMS = {
+    "api": lambda conf: [os.path.join(BUILD, "handlers", "agenthost-api"), conf],
+    "runner": lambda conf: [os.path.join(BUILD, "lib", "runner", "agenthost-runner"), "--config", conf],
+    "admin": lambda conf: [os.path.join(BUILD, "lib", "admin", "agenthost-admin"), "migrate"],
+}
+
+
+def run(program, tmp_path, text, env_extra=None):
+    conf = tmp_path / "agenthost.conf"
+    conf.write_text(text)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AGENTHOST_") or k in ("AGENTHOST_BUILD", "AGENTHOST_ROOT")}
+    env["AGENTHOST_CONFIG"] = str(conf)
+    env.update(env_extra or {})
+    p = subprocess.run(PROGRAMS[program](str(conf)), env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_misspelt_key_stops_start(program, tmp_path):
+    rc, out = run(program, tmp_path, "db_name = agenthost\nrate_limt_crud = 500\n")
+    assert rc != 0, out
+    assert "unknown configuration key rate_limt_crud" in out, out
+    assert "did you mean rate_limit_crud" in out, out
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_bad_number_stops_start(program, tmp_path):
+    rc, out = run(program, tmp_path, "invoke_workers = 16x\n")
+    assert rc != 0, out
+    assert "invoke_workers = 16x" in out and "[1, 256]" in out, out
+
+
+def test_out_of_bounds_environment_value_stops_start(tmp_path):
+    rc, out = run("admin", tmp_path, "", {"AGENTHOST_SANDBOX_CPUS": "0"})
+    assert rc != 0, out
+    assert "sandbox_cpus = 0" in out and "AGENTHOST_SANDBOX_CPUS" in out, out
+
+
+def test_bad_bool_stops_start(tmp_path):
+    rc, out = run("runner", tmp_path, "model_gateway = enabled\n")
+    assert rc != 0, out
+    assert "model_gateway = enabled" in out, out
