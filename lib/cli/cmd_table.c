@@ -1,0 +1,16 @@
+/* Every command table, in the order --help lists them. A new command group is
+ * one file with its table (see cli.h) and one line here. */
+#include "cli/cli.h"
+
+const struct ah_cli_cmd *const ah_cli_tables[] = {
+	ah_cli_auth_cmds,
+	ah_cli_init_cmds,
+	ah_cli_deploy_cmds,
+	ah_cli_invoke_cmds,
+	ah_cli_agents_cmds,
+	ah_cli_secrets_cmds,
+	ah_cli_sessions_cmds,
+	ah_cli_keys_cmds,
+	ah_cli_usage_cmds,
+	NULL,
+};
