@@ -10,7 +10,7 @@
 void ah_cli_print_json(struct ah_cli *c, json_object *o)
 {
 	(void)c;
-	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
 const char *ah_cli_paint(struct ah_cli *c, FILE *f, const char *sgr, const char *text)
