@@ -77,9 +77,12 @@ static bool ignored(const struct packer *p, const char *rel, const char *base, b
 		const struct rule *r = &p->rules[i];
 		if (r->dir_only && !is_dir)
 			continue;
-		/* "**" spans directories: fnmatch without FNM_PATHNAME lets '*' do that. */
+		/* "**" spans directories: fnmatch without FNM_PATHNAME lets '*' do that;
+		 * a leading "**" + "/" also matches at the top. */
 		int flags = strstr(r->pat, "**") ? 0 : FNM_PATHNAME;
-		if (fnmatch(r->pat, r->anchored ? rel : base, r->anchored ? flags : 0) == 0)
+		bool hit = fnmatch(r->pat, r->anchored ? rel : base, r->anchored ? flags : 0) == 0 ||
+		           (!strncmp(r->pat, "**/", 3) && fnmatch(r->pat + 3, rel, 0) == 0);
+		if (hit)
 			out = !r->negate;
 	}
 	return out;
