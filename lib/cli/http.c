@@ -189,10 +189,13 @@ static const char *detail_line(struct ah_cli *c, json_object *body)
 static int api_error(struct ah_cli *c, struct ah_cli_resp *out, ah_err *err)
 {
 	const char *d = detail_line(c, out->body);
+	size_t n = strlen(c->url);
+	/* The commonest slip: a URL without the API's base path. */
+	bool no_base = n < 7 || strcmp(c->url + n - 7, "/api/v1") != 0;
 	if (!d)
-		d = out->status == 404 ? "Not found (is the URL right? it ends in /api/v1)"
-		                       : "the API answered without a detail";
-	return ah_err_set(err, AH_EFAIL, "%s (HTTP %ld)", d, out->status);
+		d = "the API answered without a detail";
+	return ah_err_set(err, AH_EFAIL, "%s (HTTP %ld)%s", d, out->status,
+	                  out->status == 404 && no_base ? "; is the URL right? it ends in /api/v1" : "");
 }
 
 static int parse_body(struct ah_cli *c, struct exchange *x, struct ah_cli_resp *out)

@@ -319,3 +319,15 @@ def test_429_wait_then_the_call_goes_through(user):
     r = run(dict(env, AGENTHOST_RATE_WAIT="120"), "invoke", "no-such-agent", "x")
     assert "rate limit reached; waiting" in r.stderr
     assert r.returncode == 1 and "Agent not found" in r.stderr
+
+
+def test_usage_sparkline_only_on_a_terminal(user):
+    _e, _k, env = user
+    r = run(env, "usage", "--days", "7")
+    assert r.returncode == 0 and "invocations:" in r.stdout and "per day" not in r.stdout
+    t = subprocess.run(["script", "-qec", shlex.join([CLI, "usage", "--days", "7"]), "/dev/null"],
+                       env=env, capture_output=True, timeout=60)
+    out = t.stdout.decode()
+    assert t.returncode == 0 and "per day:" in out and "highest 0" in out
+    daily = json.loads(run(env, "usage", "--daily", "--days", "7", "--json").stdout)
+    assert daily["period_days"] == 7 and len(daily["items"]) == 7
