@@ -174,11 +174,12 @@ void ah_cli_help(FILE *f, const struct ah_cli_cmd *cmd)
 	        cmd->args ? " " : "", cmd->args ? cmd->args : "", cmd->summary);
 	for (int i = 0; i < AH_CLI_MAX_OPTS && cmd->opts[i].name; i++) {
 		const struct ah_cli_opt *o = &cmd->opts[i];
-		char left[64];
-		snprintf(left, sizeof(left), "%s%c%s--%s%s%s", o->shortname ? "-" : "",
-		         o->shortname ? o->shortname : ' ', o->shortname ? ", " : " ", o->name,
-		         o->arg ? " " : "", o->arg ? o->arg : "");
-		fprintf(f, "  %-26s %s\n", o->shortname ? left : left + 2, o->help);
+		char left[64], shortpart[8] = "";
+		if (o->shortname)
+			snprintf(shortpart, sizeof(shortpart), "-%c, ", o->shortname);
+		snprintf(left, sizeof(left), "%s--%s%s%s", shortpart, o->name, o->arg ? " " : "",
+		         o->arg ? o->arg : "");
+		fprintf(f, "  %-26s %s\n", left, o->help);
 	}
 	fprintf(f, "  %-26s %s\n  %-26s %s\n  %-26s %s\n", "--json", "print the API's JSON",
 	        "--url URL", "API base URL (overrides AGENTHOST_URL and the config file)",

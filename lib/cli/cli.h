@@ -78,17 +78,8 @@ struct ah_cli {
 	void *curl;                /* one easy handle, reused (keeps the connection) */
 };
 
-/* Command tables, one per command file, each ending with a row whose words is
- * NULL. cmd_table.c lists them. */
-extern const struct ah_cli_cmd ah_cli_auth_cmds[];
-extern const struct ah_cli_cmd ah_cli_keys_cmds[];
-extern const struct ah_cli_cmd ah_cli_agents_cmds[];
-extern const struct ah_cli_cmd ah_cli_init_cmds[];
-extern const struct ah_cli_cmd ah_cli_deploy_cmds[];
-extern const struct ah_cli_cmd ah_cli_invoke_cmds[];
-extern const struct ah_cli_cmd ah_cli_secrets_cmds[];
-extern const struct ah_cli_cmd ah_cli_sessions_cmds[];
-extern const struct ah_cli_cmd ah_cli_usage_cmds[];
+/* Every command table, in the order --help lists them (cmd_table.c), ending
+ * with NULL; each table ends with a row whose words is NULL. */
 extern const struct ah_cli_cmd *const ah_cli_tables[];
 
 /* args.c: the command line. */

@@ -193,6 +193,17 @@ def test_failed_invocation_exits_1_with_the_detail(user, tmp_path):
     r = run(env, "invoke", slug_of(d), "!crash", "--json")
     body = json.loads(r.stdout)
     assert r.returncode == 1 and body["invocation"]["status"] == "failed"
+    r = run(env, "invoke", slug_of(d), "!sleep", "--timeout", "1")
+    assert r.returncode == 1 and "HTTP 504" in r.stderr, r.stderr
+
+
+@needs_runner
+def test_deploy_no_wait_returns_while_deploying(user, tmp_path):
+    _e, _k, env = user
+    d = project(tmp_path, TOOL_JS)
+    r = run(env, "deploy", str(d), "--create", "--no-wait", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["status"] == "deploying"
 
 
 @needs_runner
@@ -250,6 +261,8 @@ def test_errors_are_one_line_with_the_api_detail_and_documented_status(user):
         assert "error:" in r.stderr
     r = run(env, "usage", "--days", "400")
     assert r.returncode == 2
+    r = run(env, "agents", "--help")
+    assert r.returncode == 0 and "agents list" in r.stdout and "invoke" not in r.stdout
 
 
 def test_every_command_has_help():
