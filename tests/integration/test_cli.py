@@ -58,11 +58,12 @@ def user(home):
     return email, key, cli_env(home, key)
 
 
-def project(tmp_path, js, name=None, **manifest):
-    name = name or "cli " + uuid.uuid4().hex[:10]
+def project(tmp_path, js, **manifest):
+    """A project directory whose agent.json names a fresh slug."""
     d = tmp_path / "proj"
     d.mkdir()
-    m = {"name": name, "version": "1.0.0", "entrypoint": "index.js", "runtime": "node"}
+    slug = "cli-" + uuid.uuid4().hex[:10]
+    m = {"name": slug, "slug": slug, "version": "1.0.0", "entrypoint": "index.js", "runtime": "node"}
     m.update(manifest)
     (d / "agent.json").write_text(json.dumps(m))
     (d / "index.js").write_text(js)
@@ -70,8 +71,7 @@ def project(tmp_path, js, name=None, **manifest):
 
 
 def slug_of(d):
-    return json.loads((d / "agent.json").read_text()).get("slug") or \
-        "-".join("".join(ch if ch.isalnum() else " " for ch in json.loads((d / "agent.json").read_text())["name"].lower()).split())
+    return json.loads((d / "agent.json").read_text())["slug"]
 
 
 def test_login_stores_the_key_0600_and_logout_forgets_it(home):
@@ -297,7 +297,7 @@ def test_status_line_on_a_terminal_and_not_in_a_pipe(user, tmp_path):
     r = run(env, "deploy", str(d), "--create")
     assert r.returncode == 0, r.stderr
     assert "\r" not in r.stderr and "deploying" not in r.stderr and "\x1b" not in r.stdout + r.stderr
-    # The same under a pseudo-terminal (util-linux script): the live line is there.
+    # The same under a pseudo-terminal (script, from bsdutils, essential on Debian): the line is there.
     cmd = shlex.join([CLI, "deploy", str(d)])
     def on_tty(env):
         t = subprocess.run(["script", "-qec", cmd, "/dev/null"], env=env, capture_output=True, timeout=300)
@@ -310,7 +310,7 @@ def test_status_line_on_a_terminal_and_not_in_a_pipe(user, tmp_path):
     assert "deploying " in out and "\x1b[32m" not in out
 
 
-def test_429_is_waited_out_and_said(user):
+def test_429_without_a_wait_fails_with_the_detail(user):
     _e, _k, env = user
     # Invocations are limited to 10 a minute per user; an unknown agent costs no sandbox.
     codes = []
