@@ -85,6 +85,8 @@ static int follow(struct deploy *d, long long wait_max, json_object **rec, ah_er
 	static const char spin[] = "|/-\\";
 	for (unsigned i = 0;; i++) {
 		struct ah_cli_resp r;
+		/* Drawn before the first look too: a quick deploy still shows its phase. */
+		ah_cli_status_line(d->c, "%c deploying %s  %5.1f s", spin[(i * 4) % 4], d->slug, elapsed(d));
 		int rc = ah_cli_get(d->c, d->spath, &r, err);
 		if (rc)
 			return rc;
@@ -97,7 +99,7 @@ static int follow(struct deploy *d, long long wait_max, json_object **rec, ah_er
 			                  "agenthost agents get %s shows when it is done", d->slug, elapsed(d), d->slug);
 		for (int k = 0; k < 4; k++) {
 			ah_cli_status_line(d->c, "%c deploying %s  %5.1f s  (building the image: npm install, checks)",
-			                   spin[(i * 4 + k) % 4], d->slug, elapsed(d));
+			                   spin[(i * 4 + k + 1) % 4], d->slug, elapsed(d));
 			usleep(250 * 1000);
 		}
 	}
