@@ -68,12 +68,14 @@ int ah_cli_read_secret(struct ah_cli *c, const char *question, size_t cap, char 
 	quiet = old;
 	quiet.c_lflag &= ~(tcflag_t)ECHO;
 	quiet.c_lflag |= ECHONL;
+	/* Echo off before the question appears, so nothing typed after it is
+	 * shown; and nothing typed is discarded (TCSANOW, not TCSAFLUSH). */
+	if (tcsetattr(STDIN_FILENO, TCSANOW, &quiet) != 0)
+		return ah_err_set(err, AH_EFAIL, "cannot turn off echo on the terminal");
 	fprintf(stderr, "%s: ", question);
 	fflush(stderr);
-	if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet) != 0)
-		return ah_err_set(err, AH_EFAIL, "cannot turn off echo on the terminal");
 	int rc = read_line(c, cap, out, err);
-	tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+	tcsetattr(STDIN_FILENO, TCSANOW, &old);
 	return rc;
 }
 

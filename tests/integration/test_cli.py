@@ -5,6 +5,8 @@ API's detail and the documented exit statuses (0 ok, 1 API, 2 usage, 3 network),
 the 429 wait, and the deploy's status line on a terminal and not in a pipe."""
 import json
 import os
+import pty
+import select
 import shlex
 import stat
 import subprocess
@@ -51,6 +53,32 @@ def run(env, *args, stdin=None, cwd=None, timeout=300):
                           cwd=cwd, timeout=timeout)
 
 
+def on_pty(env, args, answers=()):
+    """Runs the CLI on a pseudo-terminal; each (prompt, text) of answers is
+    typed once prompt has appeared. Returns (exit status, all it printed)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(CLI, [CLI, *args], env)
+    out, pending = b"", list(answers)
+    while True:
+        if pending and pending[0][0].encode() in out:
+            os.write(fd, pending.pop(0)[1].encode() + b"\n")
+        ready, _, _ = select.select([fd], [], [], 60)
+        if not ready:                      # stuck (waiting for input that never comes)
+            os.kill(pid, 9)
+            break
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), out.decode()
+
+
 @pytest.fixture
 def user(home):
     """(email, key, env) of a fresh user whose key is in the environment."""
@@ -91,6 +119,16 @@ def test_login_stores_the_key_0600_and_logout_forgets_it(home):
     assert r.returncode == 0 and not cfg.exists()
     r = run(env, "whoami")
     assert r.returncode == 2 and "not logged in" in r.stderr
+
+
+def test_login_on_a_terminal_asks_and_does_not_echo_the_key(home):
+    email, key = create_user()
+    env = cli_env(home)
+    env.pop("AGENTHOST_URL")
+    rc, out = on_pty(env, ["login"], [("API URL [", BASE_URL + "/"), ("API key: ", key)])
+    assert rc == 0, out
+    assert key not in out and "as " + email in out
+    assert f"url = {BASE_URL}\n" in (home / "agenthost" / "config").read_text()
 
 
 def test_login_with_a_wrong_key_fails_and_stores_nothing(home):
@@ -175,11 +213,16 @@ def test_secret_value_comes_from_stdin_and_is_never_printed(user, tmp_path):
     for args in (("secrets", "list", slug), ("secrets", "list", slug, "--json")):
         r = run(env, *args)
         assert "MY_TOKEN" in r.stdout and value not in r.stdout + r.stderr
+    # Typed at a terminal: asked for, not echoed.
+    typed = "typed-" + uuid.uuid4().hex
+    rc, out = on_pty(env, ["secrets", "set", slug, "TYPED"], [("Value of TYPED: ", typed)])
+    assert rc == 0 and "Set TYPED" in out and typed not in out, out
     # It reached the agent, without its trailing newline.
     res = json.loads(run(env, "invoke", slug, "!env", "--json").stdout)
-    assert json.loads(res["response_content"])["MY_TOKEN"] == value
+    agent_env = json.loads(res["response_content"])
+    assert agent_env["MY_TOKEN"] == value and agent_env["TYPED"] == typed
     assert run(env, "secrets", "delete", slug, "MY_TOKEN").returncode == 0
-    assert json.loads(run(env, "secrets", "list", slug, "--json").stdout) == []
+    assert [s["key"] for s in json.loads(run(env, "secrets", "list", slug, "--json").stdout)] == ["TYPED"]
 
 
 @needs_runner
