@@ -3,6 +3,7 @@
  * other local users can read them in /proc), a yes/no question. */
 #include "cli/cli.h"
 
+#include <signal.h>
 #include <string.h>
 #include <termios.h>
 #include <unistd.h>
@@ -53,6 +54,24 @@ int ah_cli_ask(struct ah_cli *c, const char *question, const char *def, char **o
 	return rc;
 }
 
+/* The terminal's settings while echo is off, put back if the user interrupts
+ * the question: a shell left without echo is a confusing place. */
+static struct termios saved;
+
+static void restore_and_die(int sig)
+{
+	tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void on_interrupt(void (*fn)(int))
+{
+	signal(SIGINT, fn);
+	signal(SIGTERM, fn);
+	signal(SIGHUP, fn);
+}
+
 int ah_cli_read_secret(struct ah_cli *c, const char *question, size_t cap, char **out, ah_err *err)
 {
 	if (!c->tty_in) {
@@ -70,12 +89,17 @@ int ah_cli_read_secret(struct ah_cli *c, const char *question, size_t cap, char 
 	quiet.c_lflag |= ECHONL;
 	/* Echo off before the question appears, so nothing typed after it is
 	 * shown; and nothing typed is discarded (TCSANOW, not TCSAFLUSH). */
-	if (tcsetattr(STDIN_FILENO, TCSANOW, &quiet) != 0)
+	saved = old;
+	on_interrupt(restore_and_die);
+	if (tcsetattr(STDIN_FILENO, TCSANOW, &quiet) != 0) {
+		on_interrupt(SIG_DFL);
 		return ah_err_set(err, AH_EFAIL, "cannot turn off echo on the terminal");
+	}
 	fprintf(stderr, "%s: ", question);
 	fflush(stderr);
 	int rc = read_line(c, cap, out, err);
 	tcsetattr(STDIN_FILENO, TCSANOW, &old);
+	on_interrupt(SIG_DFL);
 	return rc;
 }
 

@@ -387,3 +387,22 @@ def test_usage_sparkline_only_on_a_terminal(user):
     assert t.returncode == 0 and "per day:" in out and "highest 0" in out
     daily = json.loads(run(env, "usage", "--daily", "--days", "7", "--json").stdout)
     assert daily["period_days"] == 7 and len(daily["items"]) == 7
+
+
+def test_ctrl_c_at_the_secret_question_gives_the_terminal_its_echo_back(user):
+    import termios
+    _e, _k, env = user
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(CLI, [CLI, "secrets", "set", "any-agent", "X"], env)
+    out = b""
+    while b"Value of X: " not in out:
+        ready, _, _ = select.select([fd], [], [], 60)
+        assert ready, out
+        out += os.read(fd, 4096)
+    assert not termios.tcgetattr(fd)[3] & termios.ECHO      # echo is off while asking
+    os.write(fd, b"\x03")                                    # ^C, as the terminal sends it
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == 2
+    assert termios.tcgetattr(fd)[3] & termios.ECHO
+    os.close(fd)
