@@ -127,6 +127,7 @@ struct ah_cli_req {
 	const char *content_type;   /* ... with this type */
 	long timeout;               /* seconds, 0: the default for CRUD calls */
 	bool progress;              /* a progress bar for the upload on a terminal */
+	const char *waiting;        /* or "running x": a line with the time waited, on a terminal */
 };
 
 struct ah_cli_resp {

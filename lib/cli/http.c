@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "core/util.h"
@@ -24,6 +25,8 @@ struct exchange {
 	long long total;
 	long retry_after;
 	bool progress;
+	const char *waiting;
+	int64_t started, drawn;
 };
 
 static void free_json(void *p)
@@ -107,11 +110,17 @@ static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_o
                        curl_off_t ulnow)
 {
 	struct exchange *x = userp;
+	int64_t now = ah_now_ms();
 	(void)dltotal;
 	(void)dlnow;
+	if (now - x->drawn < 100)   /* curl calls this often; the eye needs 10 a second */
+		return 0;
+	x->drawn = now;
 	if (x->progress && ultotal > 0)
 		ah_cli_status_line(x->c, "uploading %3d%%  %.1f of %.1f MB",
 		                   (int)(ulnow * 100 / ultotal), ulnow / 1e6, ultotal / 1e6);
+	else if (x->waiting)
+		ah_cli_status_line(x->c, "%s  %.1f s", x->waiting, (double)(now - x->started) / 1000.0);
 	return 0;
 }
 
@@ -150,7 +159,7 @@ static void set_request(struct ah_cli *c, const struct ah_cli_req *rq, struct ex
 	curl_easy_setopt(cu, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(cu, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(cu, CURLOPT_XFERINFODATA, x);
-	curl_easy_setopt(cu, CURLOPT_NOPROGRESS, rq->progress ? 0L : 1L);
+	curl_easy_setopt(cu, CURLOPT_NOPROGRESS, rq->progress || rq->waiting ? 0L : 1L);
 	/* The key goes in a header only; never to another host on a redirect. */
 	curl_easy_setopt(cu, CURLOPT_FOLLOWLOCATION, 0L);
 	if (c->key)
@@ -218,7 +227,7 @@ static int exchange_once(struct ah_cli *c, const struct ah_cli_req *rq, struct e
 	set_request(c, rq, x, &h);
 	CURLcode rc = curl_easy_perform(c->curl);
 	curl_slist_free_all(h);
-	if (rq->progress)
+	if (rq->progress || rq->waiting)
 		ah_cli_status_end(c);
 	if (rc != CURLE_OK) {
 		if (x->body.over)
@@ -234,7 +243,8 @@ int ah_cli_call(struct ah_cli *c, const struct ah_cli_req *rq, struct ah_cli_res
 {
 	memset(out, 0, sizeof(*out));
 	for (int waits = 0;; waits++) {
-		struct exchange x = {.c = c, .total = -1, .retry_after = -1, .progress = rq->progress};
+		struct exchange x = {.c = c, .total = -1, .retry_after = -1, .progress = rq->progress,
+		                     .waiting = rq->waiting, .started = ah_now_ms()};
 		int rc = exchange_once(c, rq, &x, out, err);
 		free(x.body.p);
 		if (rc)

@@ -85,6 +85,7 @@ static int run_invoke(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 		.path = ah_sprintf(c->a, "/agents/%s/invoke", ah_cli_seg(c, a->pos[0])),
 		.json = body,
 		.timeout = (long)(timeout ? timeout : 600) + 60,  /* the API's own timeout answers first */
+		.waiting = ah_sprintf(c->a, "running %s", a->pos[0]),
 	};
 	rc = ah_cli_call(c, &rq, &r, err);
 	json_object *inv = NULL;

@@ -351,6 +351,11 @@ def test_status_line_on_a_terminal_and_not_in_a_pipe(user, tmp_path):
     assert "is \x1b[32mactive" in out
     out = on_tty(dict(env, NO_COLOR="1"))
     assert "deploying " in out and "\x1b[32m" not in out
+    # invoke: the time it has run, on a terminal only; the answer stays clean in a pipe.
+    cmd = shlex.join([CLI, "invoke", slug_of(d), "hi"])
+    assert "\r\x1b[Krunning " + slug_of(d) in on_tty(env)
+    r = run(env, "invoke", slug_of(d), "hi")
+    assert r.stdout == "hi" and "running" not in r.stderr and "\r" not in r.stderr
 
 
 def test_429_without_a_wait_fails_with_the_detail(user):
