@@ -49,6 +49,8 @@ int ah_cli_list(struct ah_cli *c, const char *path, const struct ah_cli_col *col
 	int rc = ah_cli_get(c, path, &r, err);
 	if (rc)
 		return rc;
+	if (!json_object_is_type(r.body, json_type_array))
+		return ah_err_set(err, AH_EFAIL, "the API answered %s with something other than a list", path);
 	ah_cli_show(c, r.body, cols);
 	size_t n = json_object_array_length(r.body);
 	if (!c->json && c->tty_err && r.total > (long long)n && n)

@@ -138,6 +138,10 @@ static void set_body(struct ah_cli *c, const struct ah_cli_req *rq, struct curl_
 		curl_easy_setopt(cu, CURLOPT_READDATA, rq->upload);
 		curl_easy_setopt(cu, CURLOPT_INFILESIZE_LARGE, (curl_off_t)rq->upload_size);
 		*h = curl_slist_append(*h, ah_sprintf(c->a, "Content-Type: %s", rq->content_type));
+	} else if (strcmp(rq->method, "GET") && strcmp(rq->method, "DELETE")) {
+		/* A POST without a body still says so: Content-Length: 0. */
+		curl_easy_setopt(cu, CURLOPT_POSTFIELDSIZE, 0L);
+		curl_easy_setopt(cu, CURLOPT_POSTFIELDS, "");
 	}
 	*h = curl_slist_append(*h, "Expect:");
 }
@@ -249,6 +253,9 @@ int ah_cli_call(struct ah_cli *c, const struct ah_cli_req *rq, struct ah_cli_res
 		free(x.body.p);
 		if (rc)
 			return rc;
+		if (out->status >= 200 && out->status < 300 && !out->body && out->status != 204)
+			return ah_err_set(err, AH_EFAIL, "the answer from %s is not JSON (HTTP %ld); is the URL right?",
+			                  c->url, out->status);
 		if (out->status >= 200 && out->status < 300)
 			return 0;
 		if (out->status != 429 || x.retry_after < 0 || x.retry_after > c->max_wait ||

@@ -12,12 +12,8 @@ static const struct ah_cli_col key_cols[] = {
 
 static int run_list(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	struct ah_cli_resp r;
 	(void)a;
-	int rc = ah_cli_get(c, "/api-keys?limit=100", &r, err);
-	if (!rc)
-		ah_cli_show(c, r.body, key_cols);
-	return rc;
+	return ah_cli_list(c, "/api-keys?limit=100", key_cols, err);
 }
 
 static int run_create(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)

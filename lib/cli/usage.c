@@ -59,7 +59,7 @@ static int run_usage(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 		return rc;
 	json_object *items = NULL;
 	if (daily) {
-		if (!json_object_object_get_ex(r.body, "items", &items) && !c->json)
+		if (!json_object_object_get_ex(r.body, "items", &items) || !json_object_is_type(items, json_type_array))
 			return ah_err_set(err, AH_EFAIL, "the daily usage has no items");
 		ah_cli_show(c, c->json ? r.body : items, daily_cols);
 		return 0;
@@ -68,7 +68,7 @@ static int run_usage(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	if (c->json || !c->tty_out)
 		return 0;
 	rc = ah_cli_get(c, ah_sprintf(c->a, "/usage/daily?days=%lld", days), &d, err);
-	if (!rc && json_object_object_get_ex(d.body, "items", &items))
+	if (!rc && json_object_object_get_ex(d.body, "items", &items) && json_object_is_type(items, json_type_array))
 		sparkline(c, items);
 	return rc;
 }
