@@ -16,8 +16,8 @@ CREATE TABLE file_blobs (
   created_at    DATETIME(3)  NOT NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
--- tags: ",a,b," (each tag between commas, which tags cannot contain), so that
--- "has tag t" is LIKE '%,t,%'. sha256 is NULL while an upload is pending.
+-- tags: sorted, each in commas (",a,,b,"; tags cannot hold commas), so that
+-- "has tags a and b" is one LIKE '%,a,%,b,%'. sha256 is NULL while pending.
 -- uploaded: a pending upload whose bytes arrived (the URL is spent).
 CREATE TABLE files (
   id                VARCHAR(32)   NOT NULL PRIMARY KEY,
@@ -28,7 +28,7 @@ CREATE TABLE files (
   scope             ENUM('user','agent','session') NOT NULL,
   status            ENUM('pending','confirmed') NOT NULL,
   description       VARCHAR(2000) NULL,
-  tags              VARCHAR(1400) NOT NULL DEFAULT ',',
+  tags              VARCHAR(1400) NOT NULL DEFAULT '',
   sha256            CHAR(64)      NULL,
   agent_id          VARCHAR(32)   NULL,
   session_id        VARCHAR(128)  NULL,
