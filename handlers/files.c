@@ -162,6 +162,7 @@ static int list_files(ah_req *r)
 	ah_rows rows, count;
 	if (ah_page(r, &limit, &offset) != 0)
 		return AH_EDONE;
+	ah_files_sweep(r);
 	list_filters(r, &scope, &tags, &search);
 	if (ah_verr_reply(r) != 0)
 		return AH_EDONE;

@@ -27,6 +27,7 @@ void ah_files_sweep(ah_req *r);
 
 extern const ah_route ah_files_routes[];
 extern const ah_route ah_file_upload_routes[];
+extern const ah_route ah_file_presign_routes[];
 extern const ah_route ah_agent_files_routes[];
 
 #endif

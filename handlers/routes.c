@@ -14,5 +14,6 @@ const ah_route *const ah_route_tables[] = {
 	ah_usage_routes,
 	ah_files_routes,
 	ah_file_upload_routes,
+	ah_file_presign_routes,
 	NULL,
 };

@@ -38,7 +38,8 @@ static const char SQL_OF_AGENT[] =
 	"SELECT " AH_FILE_COLS AH_FILE_FROM " WHERE f.agent_id = ? LIMIT 500";
 static const char SQL_EXPIRED[] =
 	"SELECT " AH_FILE_COLS AH_FILE_FROM
-	" WHERE f.status = 'pending' AND f.upload_expires_at < NOW(3) LIMIT ?";
+	" WHERE f.status = 'pending'"
+	" AND f.upload_expires_at < NOW(3) - INTERVAL IF(f.uploaded, 3600, 0) SECOND LIMIT ?";
 
 const ah_col *ah_file_columns(size_t *n)
 {
