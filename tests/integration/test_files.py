@@ -21,9 +21,13 @@ def blobs():
 
 
 def leftovers():
-    """Bytes of uploads in progress: nothing may stay there after a request."""
-    return [f for sub in ("tmp", "pending", "incoming")
-            for f in os.listdir(os.path.join(FILES_DIR, sub))]
+    """Bytes of uploads in progress: nothing may stay there after a request.
+    (pending/ holds uploads awaiting confirm: see pending().)"""
+    return [f for sub in ("tmp", "incoming") for f in os.listdir(os.path.join(FILES_DIR, sub))]
+
+
+def pending(file_id):
+    return os.path.exists(os.path.join(FILES_DIR, "pending", file_id))
 
 
 def upload(c, data, name="a.txt", ctype="text/plain", **fields):
