@@ -15,5 +15,6 @@ const ah_route *const ah_route_tables[] = {
 	ah_files_routes,
 	ah_file_upload_routes,
 	ah_file_presign_routes,
+	ah_agent_files_routes,
 	NULL,
 };

@@ -5,6 +5,7 @@
  * into a sandbox), and the environment is passed as the whole environment of
  * the program, never logged, and wiped after the call. */
 #include "runner/ops.h"
+#include "runner/run_files.h"
 #include "runner/gateway.h"
 #include "runner/sandboxes.h"
 #include "core/log.h"
@@ -31,6 +32,7 @@ struct run_req {
 	size_t in_len;
 	int timeout_ms;
 	size_t max_output;
+	json_object *files; /* managed files in and out (run_files.c), or NULL */
 };
 
 /* model_gateway = on: the key stays here, the agent gets a token (gateway.h). */
@@ -344,13 +346,18 @@ static json_object *execute(const struct ah_runner *r, const struct run_req *q,
 		ah_sandboxes_release(&lease, true); /* its namespace may be at fault: not reused */
 		return ah_op_error("could not start the model gateway");
 	}
-	rc = ah_sandbox_exec(lease.sb, &x, &res, &err);
+	if (q->files && (rc = ah_run_files_in(r->cfg, lease.sb, q->files, &err)) != 0)
+		ah_log_error("%s agent=%s: files: %s", tag, q->agent_id, err.msg);
+	if (rc == 0)
+		rc = ah_sandbox_exec(lease.sb, &x, &res, &err);
 	ah_gateway_stop(g, &usage); /* the token dies with the run */
 	if (rc == 0) {
 		ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms", tag,
 		            q->agent_id, sandbox_id, res.exit_code, res.signal, res.timed_out,
 		            res.oom_killed, res.duration_ms);
 		ans = run_answer(sandbox_id, &res);
+		if (q->files)
+			ah_run_files_out(r->cfg, lease.sb, q->files, ans, tag);
 		if (gw)
 			add_model_usage(ans, &usage);
 	} else {
@@ -425,6 +432,7 @@ json_object *ah_op_run(struct ah_runner *r, json_object *req)
 	struct gw_plan gw = {0};
 	bool use_gw = gateway_on(r->cfg);
 	const char *bad = parse_run(&q, r, req);
+	json_object_object_get_ex(req, "files", &q.files);
 	if (!bad && use_gw)
 		bad = gateway_plan(&gw, &q, r->cfg);
 	json_object *ans;
