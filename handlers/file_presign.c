@@ -185,11 +185,11 @@ static int check_url(ah_req *r, ah_file *f)
 		ah_file_fill(f, rows.v[0]);
 	if (rows.n != 1 || !exp || !sig || ah_parse_ll(&e, exp) != 0 ||
 	    !ah_crypto_url_mac_ok(sig, url_claim(r->arena, f->id, e, f->size)))
-		return ah_reply_error(r, 403, "Invalid upload URL") ? AH_EDONE : AH_EDONE;
+		return ah_answered(ah_reply_error(r, 403, "Invalid upload URL"));
 	if ((long long)time(NULL) > e)
-		return ah_reply_error(r, 403, "This upload URL has expired") ? AH_EDONE : AH_EDONE;
+		return ah_answered(ah_reply_error(r, 403, "This upload URL has expired"));
 	if (f->status != AH_FILE_PENDING || f->uploaded)
-		return ah_reply_error(r, 409, "This upload URL has already been used") ? AH_EDONE : AH_EDONE;
+		return ah_answered(ah_reply_error(r, 409, "This upload URL has already been used"));
 	return 0;
 }
 
@@ -208,12 +208,12 @@ static int upload_put(ah_req *r)
 	long long got = stat(path, &st) == 0 ? (long long)st.st_size : -1;
 	unsigned long long claimed = 0;
 	if (got != f.size) {
-		rc = ah_reply_error(r, 400, ah_sprintf(r->arena, "The body has %lld bytes; this upload"
-		                    " was declared with %lld", got < 0 ? 0 : got, f.size)) ? AH_EDONE : AH_EDONE;
+		rc = ah_answered(ah_reply_error(r, 400, ah_sprintf(r->arena, "The body has %lld bytes; this upload"
+		                    " was declared with %lld", got < 0 ? 0 : got, f.size)));
 	} else if (ah_db_exec(r->db, &claimed, SQL_CLAIM, "s", f.id) != 0) {
 		rc = AH_EFAIL;
 	} else if (claimed == 0) {
-		rc = ah_reply_error(r, 409, "This upload URL has already been used") ? AH_EDONE : AH_EDONE;
+		rc = ah_answered(ah_reply_error(r, 409, "This upload URL has already been used"));
 	} else if (rename(path, ah_store_pending_path(ah_files_store(), r->arena, f.id)) != 0) {
 		ah_log_error("upload %s: rename %s: %s", f.id, path, strerror(errno));
 		ah_db_exec(r->db, NULL, SQL_UNCLAIM, "s", f.id);

@@ -167,7 +167,7 @@ static int check_fields(ah_req *r, struct upload *u, char **tags, const char **a
 		if (ah_db_query(r->db, r->arena, &rows, SQL_AGENT_ID, "ss", r->user->id, u->slug) != 0)
 			return AH_EFAIL;
 		if (rows.n == 0)
-			return ah_reply_error(r, 404, "Agent not found") ? AH_EDONE : AH_EDONE;
+			return ah_answered(ah_reply_error(r, 404, "Agent not found"));
 		*agent_id = rows.v[0][0];
 	}
 	return 0;

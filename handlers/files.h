@@ -25,6 +25,13 @@ int ah_files_quota_reply(ah_req *r, long long wanted);
  * upload paths, so expired reservations and bytes never pile up. */
 void ah_files_sweep(ah_req *r);
 
+/* For helpers whose caller stops on non-zero: a response written is AH_EDONE. */
+static inline int ah_answered(int rc)
+{
+	(void)rc;
+	return AH_EDONE;
+}
+
 extern const ah_route ah_files_routes[];
 extern const ah_route ah_file_upload_routes[];
 extern const ah_route ah_file_presign_routes[];
