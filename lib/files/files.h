@@ -72,6 +72,10 @@ int ah_store_take_pending(const ah_store *s, ah_arena *a, const char *file_id, c
 /* Removes a pending upload's bytes, wherever they are. */
 void ah_store_drop_pending(const ah_store *s, ah_arena *a, const char *file_id);
 
+/* S3: calls fn with the file id of each pending/ object (non-zero stops). */
+int ah_store_each_pending(const ah_store *s, int (*fn)(void *ud, const char *file_id), void *ud,
+                          ah_err *err);
+
 /* SHA-256 (hex) and size of a file. */
 int ah_file_sha256(const char *path, char hex[65], long long *size, ah_err *err);
 
@@ -123,7 +127,9 @@ int ah_file_delete(ah_db *db, const ah_store *s, ah_arena *a, const ah_file *f, 
 /* Deletes every file of an agent (agent and session scope), e.g. with the agent. */
 int ah_files_delete_for_agent(ah_db *db, const ah_store *s, ah_arena *a, const char *agent_id,
                               ah_err *err);
-/* Deletes up to max pending uploads past their expiry, with their bytes. */
+/* Deletes up to max pending uploads past their expiry, with their bytes; on
+ * S3, at most once a minute per process, also pending/ objects whose upload
+ * is no longer pending (a presigned PUT replayed after confirm). */
 int ah_files_sweep_expired(ah_db *db, const ah_store *s, ah_arena *a, int max, ah_err *err);
 
 /* ---- names (names.c): NULL when acceptable, else why not ---- */

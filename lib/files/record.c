@@ -2,6 +2,7 @@
  * expired pending uploads. */
 #include "files/files.h"
 #include "core/log.h"
+#include "core/util.h"
 
 #include <string.h>
 
@@ -125,6 +126,43 @@ int ah_files_delete_for_agent(ah_db *db, const ah_store *s, ah_arena *a, const c
 	}
 }
 
+static const char SQL_IS_PENDING[] = "SELECT 1 FROM files WHERE id = ? AND status = 'pending'";
+
+struct orphans {
+	ah_db *db;
+	const ah_store *s;
+	ah_arena *a;
+	int removed;
+};
+
+static int orphan_one(void *ud, const char *file_id)
+{
+	struct orphans *o = ud;
+	ah_rows rows;
+	if (ah_db_query(o->db, o->a, &rows, SQL_IS_PENDING, "s", file_id) != 0)
+		return AH_EFAIL;
+	if (rows.n == 0) {
+		ah_store_drop_pending(o->s, o->a, file_id);
+		o->removed++;
+	}
+	return 0;
+}
+
+static void sweep_orphans(ah_db *db, const ah_store *s, ah_arena *a)
+{
+	static int64_t last;
+	ah_err err;
+	int64_t now = ah_now_ms();
+	if (!ah_store_is_s3(s) || now - last < 60000)
+		return;
+	last = now;
+	struct orphans o = {db, s, a, 0};
+	if (ah_store_each_pending(s, orphan_one, &o, &err) != 0)
+		ah_log_warn("sweeping pending objects: %s", err.msg);
+	if (o.removed)
+		ah_log_info("removed %d pending object(s) of finished uploads", o.removed);
+}
+
 int ah_files_sweep_expired(ah_db *db, const ah_store *s, ah_arena *a, int max, ah_err *err)
 {
 	ah_rows rows;
@@ -134,5 +172,6 @@ int ah_files_sweep_expired(ah_db *db, const ah_store *s, ah_arena *a, int max, a
 	int rc = delete_rows(db, s, a, &rows, &done, err);
 	if (done)
 		ah_log_info("removed %d expired pending upload(s)", done);
+	sweep_orphans(db, s, a);
 	return rc;
 }

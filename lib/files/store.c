@@ -275,3 +275,22 @@ int ah_file_sha256(const char *path, char hex[65], long long *size, ah_err *err)
 	sodium_bin2hex(hex, 65, d, sizeof(d));
 	return 0;
 }
+
+struct pending_walk {
+	int (*fn)(void *ud, const char *file_id);
+	void *ud;
+};
+
+static int pending_key(void *ud, const char *key, int64_t size)
+{
+	struct pending_walk *w = ud;
+	(void)size;
+	return strncmp(key, "pending/", 8) == 0 ? w->fn(w->ud, key + 8) : 0;
+}
+
+int ah_store_each_pending(const ah_store *s, int (*fn)(void *ud, const char *file_id), void *ud,
+                          ah_err *err)
+{
+	struct pending_walk w = {fn, ud};
+	return s->s3 ? ah_s3_list(&s->bucket, "pending/", 1000, pending_key, &w, err) : 0;
+}

@@ -26,11 +26,15 @@ def s3():
     s.stop()
 
 
+def s3_api(s3):
+    return PrivateApi(AGENTHOST_STORAGE_BACKEND="s3", AGENTHOST_S3_ENDPOINT=s3.endpoint,
+                      AGENTHOST_S3_BUCKET="files", AGENTHOST_S3_REGION="us-east-1",
+                      AGENTHOST_S3_ACCESS_KEY_ID=KEY, AGENTHOST_S3_SECRET_ACCESS_KEY=SECRET)
+
+
 @pytest.fixture(scope="module")
 def api(s3):
-    with PrivateApi(AGENTHOST_STORAGE_BACKEND="s3", AGENTHOST_S3_ENDPOINT=s3.endpoint,
-                    AGENTHOST_S3_BUCKET="files", AGENTHOST_S3_REGION="us-east-1",
-                    AGENTHOST_S3_ACCESS_KEY_ID=KEY, AGENTHOST_S3_SECRET_ACCESS_KEY=SECRET) as a:
+    with s3_api(s3) as a:
         yield a
 
 
@@ -127,3 +131,23 @@ def test_wrong_hash_on_s3_discards_the_object(s3, api, token):
     assert f"pending/{p['file_id']}" not in s3.keys()
     assert call(api, token, "DELETE", f"/files/{p['file_id']}")[0] == 204
     assert not [k for k in s3.keys() if p["file_id"] in k]
+
+
+def test_replayed_s3_put_after_confirm_leaves_no_object(s3, api, token):
+    """S3 cannot count a presigned URL's uses: a replay after confirm writes
+    pending/<id> again, and the sweep (once a minute per worker, so a fresh API
+    here) removes it."""
+    data = b"replayed"
+    st, p = post_json(api, token, "/files/presigned-upload",
+                      {"filename": "r.bin", "size_bytes": len(data), "content_type": "text/plain"})
+    assert requests.put(p["upload_url"], data=data).status_code == 200
+    st, rec = post_json(api, token, f"/files/{p['file_id']}/confirm",
+                        {"sha256_hash": hashlib.sha256(data).hexdigest()})
+    assert st == 200
+    assert requests.put(p["upload_url"], data=data).status_code == 200
+    assert f"pending/{p['file_id']}" in s3.keys()
+    with s3_api(s3) as fresh:
+        assert call(fresh, token, "GET", "/files")[0] == 200
+    assert f"pending/{p['file_id']}" not in s3.keys()
+    assert call(api, token, "DELETE", f"/files/{p['file_id']}")[0] == 204
+    assert not [k for k in s3.keys() if p["file_id"] in k or rec["sha256_hash"] in k]
