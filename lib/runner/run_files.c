@@ -132,9 +132,14 @@ int ah_run_files_in(const ah_config *cfg, ah_sandbox *sb, json_object *files, ah
 	const ah_store *s = get_store(cfg);
 	if (!s)
 		return ah_err_set(err, AH_EFAIL, "managed files unavailable");
+	json_object *att = arr(files, "attach"), *ses = arr(files, "session");
+	/* Nothing to place: no program to run (the sandbox starts with empty
+	 * /files/agent and /files/session, and each run's collect empties
+	 * /files/agent again), so a call without files costs one exec, after it. */
+	if ((!att || !json_object_array_length(att)) && (!ses || !json_object_array_length(ses)))
+		return 0;
 	int rc = sh_simple(sb, "rm -rf /files/agent && mkdir -p /files/agent /files/session", NULL, NULL,
 	                   NULL, 0, err);
-	json_object *att = arr(files, "attach"), *ses = arr(files, "session");
 	ah_arena *a = ah_arena_new();
 	for (size_t i = 0; rc == 0 && att && i < json_object_array_length(att); i++) {
 		json_object *e = json_object_array_get_idx(att, i), *ro = NULL;
@@ -302,8 +307,10 @@ void ah_run_files_out(const ah_config *cfg, ah_sandbox *sb, json_object *files, 
 	json_object *att_out = json_object_new_array();
 	/* Writable attachments first: they are the user's files already. */
 	attach_out(&c, arr(files, "attach"), att_out);
-	char *list = sums(sb, "cd /files/session && find . -maxdepth 1 -type f -print0 | xargs -0 -r sha256sum --",
-	                  NULL, &err);
+	/* One program for the common case: attachments leave with the run (the
+	 * next one rebuilds them), and the session's files are hashed. */
+	char *list = sums(sb, "rm -rf /files/agent; mkdir -p /files/agent /files/session && cd /files/session"
+	                  " && find . -maxdepth 1 -type f -print0 | xargs -0 -r sha256sum --", NULL, &err);
 	if (list)
 		each_sum(list, session_one, &c);
 	else
