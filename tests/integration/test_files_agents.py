@@ -75,6 +75,12 @@ def test_attachment_is_read_only_in_the_sandbox_and_session_files_come_back(clie
     assert client.get(f"/files/{listed[0]['file_id']}/download").content == b"v2"
     assert client.get("/files/usage").json()["total_size_bytes"] == len(b"attached content") + 2
 
+    # A new sandbox of the same session (the old one deleted) gets them back.
+    assert client.delete(f"/agents/{slug}/sessions/{sid}").status_code == 204
+    res4 = run(client, slug, "read|/files/session/out.txt", session_id=sid)
+    assert res4["response_content"] == "v2" and res4["files"] == []
+    assert res4["sandbox_id"] != res3["sandbox_id"]
+
     # Detaching applies from the next invocation on.
     assert client.delete(f"/agents/{slug}/files/{f['file_id']}").status_code == 204
     assert run(client, slug, "ls|/files/agent")["response_content"] == ""
