@@ -12,5 +12,9 @@ const ah_route *const ah_route_tables[] = {
 	ah_invoke_routes,
 	ah_sessions_routes,
 	ah_usage_routes,
+	ah_files_routes,
+	ah_file_upload_routes,
+	ah_file_presign_routes,
+	ah_agent_files_routes,
 	NULL,
 };
