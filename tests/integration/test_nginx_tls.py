@@ -36,7 +36,8 @@ def tls_nginx():
     subst = {"@LISTEN@": f"127.0.0.1:{https}", "@HTTP_LISTEN@": f"127.0.0.1:{http}",
              "@API_SOCKET@": os.path.join(VAR, "run", "api.sock"),
              "@INVOKE_SOCKET@": os.path.join(VAR, "run", "api-invoke.sock"),
-             "@SNIPPETS@": snip, "@CERT@": cert, "@KEY@": key, "@FLOOD_RATE@": "100r/s"}
+             "@SNIPPETS@": snip, "@CERT@": cert, "@KEY@": key, "@FLOOD_RATE@": "100r/s",
+             "@FILES_DIR@": os.path.join(VAR, "files")}
 
     def render(src, dst):
         text = open(src).read()
