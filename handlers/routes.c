@@ -12,5 +12,7 @@ const ah_route *const ah_route_tables[] = {
 	ah_invoke_routes,
 	ah_sessions_routes,
 	ah_usage_routes,
+	ah_buckets_routes,
+	ah_bucket_access_routes,
 	NULL,
 };

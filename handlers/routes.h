@@ -14,6 +14,8 @@ extern const ah_route ah_openapi_routes[];
 extern const ah_route ah_invoke_routes[];
 extern const ah_route ah_sessions_routes[];
 extern const ah_route ah_usage_routes[];
+extern const ah_route ah_buckets_routes[];
+extern const ah_route ah_bucket_access_routes[];
 
 /* All of the above, NULL-terminated: what agenthost-api serves (main.c). */
 extern const ah_route *const ah_route_tables[];

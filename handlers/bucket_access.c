@@ -1,0 +1,144 @@
+/* /buckets/{slug}/credentials and /buckets/{slug}/test: the only code of the
+ * API that handles a bucket's credentials. They are sealed like secrets
+ * (crypto_secretbox, a fresh nonce), opened only to make /test's request,
+ * never returned, never logged (errors name fields, never values). */
+#include "buckets.h"
+#include "routes.h"
+#include "core/util.h"
+#include "crypto/crypto.h"
+
+#include <string.h>
+
+#define SA_JSON_MAX (64 * 1024)
+
+static const char SQL_SET[] =
+	"UPDATE buckets SET cred_nonce = ?, cred_sealed = ?, updated_at = NOW(3) WHERE id = ?";
+static const char SQL_SEALED[] = "SELECT cred_nonce, cred_sealed FROM buckets WHERE id = ?";
+
+static int load(ah_req *r, const ah_bucket **out)
+{
+	int rc = ah_bucket_find(r, r->params[0], out);
+	return rc == AH_ENOTFOUND ? ah_reply_error(r, 404, "Bucket not found") : rc;
+}
+
+/* An access key id or secret: printable ASCII without spaces. */
+static void key_field(ah_req *r, json_object *o, const char *name, const char **out)
+{
+	if (ah_field_str(r, o, name, AH_F_REQUIRED, 1, 256, out, NULL) != 0)
+		return;
+	for (const char *p = *out; *p; p++)
+		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f) {
+			ah_verr(r, "body", name, "Value should be printable ASCII without spaces",
+			        "string_pattern_mismatch");
+			*out = NULL;
+			return;
+		}
+}
+
+/* The body as credentials of b's provider; 422 written → AH_EDONE. */
+static int read_creds(ah_req *r, const ah_bucket *b, ah_bucket_creds *c)
+{
+	static const char *const keys[] = {"access_key_id", "secret_access_key", NULL};
+	static const char *const sa[] = {"service_account_json", NULL};
+	json_object *o;
+	bool gcs = b->provider == AH_PROVIDER_GCS;
+	memset(c, 0, sizeof(*c));
+	if (ah_body_object(r, &o, gcs ? sa : keys) != 0)
+		return AH_EDONE;
+	if (!gcs) {
+		key_field(r, o, "access_key_id", &c->access_key_id);
+		key_field(r, o, "secret_access_key", &c->secret_access_key);
+		return ah_verr_reply(r);
+	}
+	const char *json;
+	ah_err err;
+	if (ah_field_str(r, o, "service_account_json", AH_F_REQUIRED, 2, SA_JSON_MAX, &json, NULL) == 0 &&
+	    ah_bucket_sa_parse(r->arena, c, json, ah_cfg_bool(r->cfg, AH_CFG_STORAGE_ALLOW_PRIVATE),
+	                       &err) != 0)
+		ah_verr(r, "body", "service_account_json", err.msg, "value_error");
+	return ah_verr_reply(r);
+}
+
+static int set_credentials(ah_req *r)
+{
+	const ah_bucket *b;
+	ah_bucket_creds c;
+	int rc = load(r, &b);
+	if (rc != 0 || (rc = read_creds(r, b, &c)) != 0)
+		return rc;
+	const char *doc = ah_bucket_creds_encode(r->arena, &c);
+	unsigned char nonce[AH_NONCE_BYTES], *ct;
+	size_t ctlen;
+	if (ah_crypto_seal(r->arena, nonce, &ct, &ctlen, doc, strlen(doc)) != 0 ||
+	    ah_db_begin(r->db) != 0)
+		return AH_EFAIL;
+	/* Mounts started with the old credentials keep them until a redeploy. */
+	if (ah_db_exec(r->db, NULL, SQL_SET, "bbs", nonce, (size_t)AH_NONCE_BYTES, ct, ctlen, b->id) != 0 ||
+	    ah_bucket_flag_agents(r, b->id) != 0 || ah_db_commit(r->db) != 0) {
+		ah_db_rollback(r->db);
+		return AH_EFAIL;
+	}
+	json_object *out = json_object_new_object();
+	ah_json_bool(out, "has_credentials", true);
+	return ah_reply_json(r, 200, out);
+}
+
+static int reply_test(ah_req *r, bool ok, const char *message)
+{
+	json_object *o = json_object_new_object();
+	ah_json_bool(o, "ok", ok);
+	ah_json_str(o, "message", message);
+	return ah_reply_json(r, 200, o);
+}
+
+/* b's credentials, opened into c; *none when they were never set. */
+static int open_creds(ah_req *r, const ah_bucket *b, ah_bucket_creds *c, bool *none)
+{
+	ah_rows rows;
+	char *doc;
+	size_t len;
+	ah_err err;
+	*none = false;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_SEALED, "s", b->id) != 0 || rows.n != 1)
+		return AH_EFAIL;
+	if (!rows.v[0][0] || !rows.v[0][1] || rows.len[0][0] != AH_NONCE_BYTES) {
+		*none = true;
+		return 0;
+	}
+	if (ah_crypto_open(r->arena, &doc, &len, (const unsigned char *)rows.v[0][0],
+	                   (const unsigned char *)rows.v[0][1], rows.len[0][1]) != 0)
+		return AH_EFAIL;
+	int rc = ah_bucket_creds_decode(r->arena, c, b->provider, doc, &err);
+	if (rc == AH_ENOTFOUND)
+		*none = true;
+	return rc == AH_ENOTFOUND ? 0 : rc;
+}
+
+static int test_bucket(ah_req *r)
+{
+	const ah_bucket *b;
+	ah_bucket_creds c;
+	bool none, ok = false;
+	const char *message = NULL;
+	int rc = load(r, &b);
+	/* No body is read: the request is made with what is stored. */
+	if (rc != 0 || (rc = open_creds(r, b, &c, &none)) != 0)
+		return rc;
+	if (none)
+		return reply_test(r, false, "No credentials are set for this bucket; set them with "
+		                  "POST /api/v1/buckets/{slug}/credentials");
+	ah_bucket_target t = {
+		.provider = b->provider, .bucket_name = b->bucket_name, .region = b->region,
+		.endpoint_url = b->endpoint_url, .prefix = "", .creds = &c,
+		.allow_private = ah_cfg_bool(r->cfg, AH_CFG_STORAGE_ALLOW_PRIVATE),
+	};
+	if (ah_bucket_probe(r->arena, &t, &ok, &message) != 0)
+		return AH_EFAIL;
+	return reply_test(r, ok, message);
+}
+
+const ah_route ah_bucket_access_routes[] = {
+	{"POST", "/buckets/{slug}/credentials", set_credentials, 0, 0},
+	{"POST", "/buckets/{slug}/test", test_bucket, 0, 0},
+	{NULL, NULL, NULL, 0, 0},
+};
