@@ -33,6 +33,17 @@ install_packages() {
         || die "apt-get install failed"
 }
 
+# npm tools the tests use (s3rver: a real S3 server on loopback for the S3 client
+# and the files backend), cached under var/ like the OpenAPI linter.
+S3RVER_VERSION=3.7.1
+install_npm_tools() {
+    local dir=$ROOT/var/npm-tools
+    [ -x "$dir/node_modules/.bin/s3rver" ] && return 0
+    mkdir -p "$dir"
+    npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "s3rver@$S3RVER_VERSION" \
+        </dev/null >/dev/null 2>&1 || die "npm install s3rver failed"
+}
+
 build() { # build DIR [meson options…]
     local dir=$1; shift
     if [ ! -f "$dir/build.ninja" ]; then
