@@ -147,7 +147,7 @@ static void check_fields(ah_req *r, json_object *o, bucket_in *in, bool create)
 	if (ah_field_str(r, o, "endpoint_url", AH_F_NULLABLE, 1, 2048, &in->endpoint_url,
 	                 &in->has_endpoint) == 0 && in->endpoint_url &&
 	    ah_bucket_endpoint_check(in->endpoint_url,
-	                             ah_cfg_bool(r->cfg, AH_CFG_STORAGE_ALLOW_PRIVATE), &err) != 0)
+	                             ah_cfg_bool(r->cfg, AH_CFG_STORAGE_ALLOW_PRIVATE), false, &err) != 0)
 		ah_verr(r, "body", "endpoint_url", err.msg, "url_parsing");
 }
 

@@ -35,9 +35,9 @@ typedef struct ah_bucket_target {
  * host, no credentials, query or fragment; a literal address (or
  * "localhost") that is link-local or metadata is always refused, one that is
  * loopback, private or CGNAT unless allow_private. Names are checked again
- * on the address each connection reaches (ah_bucket_probe). AH_EINVALID with
- * a sentence for the 422. */
-int ah_bucket_endpoint_check(const char *url, bool allow_private, ah_err *err);
+ * on the address each connection reaches (ah_bucket_probe). Without path_ok
+ * nothing but "/" may follow host:port. AH_EINVALID with a sentence for the 422. */
+int ah_bucket_endpoint_check(const char *url, bool allow_private, bool path_ok, ah_err *err);
 
 /* ^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$ (S3's rules, and GCS's longer dotted names). */
 bool ah_bucket_name_valid(const char *s);

@@ -42,7 +42,7 @@ int ah_bucket_sa_parse(ah_arena *a, ah_bucket_creds *out, const char *json, bool
 		goto done;
 	}
 	ah_err uerr;
-	if (ah_bucket_endpoint_check(got[2], allow_private, &uerr) != 0) {
+	if (ah_bucket_endpoint_check(got[2], allow_private, true, &uerr) != 0) {
 		rc = ah_err_set(err, AH_EINVALID, "The key's token_uri is not allowed: %s", uerr.msg);
 		goto done;
 	}

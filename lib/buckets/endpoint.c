@@ -42,7 +42,7 @@ static int port_check(const char *rest)
 	return (e == rest + 1 || v < 1 || v > 65535 || (*e && *e != '/')) ? AH_EINVALID : 0;
 }
 
-int ah_bucket_endpoint_check(const char *url, bool allow_private, ah_err *err)
+int ah_bucket_endpoint_check(const char *url, bool allow_private, bool path_ok, ah_err *err)
 {
 	const char *p;
 	if (!strncasecmp(url, "https://", 8))
@@ -64,6 +64,10 @@ int ah_bucket_endpoint_check(const char *url, bool allow_private, ah_err *err)
 	const char *rest;
 	if (split_host(host, sizeof(host), p, &rest) != 0 || port_check(rest) != 0)
 		return bad(err, "URL should name a host (and a port from 1 to 65535)");
+	const char *path = rest + strcspn(rest, "/");
+	if (!path_ok && *path && strcmp(path, "/") != 0)
+		return bad(err, "URL should be scheme://host[:port] without a path (buckets are named "
+		           "by bucket_name)");
 	int kind = strcasecmp(host, "localhost") == 0 ? AH_ADDR_PRIVATE : ah_addr_kind_text(host);
 	if (kind == AH_ADDR_FORBIDDEN)
 		return bad(err, "URL names a link-local or cloud metadata address, which is never allowed");
