@@ -14,5 +14,6 @@ const ah_route *const ah_route_tables[] = {
 	ah_usage_routes,
 	ah_buckets_routes,
 	ah_bucket_access_routes,
+	ah_mounts_routes,
 	NULL,
 };

@@ -16,6 +16,7 @@ extern const ah_route ah_sessions_routes[];
 extern const ah_route ah_usage_routes[];
 extern const ah_route ah_buckets_routes[];
 extern const ah_route ah_bucket_access_routes[];
+extern const ah_route ah_mounts_routes[];
 
 /* All of the above, NULL-terminated: what agenthost-api serves (main.c). */
 extern const ah_route *const ah_route_tables[];
