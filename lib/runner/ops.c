@@ -7,6 +7,7 @@
 #include "runner/ops.h"
 #include "runner/gateway.h"
 #include "runner/sandboxes.h"
+#include "runner/fuse.h"
 #include "core/log.h"
 #include "core/json.h"
 #include "core/util.h"
@@ -328,7 +329,10 @@ static json_object *execute(const struct ah_runner *r, const struct run_req *q,
 	}
 	if (rc != 0) {
 		ah_log_error("%s agent=%s: no sandbox: %s", tag, q->agent_id, err.msg);
-		return ah_op_error("could not create a sandbox");
+		/* A bucket mount's failure is the user's to know (it names the mount
+		 * and bucket, never a credential); anything else is the operator's. */
+		return ah_op_error(strncmp(err.msg, "Bucket mount", 12) == 0 ? err.msg
+		                   : "could not create a sandbox");
 	}
 	const char *argv[] = {"/usr/bin/node", entry, NULL};
 	ah_sandbox_exec_spec x = {
@@ -465,6 +469,7 @@ json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req)
 	if (!token_ok(agent, 32, "_"))
 		return ah_op_error("invalid agent_id");
 	int n = ah_sandboxes_destroy_agent(agent);
+	ah_fuse_retain(agent, NULL); /* its bucket mounts: the next call starts them again */
 	ah_log_info("agent=%s: destroy_agent (%d sandboxes)", agent, n);
 	if (json_object_object_get_ex(req, "purge", &purge) && json_object_get_boolean(purge)) {
 		char dir[PATH_MAX + 64];
