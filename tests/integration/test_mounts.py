@@ -186,3 +186,41 @@ def test_deleting_an_agent_takes_its_mounts(client, make_agent, bkt):
     mount(client, a, bkt)
     assert client.delete(f"/agents/{a['slug']}").status_code == 204
     assert client.delete(f"/buckets/{bkt['slug']}").status_code == 204
+
+
+def test_live_responses_match_the_document(client, other_client, make_agent):
+    """Buckets and mounts, successes and errors, as docs/openapi.yaml says."""
+    import yaml
+    from test_openapi import DOC_PATH, check_response
+    with open(DOC_PATH, encoding="utf-8") as f:
+        doc = yaml.safe_load(f)
+    r = client.post("/buckets", json={"name": "Doc", "provider": "s3", "bucket_name": "doc-data",
+                                      "endpoint_url": "http://127.0.0.1:9"})
+    check_response(doc, "POST", "/buckets", r)
+    b = r.json()["slug"]
+    check_response(doc, "POST", "/buckets", client.post("/buckets", json={"name": "x", "slug": b,
+                                                                          "provider": "s3", "bucket_name": "abc"}))
+    check_response(doc, "POST", "/buckets", client.post("/buckets", json={"provider": "ftp"}))
+    check_response(doc, "GET", "/buckets", client.get("/buckets"))
+    check_response(doc, "GET", "/buckets/{slug}", client.get(f"/buckets/{b}"))
+    check_response(doc, "GET", "/buckets/{slug}", other_client.get(f"/buckets/{b}"))
+    check_response(doc, "PATCH", "/buckets/{slug}", client.patch(f"/buckets/{b}", json={"region": "eu-west-1"}))
+    check_response(doc, "POST", "/buckets/{slug}/test", client.post(f"/buckets/{b}/test"))
+    check_response(doc, "POST", "/buckets/{slug}/credentials",
+                   client.post(f"/buckets/{b}/credentials", json={"access_key_id": "A", "secret_access_key": "B"}))
+    check_response(doc, "POST", "/buckets/{slug}/test", client.post(f"/buckets/{b}/test"))
+    a = make_agent()
+    p = f"/agents/{a['slug']}/mounts"
+    r = client.post(p, json={"bucket_slug": b, "mount_path": "/data", "cache_enabled": True})
+    check_response(doc, "POST", "/agents/{slug}/mounts", r)
+    mid = r.json()["id"]
+    check_response(doc, "POST", "/agents/{slug}/mounts", client.post(p, json={"bucket_slug": b, "mount_path": "/data"}))
+    check_response(doc, "POST", "/agents/{slug}/mounts", client.post(p, json={"bucket_slug": "nope", "mount_path": "/x"}))
+    check_response(doc, "POST", "/agents/{slug}/mounts", client.post(p, json={"bucket_slug": b, "mount_path": "/app"}))
+    check_response(doc, "GET", "/agents/{slug}/mounts", client.get(p))
+    check_response(doc, "GET", "/agents/{slug}/mounts/{id}", client.get(f"{p}/{mid}"))
+    check_response(doc, "PATCH", "/agents/{slug}/mounts/{id}", client.patch(f"{p}/{mid}", json={"read_only": True}))
+    check_response(doc, "DELETE", "/buckets/{slug}", client.delete(f"/buckets/{b}"))
+    check_response(doc, "DELETE", "/agents/{slug}/mounts/{id}", client.delete(f"{p}/{mid}"))
+    check_response(doc, "GET", "/agents/{slug}/mounts/{id}", client.get(f"{p}/{mid}"))
+    check_response(doc, "DELETE", "/buckets/{slug}", client.delete(f"/buckets/{b}"))
