@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,12 +40,43 @@ static void detach_leftovers(void)
 		fclose(f);
 }
 
+/* rclone processes a previous runner of this data directory left (killed
+ * before it could stop them): their mount point, argv[3], is under root. */
+static void kill_leftovers(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	size_t n = strlen(g.root);
+	while (d && (de = readdir(d))) {
+		char path[300], argv[PATH_MAX * 2];
+		long long pid;
+		if (ah_parse_ll(&pid, de->d_name) != 0 || pid <= 1)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		FILE *f = fopen(path, "re");
+		size_t len = f ? fread(argv, 1, sizeof(argv) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		argv[len] = '\0';
+		const char *a = argv;
+		for (int i = 0; i < 3 && a < argv + len; i++)
+			a += strlen(a) + 1;
+		size_t l0 = strlen(argv);
+		if (a < argv + len && l0 >= 6 && strcmp(argv + l0 - 6, "rclone") == 0 &&
+		    strncmp(a, g.root, n) == 0 && a[n] == '/')
+			kill((pid_t)pid, SIGKILL);
+	}
+	if (d)
+		closedir(d);
+}
+
 int ah_fuse_init(const ah_config *cfg, const char *data_dir, ah_err *err)
 {
 	snprintf(g.root, sizeof(g.root), "%s/mounts", data_dir);
 	snprintf(g.rclone, sizeof(g.rclone), "%s", ah_cfg_str(cfg, AH_CFG_MOUNT_RCLONE));
 	g.allow_private = ah_cfg_bool(cfg, AH_CFG_STORAGE_ALLOW_PRIVATE);
 	procs = NULL;
+	kill_leftovers();
 	detach_leftovers();
 	ah_deploy_rmtree(g.root);
 	return ah_deploy_mkdirs(g.root, err);
