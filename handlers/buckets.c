@@ -147,16 +147,22 @@ static void check_fields(ah_req *r, json_object *o, bucket_in *in, bool create)
 	if (ah_field_str(r, o, "endpoint_url", AH_F_NULLABLE, 1, 2048, &in->endpoint_url,
 	                 &in->has_endpoint) == 0 && in->endpoint_url &&
 	    ah_bucket_endpoint_check(in->endpoint_url,
-	                             ah_cfg_bool(r->cfg, AH_CFG_STORAGE_ALLOW_PRIVATE), false, &err) != 0)
+	                             ah_cfg_bool(r->cfg, AH_CFG_STORAGE_ALLOW_PRIVATE), true, &err) != 0)
 		ah_verr(r, "body", "endpoint_url", err.msg, "url_parsing");
 }
 
-/* Rules across fields, on the values the bucket will have. */
+/* Rules across fields, on the values the bucket will have: r2 needs an
+ * endpoint; an S3 endpoint names no path (a GCS one may: Go clients write
+ * https://host/storage/v1). */
 static void check_combination(ah_req *r, const char *provider, const char *endpoint)
 {
+	ah_err err;
 	if (strcmp(provider, "r2") == 0 && !endpoint)
 		ah_verr(r, "body", "endpoint_url", "Field required for r2 buckets (your account's "
 		        "https://<account id>.r2.cloudflarestorage.com)", "missing");
+	else if (endpoint && strcmp(provider, "gcs") != 0 &&
+	         ah_bucket_endpoint_check(endpoint, true, false, &err) != 0)
+		ah_verr(r, "body", "endpoint_url", err.msg, "url_parsing");
 }
 
 /* ---- handlers ---- */

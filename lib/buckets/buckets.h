@@ -50,6 +50,11 @@ bool ah_bucket_region_valid(const char *s);
 int ah_bucket_sa_parse(ah_arena *a, ah_bucket_creds *out, const char *json, bool allow_private,
                        ah_err *err);
 
+/* The JSON API's base of a GCS bucket's endpoint_url (NULL: Google's), ending
+ * in /storage/v1 without a slash: endpoint_url may be the host (as Google's
+ * Python and Node clients take it) or name that path itself (as Go's do). */
+const char *ah_bucket_gcs_api_base(ah_arena *a, const char *endpoint_url);
+
 /* The sealed form of credentials (a JSON document) and back. */
 char *ah_bucket_creds_encode(ah_arena *a, const ah_bucket_creds *c);
 int ah_bucket_creds_decode(ah_arena *a, ah_bucket_creds *out, ah_provider p, const char *doc,

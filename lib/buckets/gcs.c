@@ -101,6 +101,16 @@ static int exchange(ah_arena *a, const ah_bucket_target *t, ah_bucket_guard *g, 
 	return 0;
 }
 
+const char *ah_bucket_gcs_api_base(ah_arena *a, const char *endpoint_url)
+{
+	const char *base = endpoint_url ? endpoint_url : GCS_DEFAULT;
+	size_t n = strlen(base);
+	while (n > 0 && base[n - 1] == '/')
+		n--;
+	bool has_path = n >= 11 && strncmp(base + n - 11, "/storage/v1", 11) == 0;
+	return ah_sprintf(a, "%.*s%s", (int)n, base, has_path ? "" : "/storage/v1");
+}
+
 int ah_bucket_probe_gcs(ah_arena *a, const ah_bucket_target *t, bool *ok, const char **message)
 {
 	ah_bucket_body *body = ah_alloc(a, sizeof(*body));
@@ -111,12 +121,8 @@ int ah_bucket_probe_gcs(ah_arena *a, const ah_bucket_target *t, bool *ok, const 
 	int rc = exchange(a, t, &g, &token, message);
 	if (rc != 0 || !token)
 		return rc;
-	const char *base = t->endpoint_url ? t->endpoint_url : GCS_DEFAULT;
-	size_t blen = strlen(base);
-	while (blen > 0 && base[blen - 1] == '/')
-		blen--;
-	const char *url = ah_sprintf(a, "%.*s/storage/v1/b/%s/o?maxResults=1", (int)blen, base,
-	                             t->bucket_name);
+	const char *url = ah_sprintf(a, "%s/b/%s/o?maxResults=1",
+	                             ah_bucket_gcs_api_base(a, t->endpoint_url), t->bucket_name);
 	const char *auth = ah_sprintf(a, "Authorization: Bearer %s", token);
 	if (ah_bucket_http(a, &g, url, NULL, auth, &status, body, message) != 0)
 		return AH_EFAIL;

@@ -65,7 +65,9 @@ static size_t build_env(ah_arena *a, json_object *e, const char *home, const cha
 		if (endpoint)
 			env[n++] = "RCLONE_CONFIG_BKT_FORCE_PATH_STYLE=true";
 	}
-	if (endpoint)
+	if (endpoint && provider && strcmp(provider, "gcs") == 0) /* rclone wants the API's base */
+		env[n++] = ah_sprintf(a, "RCLONE_CONFIG_BKT_ENDPOINT=%s/", ah_bucket_gcs_api_base(a, endpoint));
+	else if (endpoint)
 		env[n++] = ah_sprintf(a, "RCLONE_CONFIG_BKT_ENDPOINT=%s", endpoint);
 	env[n] = NULL;
 	return n;

@@ -33,8 +33,10 @@ def key_file(key, token_uri, email="agent@proj.iam.gserviceaccount.com"):
 
 
 class GcsServer:
-    def __init__(self, bucket, key, objects=("hello.txt",)):
-        self.bucket, self.public = bucket, key.public_key()
+    def __init__(self, bucket, key, objects=None):
+        """objects: {name: bytes} the bucket holds (downloads go to each item's mediaLink)."""
+        objects = {"hello.txt": b"hello from GCS"} if objects is None else objects
+        self.bucket, self.public, self.objects = bucket, key.public_key(), objects
         self.tokens, self.requests = set(), []
         outer = self
 
@@ -44,10 +46,10 @@ class GcsServer:
             def log_message(self, *a):
                 pass
 
-            def _send(self, status, obj):
-                data = json.dumps(obj).encode()
+            def _send(self, status, obj, raw=None):
+                data = raw if raw is not None else json.dumps(obj).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "application/octet-stream" if raw is not None else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -71,19 +73,41 @@ class GcsServer:
                 auth = self.headers.get("Authorization", "")
                 if not auth.startswith("Bearer ") or auth[7:] not in outer.tokens:
                     return self._send(401, {"error": {"code": 401, "message": "Invalid Credentials"}})
-                parts = u.path.split("/")  # /storage/v1/b/<bucket>/o
-                if len(parts) != 6 or parts[1:4] != ["storage", "v1", "b"] or parts[5] != "o":
+                if u.path.startswith("/download/"):
+                    name = urllib.parse.unquote(u.path[len("/download/"):])
+                    if name not in outer.objects:
+                        return self._send(404, {"error": {"code": 404}})
+                    return self._send(200, None, raw=outer.objects[name])
+                # /storage/v1/b/<bucket>/o[/<object>], as Google's client libraries ask
+                parts = u.path.split("/", 6)
+                if len(parts) < 6 or parts[1:4] != ["storage", "v1", "b"] or parts[5] != "o":
                     return self._send(400, {"error": {"code": 400}})
                 if parts[4] != outer.bucket:
                     return self._send(404, {"error": {"code": 404, "message": "The specified bucket does not exist."}})
-                return self._send(200, {"kind": "storage#objects",
-                                        "items": [{"name": o, "bucket": outer.bucket} for o in objects]})
+                if len(parts) == 7:
+                    name = urllib.parse.unquote(parts[6])
+                    if name not in outer.objects:
+                        return self._send(404, {"error": {"code": 404, "message": "No such object"}})
+                    return self._send(200, outer.item(name))
+                q = dict(urllib.parse.parse_qsl(u.query))
+                pre, delim = q.get("prefix", ""), q.get("delimiter", "")
+                names = [n for n in sorted(outer.objects) if n.startswith(pre)]
+                subdirs = sorted({pre + n[len(pre):].split(delim, 1)[0] + delim for n in names
+                                  if delim and delim in n[len(pre):]})
+                items = [outer.item(n) for n in names if not (delim and delim in n[len(pre):])]
+                return self._send(200, {"kind": "storage#objects", "items": items, "prefixes": subdirs})
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.token_uri = self.endpoint + "/token"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def item(self, name):
+        return {"kind": "storage#object", "name": name, "bucket": self.bucket,
+                "size": str(len(self.objects[name])), "updated": "2026-11-25T00:00:00.000Z",
+                "contentType": "text/plain",
+                "mediaLink": f"{self.endpoint}/download/{urllib.parse.quote(name, safe='')}"}
 
     def check_jwt(self, jwt):
         """'' when the assertion is a valid RS256 JWT of the service account, else why not."""

@@ -152,3 +152,15 @@ def test_gcs_missing_bucket_is_named(client, gcs, gcs_key):
 def test_gcs_without_credentials_says_so(client, gcs):
     body = run_test(client, bucket(client, gcs.endpoint, provider="gcs", bucket_name="gcs-data"))
     assert body["ok"] is False and "credentials" in body["message"].lower()
+
+
+def test_gcs_endpoint_may_name_the_api_path(client, gcs, gcs_key):
+    """https://host and https://host/storage/v1 (as Go clients write it) both work."""
+    slug = bucket(client, gcs.endpoint + "/storage/v1/", provider="gcs", bucket_name="gcs-data",
+                  creds={"service_account_json": key_file(gcs_key, gcs.token_uri)})
+    assert run_test(client, slug)["ok"] is True
+
+
+def test_r2_good_credentials_are_ok(client, s3):
+    body = run_test(client, bucket(client, s3.endpoint, provider="r2", creds=keys()))
+    assert body["ok"] is True, body

@@ -65,6 +65,14 @@ def test_list_is_a_bare_array_with_total(client):
     assert_422(client.get("/buckets", params={"limit": 0}), ("query", "limit"))
 
 
+def test_only_a_gcs_endpoint_names_a_path(client):
+    assert_422(client.post("/buckets", json=s3_body(endpoint_url="https://s3.example.com/data")),
+               ("body", "endpoint_url"))
+    b = make(client, provider="gcs", endpoint_url="https://gcs.example.com/storage/v1")
+    assert b["endpoint_url"] == "https://gcs.example.com/storage/v1"
+    assert_422(client.patch(f"/buckets/{b['slug']}", json={"provider": "s3"}), ("body", "endpoint_url"))
+
+
 def test_r2_needs_an_endpoint_and_s3_takes_one(client):
     assert_422(client.post("/buckets", json=s3_body(provider="r2")), ("body", "endpoint_url"))
     b = make(client, provider="r2", endpoint_url="https://acct.r2.cloudflarestorage.com")

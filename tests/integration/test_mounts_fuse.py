@@ -205,3 +205,27 @@ def test_mount_with_bad_credentials_fails_the_deploy_naming_it(client, s3):
         assert "/bad" in a["status_message"] and "credentials" in a["status_message"]
     finally:
         strict.stop()
+
+
+def test_gcs_bucket_mounts_through_a_service_account(client):
+    """rclone's GCS backend against the test's token + JSON API server (the one
+    /test uses): the JWT exchange, a listing and a download, inside the sandbox."""
+    from gcsserver import GcsServer, key_file, new_key
+    key = new_key()
+    gcs = GcsServer("gcs-data", key, {"team/notes.txt": b"notes from GCS", "other.txt": b"no"})
+    try:
+        r = client.post("/buckets", json={"name": "g " + uuid.uuid4().hex[:6], "provider": "gcs",
+                                          "bucket_name": "gcs-data", "endpoint_url": gcs.endpoint})
+        assert r.status_code == 201, r.text
+        b = r.json()["slug"]
+        r = client.post(f"/buckets/{b}/credentials", json={"service_account_json": key_file(key, gcs.token_uri)})
+        assert r.status_code == 200, r.text
+        slug = agent_with_mounts(client, [{"bucket_slug": b, "mount_path": "/gcs", "source_prefix": "team",
+                                           "read_only": True}])
+        assert run(client, slug, "!ls /gcs") == ["notes.txt"]
+        assert run(client, slug, "!cat /gcs/notes.txt") == "notes from GCS"
+    finally:
+        for s in list(CREATED):
+            client.delete(f"/agents/{s}")
+            CREATED.remove(s)
+        gcs.stop()
