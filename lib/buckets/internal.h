@@ -3,6 +3,7 @@
 #define AH_BUCKETS_INTERNAL_H
 
 #include <curl/curl.h>
+#include <stdint.h>
 
 #include "buckets/buckets.h"
 
@@ -12,6 +13,7 @@
 typedef struct ah_bucket_guard {
 	bool allow_private;
 	int refused;
+	int64_t deadline_ms;  /* ah_now_ms() by which all of /test's requests end; 0: 10 s each */
 } ah_bucket_guard;
 
 /* The first 16 KiB of an answer. */

@@ -224,3 +224,16 @@ def test_live_responses_match_the_document(client, other_client, make_agent):
     check_response(doc, "DELETE", "/agents/{slug}/mounts/{id}", client.delete(f"{p}/{mid}"))
     check_response(doc, "GET", "/agents/{slug}/mounts/{id}", client.get(f"{p}/{mid}"))
     check_response(doc, "DELETE", "/buckets/{slug}", client.delete(f"/buckets/{b}"))
+
+
+def test_bucket_changes_flag_the_agents_that_mount_it(client, make_agent, bkt):
+    a, other = make_agent(), make_agent()
+    mount(client, a, bkt)
+    for change in (lambda: client.patch(f"/buckets/{bkt['slug']}", json={"region": "eu-west-1"}),
+                   lambda: client.post(f"/buckets/{bkt['slug']}/credentials",
+                                       json={"access_key_id": "A", "secret_access_key": "B"})):
+        clear_redeploy(a)
+        clear_redeploy(other)
+        assert change().status_code == 200
+        assert needs_redeploy(client, a) is True
+        assert needs_redeploy(client, other) is False
