@@ -22,9 +22,9 @@ static int load(ah_req *r, const ah_bucket **out)
 }
 
 /* An access key id or secret: printable ASCII without spaces. */
-static void key_field(ah_req *r, json_object *o, const char *name, const char **out)
+static void key_field(ah_req *r, json_object *o, const char *name, unsigned flags, const char **out)
 {
-	if (ah_field_str(r, o, name, AH_F_REQUIRED, 1, 256, out, NULL) != 0)
+	if (ah_field_str(r, o, name, flags, 1, 256, out, NULL) != 0 || !*out)
 		return;
 	for (const char *p = *out; *p; p++)
 		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f) {
@@ -35,46 +35,68 @@ static void key_field(ah_req *r, json_object *o, const char *name, const char **
 		}
 }
 
-/* The body as credentials of b's provider; 422 written → AH_EDONE. */
-static int read_creds(ah_req *r, const ah_bucket *b, ah_bucket_creds *c)
+int ah_bucket_creds_fields(ah_req *r, json_object *o, ah_provider p, bool required,
+                           ah_bucket_creds *c, bool *any)
 {
-	static const char *const keys[] = {"access_key_id", "secret_access_key", NULL};
-	static const char *const sa[] = {"service_account_json", NULL};
-	json_object *o;
-	bool gcs = b->provider == AH_PROVIDER_GCS;
+	unsigned flags = required ? AH_F_REQUIRED : 0;
 	memset(c, 0, sizeof(*c));
-	if (ah_body_object(r, &o, gcs ? sa : keys) != 0)
-		return AH_EDONE;
-	if (!gcs) {
-		key_field(r, o, "access_key_id", &c->access_key_id);
-		key_field(r, o, "secret_access_key", &c->secret_access_key);
-		return ah_verr_reply(r);
+	if (p != AH_PROVIDER_GCS) {
+		if (!required && json_object_object_get_ex(o, "service_account_json", NULL))
+			ah_verr(r, "body", "service_account_json", "Only gcs buckets take a service account",
+			        "extra_forbidden");
+		key_field(r, o, "access_key_id", flags, &c->access_key_id);
+		key_field(r, o, "secret_access_key", flags, &c->secret_access_key);
+		*any = c->access_key_id || c->secret_access_key ||
+		       json_object_object_get_ex(o, "access_key_id", NULL) ||
+		       json_object_object_get_ex(o, "secret_access_key", NULL);
+		if (*any && !r->errors && (!c->access_key_id || !c->secret_access_key))
+			ah_verr(r, "body", c->access_key_id ? "secret_access_key" : "access_key_id",
+			        "Field required with the other key", "missing");
+		return r->errors ? AH_EINVALID : 0;
 	}
-	const char *json;
+	if (!required && (json_object_object_get_ex(o, "access_key_id", NULL) ||
+	                  json_object_object_get_ex(o, "secret_access_key", NULL)))
+		ah_verr(r, "body", "access_key_id", "gcs buckets take a service_account_json",
+		        "extra_forbidden");
+	const char *json = NULL;
 	ah_err err;
-	if (ah_field_str(r, o, "service_account_json", AH_F_REQUIRED, 2, SA_JSON_MAX, &json, NULL) == 0 &&
+	if (ah_field_str(r, o, "service_account_json", flags, 2, SA_JSON_MAX, &json, NULL) == 0 && json &&
 	    ah_bucket_sa_parse(r->arena, c, json, ah_cfg_bool(r->cfg, AH_CFG_STORAGE_ALLOW_PRIVATE),
 	                       &err) != 0)
 		ah_verr(r, "body", "service_account_json", err.msg, "value_error");
-	return ah_verr_reply(r);
+	*any = json_object_object_get_ex(o, "service_account_json", NULL);
+	return r->errors ? AH_EINVALID : 0;
+}
+
+int ah_bucket_creds_store(ah_req *r, const char *bucket_id, const ah_bucket_creds *c)
+{
+	const char *doc = ah_bucket_creds_encode(r->arena, c);
+	unsigned char nonce[AH_NONCE_BYTES], *ct;
+	size_t ctlen;
+	if (ah_crypto_seal(r->arena, nonce, &ct, &ctlen, doc, strlen(doc)) != 0)
+		return AH_EFAIL;
+	return ah_db_exec(r->db, NULL, SQL_SET, "bbs", nonce, (size_t)AH_NONCE_BYTES, ct, ctlen, bucket_id);
 }
 
 static int set_credentials(ah_req *r)
 {
+	static const char *const keys[] = {"access_key_id", "secret_access_key", NULL};
+	static const char *const sa[] = {"service_account_json", NULL};
 	const ah_bucket *b;
 	ah_bucket_creds c;
+	json_object *o;
+	bool any;
 	int rc = load(r, &b);
-	if (rc != 0 || (rc = read_creds(r, b, &c)) != 0)
+	if (rc != 0 || (rc = ah_body_object(r, &o, b->provider == AH_PROVIDER_GCS ? sa : keys)) != 0)
 		return rc;
-	const char *doc = ah_bucket_creds_encode(r->arena, &c);
-	unsigned char nonce[AH_NONCE_BYTES], *ct;
-	size_t ctlen;
-	if (ah_crypto_seal(r->arena, nonce, &ct, &ctlen, doc, strlen(doc)) != 0 ||
-	    ah_db_begin(r->db) != 0)
+	ah_bucket_creds_fields(r, o, b->provider, true, &c, &any);
+	if (ah_verr_reply(r) != 0)
+		return AH_EDONE;
+	if (ah_db_begin(r->db) != 0)
 		return AH_EFAIL;
 	/* Mounts started with the old credentials keep them until a redeploy. */
-	if (ah_db_exec(r->db, NULL, SQL_SET, "bbs", nonce, (size_t)AH_NONCE_BYTES, ct, ctlen, b->id) != 0 ||
-	    ah_bucket_flag_agents(r, b->id) != 0 || ah_db_commit(r->db) != 0) {
+	if (ah_bucket_creds_store(r, b->id, &c) != 0 || ah_bucket_flag_agents(r, b->id) != 0 ||
+	    ah_db_commit(r->db) != 0) {
 		ah_db_rollback(r->db);
 		return AH_EFAIL;
 	}

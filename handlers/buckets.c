@@ -122,6 +122,10 @@ typedef struct bucket_in {
 
 static const char *const BUCKET_FIELDS[] = {"name", "slug", "provider", "bucket_name", "region",
                                             "endpoint_url", NULL};
+/* Creation also takes the credentials, in one call (as /credentials takes them). */
+static const char *const CREATE_FIELDS[] = {"name", "slug", "provider", "bucket_name", "region",
+                                            "endpoint_url", "access_key_id", "secret_access_key",
+                                            "service_account_json", NULL};
 
 static void check_fields(ah_req *r, json_object *o, bucket_in *in, bool create)
 {
@@ -177,26 +181,49 @@ static int list_buckets(ah_req *r)
 	return ah_list_reply(r, SQL_COUNT, SQL_LIST, r->user->id, bucket_row_json);
 }
 
+/* The row, with credentials when given, in one transaction: a derived slug
+ * taken meanwhile (as for agents) is derived again. */
+static int insert_bucket(ah_req *r, const bucket_in *in, const char *id, const ah_bucket_creds *c,
+                         const char **slug)
+{
+	int rc = ah_db_begin(r->db);
+	for (int attempt = 0; rc == 0 || (rc == AH_ECONFLICT && attempt < (in->slug ? 1 : 5)); attempt++) {
+		if (!in->slug && ah_slug_free(r, SQL_SLUG_TAKEN, in->name, "bucket", slug) != 0) {
+			rc = AH_EFAIL;
+			break;
+		}
+		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssss", id, r->user->id, in->name, *slug,
+		                in->provider, in->bucket_name, in->region, in->endpoint_url);
+		if (rc != AH_ECONFLICT)
+			break;
+	}
+	if (rc == 0 && c)
+		rc = ah_bucket_creds_store(r, id, c);
+	if (rc == 0)
+		rc = ah_db_commit(r->db);
+	if (rc != 0)
+		ah_db_rollback(r->db);
+	return rc;
+}
+
 static int create_bucket(ah_req *r)
 {
 	json_object *o;
 	bucket_in in = {0};
-	if (ah_body_object(r, &o, BUCKET_FIELDS) != 0)
+	ah_bucket_creds c;
+	bool any = false;
+	if (ah_body_object(r, &o, CREATE_FIELDS) != 0)
 		return AH_EDONE;
 	check_fields(r, o, &in, true);
-	if (!r->errors)
+	if (!r->errors) {
 		check_combination(r, in.provider, in.endpoint_url);
+		ah_bucket_creds_fields(r, o, (ah_provider)ah_enum_find(ah_provider_names, in.provider),
+		                       false, &c, &any);
+	}
 	if (ah_verr_reply(r) != 0)
 		return AH_EDONE;
 	const char *slug = in.slug, *id = ah_id_new(r->arena, "bkt");
-	int rc = AH_ECONFLICT;
-	/* As for agents: a derived slug taken meanwhile is derived again. */
-	for (int attempt = 0; rc == AH_ECONFLICT && attempt < (in.slug ? 1 : 5); attempt++) {
-		if (!in.slug && ah_slug_free(r, SQL_SLUG_TAKEN, in.name, "bucket", &slug) != 0)
-			return AH_EFAIL;
-		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssss", id, r->user->id, in.name, slug,
-		                in.provider, in.bucket_name, in.region, in.endpoint_url);
-	}
+	int rc = insert_bucket(r, &in, id, any ? &c : NULL, &slug);
 	if (rc == AH_ECONFLICT)
 		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Slug '%s' is already taken", slug));
 	return rc ? rc : reply_by_id(r, 201, id);

@@ -22,4 +22,12 @@ int ah_bucket_find(ah_req *r, const char *slug, const ah_bucket **out);
 /* Sets needs_redeploy on every agent with a mount of the bucket. */
 int ah_bucket_flag_agents(ah_req *r, const char *bucket_id);
 
+/* The credentials of a provider in body o (bucket_access.c): required for
+ * /credentials, optional at creation (*any: some were given). 422 entries
+ * are left pending for the caller's ah_verr_reply; AH_EINVALID then. */
+int ah_bucket_creds_fields(ah_req *r, json_object *o, ah_provider p, bool required,
+                           ah_bucket_creds *c, bool *any);
+/* Seals c into the bucket's row (inside the caller's transaction). */
+int ah_bucket_creds_store(ah_req *r, const char *bucket_id, const ah_bucket_creds *c);
+
 #endif

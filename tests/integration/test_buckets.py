@@ -218,3 +218,24 @@ def test_test_without_credentials_says_so(client):
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["ok"] is False and "credentials" in body["message"].lower()
+
+
+def test_credentials_may_come_with_the_creation(client):
+    secret = "SECRET" + uuid.uuid4().hex
+    b = make(client, access_key_id="AKIAEXAMPLE", secret_access_key=secret)
+    assert b["has_credentials"] is True and secret not in json.dumps(b)
+    g = make(client, provider="gcs", service_account_json=service_account())
+    assert g["has_credentials"] is True
+
+
+@pytest.mark.parametrize("body,loc", [
+    ({"access_key_id": "AKIA"}, "secret_access_key"),
+    ({"secret_access_key": "x"}, "access_key_id"),
+    ({"service_account_json": "{}"}, "service_account_json"),
+    ({"provider": "gcs", "access_key_id": "A", "secret_access_key": "B"}, "access_key_id"),
+    ({"provider": "gcs", "service_account_json": "not json"}, "service_account_json"),
+])
+def test_bad_credentials_at_creation_are_422_and_store_nothing(client, body, loc):
+    before = bucket_count(client)
+    assert_422(client.post("/buckets", json=s3_body(**body)), ("body", loc))
+    assert bucket_count(client) == before
