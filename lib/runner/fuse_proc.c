@@ -15,11 +15,9 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define FUSE_SUPER_MAGIC 0x65735546
 #define START_TIMEOUT_MS 10000
 #define STOP_GRACE_MS 2000
 #define MAX_ARGS 40
@@ -127,10 +125,27 @@ static const char *log_tail(ah_arena *a, const char *log)
 	return ah_strdup(a, last ? last + 1 : buf);
 }
 
+/* dir is a FUSE mount point, read from the mount table: never a call into the
+ * filesystem, which a stuck rclone would never answer (statfs would hang the
+ * runner with it). */
 static bool is_fuse(const char *dir)
 {
-	struct statfs st;
-	return statfs(dir, &st) == 0 && st.f_type == FUSE_SUPER_MAGIC;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[PATH_MAX * 2 + 256];
+	bool found = false;
+	size_t n = strlen(dir);
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		/* "id parent major:minor root mountpoint options ... - fstype source ..." */
+		const char *p = line;
+		for (int field = 0; field < 4 && p; field++)
+			p = strchr(p, ' ') ? strchr(p, ' ') + 1 : NULL;
+		const char *sep = p ? strstr(p, " - ") : NULL;
+		found = p && sep && strncmp(p, dir, n) == 0 && p[n] == ' ' &&
+		        strncmp(sep + 3, "fuse", 4) == 0;
+	}
+	if (f)
+		fclose(f);
+	return found;
 }
 
 static pid_t spawn(const char **argv, const char **env, const char *log)

@@ -229,3 +229,22 @@ def test_gcs_bucket_mounts_through_a_service_account(client):
             client.delete(f"/agents/{s}")
             CREATED.remove(s)
         gcs.stop()
+
+
+def test_stuck_rclone_times_the_call_out_and_never_hangs_the_runner(client, s3):
+    """A FUSE process that stops answering: the call ends at its timeout (the
+    agent is killed out of its wait), other agents run meanwhile, and the runner
+    never blocks on the mount (it checks the mount table, not the filesystem)."""
+    slug = agent_with_mounts(client, [{"bucket_slug": bucket(client, s3), "mount_path": "/stuck"}])
+    other = agent_with_mounts(client, [])
+    agent_id = client.get(f"/agents/{slug}").json()["id"]
+    (pid,) = [p for p, l in rclone_pids().items() if agent_id in l]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        r = client.post(f"/agents/{slug}/invoke", json={"prompt": "!ls /stuck", "timeout_seconds": 3},
+                        timeout=60)
+        assert r.status_code == 504, r.text
+        assert run(client, other, "!ls /app") == ["agent.json", "index.js"]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert isinstance(run(client, slug, "!ls /stuck"), list)
