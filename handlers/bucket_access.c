@@ -1,5 +1,6 @@
 /* /buckets/{slug}/credentials and /buckets/{slug}/test: the only code of the
- * API that handles a bucket's credentials. They are sealed like secrets
+ * API that handles a bucket's credentials (those POST /buckets brings along
+ * too, through ah_bucket_creds_fields/_store). They are sealed like secrets
  * (crypto_secretbox, a fresh nonce), opened only to make /test's request,
  * never returned, never logged (errors name fields, never values). */
 #include "buckets.h"
@@ -14,12 +15,6 @@
 static const char SQL_SET[] =
 	"UPDATE buckets SET cred_nonce = ?, cred_sealed = ?, updated_at = NOW(3) WHERE id = ?";
 static const char SQL_SEALED[] = "SELECT cred_nonce, cred_sealed FROM buckets WHERE id = ?";
-
-static int load(ah_req *r, const ah_bucket **out)
-{
-	int rc = ah_bucket_find(r, r->params[0], out);
-	return rc == AH_ENOTFOUND ? ah_reply_error(r, 404, "Bucket not found") : rc;
-}
 
 /* An access key id or secret: printable ASCII without spaces. */
 static void key_field(ah_req *r, json_object *o, const char *name, unsigned flags, const char **out)
@@ -86,7 +81,7 @@ static int set_credentials(ah_req *r)
 	ah_bucket_creds c;
 	json_object *o;
 	bool any;
-	int rc = load(r, &b);
+	int rc = ah_bucket_load(r, &b);
 	if (rc != 0 || (rc = ah_body_object(r, &o, b->provider == AH_PROVIDER_GCS ? sa : keys)) != 0)
 		return rc;
 	ah_bucket_creds_fields(r, o, b->provider, true, &c, &any);
@@ -142,7 +137,7 @@ static int test_bucket(ah_req *r)
 	ah_bucket_creds c;
 	bool none, ok = false;
 	const char *message = NULL;
-	int rc = load(r, &b);
+	int rc = ah_bucket_load(r, &b);
 	/* No body is read: the request is made with what is stored. */
 	if (rc != 0 || (rc = open_creds(r, b, &c, &none)) != 0)
 		return rc;

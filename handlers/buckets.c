@@ -82,8 +82,7 @@ int ah_bucket_flag_agents(ah_req *r, const char *bucket_id)
 	return ah_db_exec(r->db, NULL, SQL_FLAG, "s", bucket_id);
 }
 
-/* The path's bucket, or a 404 written (AH_EDONE). */
-static int load(ah_req *r, const ah_bucket **out)
+int ah_bucket_load(ah_req *r, const ah_bucket **out)
 {
 	int rc = ah_bucket_find(r, r->params[0], out);
 	return rc == AH_ENOTFOUND ? ah_reply_error(r, 404, "Bucket not found") : rc;
@@ -232,7 +231,7 @@ static int create_bucket(ah_req *r)
 static int get_bucket(ah_req *r)
 {
 	const ah_bucket *b;
-	int rc = load(r, &b);
+	int rc = ah_bucket_load(r, &b);
 	return rc ? rc : ah_reply_json(r, 200, bucket_json(r, b));
 }
 
@@ -241,7 +240,7 @@ static int patch_bucket(ah_req *r)
 	const ah_bucket *b;
 	json_object *o;
 	bucket_in in = {0};
-	int rc = load(r, &b);
+	int rc = ah_bucket_load(r, &b);
 	if (rc != 0 || (rc = ah_body_object(r, &o, BUCKET_FIELDS)) != 0)
 		return rc;
 	check_fields(r, o, &in, false);
@@ -288,7 +287,7 @@ static int delete_bucket(ah_req *r)
 {
 	const ah_bucket *b;
 	ah_rows users;
-	int rc = load(r, &b);
+	int rc = ah_bucket_load(r, &b);
 	if (rc != 0)
 		return rc;
 	const char *force = ah_query_get(r, "force");

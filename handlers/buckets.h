@@ -19,6 +19,9 @@ typedef struct ah_bucket {
  * caller has none, also when another user has one. */
 int ah_bucket_find(ah_req *r, const char *slug, const ah_bucket **out);
 
+/* The bucket the path's first parameter names, or a 404 written (AH_EDONE). */
+int ah_bucket_load(ah_req *r, const ah_bucket **out);
+
 /* Sets needs_redeploy on every agent with a mount of the bucket. */
 int ah_bucket_flag_agents(ah_req *r, const char *bucket_id);
 
