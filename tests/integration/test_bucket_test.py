@@ -98,6 +98,7 @@ def test_tls_failure_says_so(client, s3):
     assert body["ok"] is False and "TLS" in body["message"]
 
 
+@pytest.mark.slow
 def test_silent_endpoint_times_out(client):
     """A server that accepts and never answers: /test gives up (within its 10 s)."""
     srv = socket.socket()

@@ -114,6 +114,14 @@ def rclone_pids():
     return {int(l.split()[0]): l for l in out.splitlines() if os.path.join(VAR, "data", "mounts") in l}
 
 
+def dead(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
 def test_agent_reads_lists_and_sees_only_its_prefix(client, s3):
     tag = uuid.uuid4().hex[:8]
     put(s3, f"{tag}/in/hello.txt", "hello from S3")
@@ -165,6 +173,7 @@ def test_dead_rclone_fails_the_call_naming_the_mount_then_recovers(client, s3):
     mine = [p for p, line in rclone_pids().items() if agent_id in line]
     assert len(mine) == 1
     os.kill(mine[0], signal.SIGKILL)
+    assert wait_until(lambda: dead(mine[0]), timeout=10)  # the runner reaps it only when it looks
     body = run(client, slug, "!ls /crashy", status=500)
     assert "Bucket mount at /crashy" in body["invocation"]["error"], body
     assert isinstance(run(client, slug, "!ls /crashy"), list)
