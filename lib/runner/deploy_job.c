@@ -199,8 +199,12 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 	}
 	if (rc == 0 && (rc = apply_mounts(db, a, r, j, q.image_dir, err)) != 0)
 		ah_deploy_rmtree(q.image_dir);
-	if (rc == 0)
-		rc = finish(db, a, r, j, &q, &m, ag.old_image, err);
+	if (rc == 0 && (rc = finish(db, a, r, j, &q, &m, ag.old_image, err)) != 0) {
+		/* Not switched (superseded, lease lost, deleted): its mount plan and
+		 * the processes only it named go with its image. */
+		unlink(ah_sprintf(a, "%s.mounts", q.image_dir));
+		ah_fuse_retain(j->agent_id, ag.old_image);
+	}
 	if (rc == AH_ECONFLICT && !q.image_dir)
 		ah_log_info("%s: agent deleted; job dropped", j->tag);
 	ah_arena_destroy(a);
