@@ -63,7 +63,7 @@ static int stream_body(ah_req *r, int fd, char hex[65], long long *size)
 			return AH_ETOOBIG;
 		crypto_hash_sha256_update(&st, (unsigned char *)buf, (size_t)n);
 		if (write(fd, buf, (size_t)n) != n)
-			return AH_EFAIL;
+			return errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
 	}
 	crypto_hash_sha256_final(&st, digest);
 	sodium_bin2hex(hex, 65, digest, sizeof(digest));
@@ -77,6 +77,11 @@ static int answer_upload_error(ah_req *r, int rc)
 		return ah_reply_error(r, 413, "Request body too large (limit 52428800 bytes)");
 	if (rc == AH_EINVALID)
 		return ah_reply_error(r, 400, "The body is not a gzip file; upload a .tar.gz of the project");
+	if (rc == AH_ENOSPACE) {
+		ah_log_error("code upload refused: the data directory's disk is full");
+		return ah_reply_error(r, 507, "The server's storage is full; nothing was stored. "
+		                      "Try again later");
+	}
 	return AH_EFAIL;
 }
 
@@ -98,13 +103,13 @@ static int put_code(ah_req *r)
 	int fd = mkstemp(tmp);
 	if (fd < 0) {
 		ah_log_error("cannot create %s: %s", tmp, strerror(errno));
-		return AH_EFAIL;
+		return answer_upload_error(r, errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL);
 	}
 	char hex[65];
 	long long size;
 	rc = stream_body(r, fd, hex, &size);
 	if (rc == 0 && fsync(fd) != 0)
-		rc = AH_EFAIL;
+		rc = errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
 	close(fd);
 	const char *dest = ah_sprintf(r->arena, "%s/%s.tar.gz", dir, a->id);
 	if (rc == 0 && rename(tmp, dest) != 0)

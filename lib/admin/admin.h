@@ -12,9 +12,10 @@ typedef struct ah_admin {
 	ah_arena *arena;
 } ah_admin;
 
-const char *ah_admin_opt(int argc, char **argv, const char *name, const char *def);
 int ah_admin_migrate(ah_admin *ad);
-int ah_admin_user_create(ah_admin *ad, const char *email, int argc, char **argv);
+/* plan: free|pro|enterprise; quota_bytes: NULL for the plan's. */
+int ah_admin_user_create(ah_admin *ad, const char *email, const char *plan,
+                         const char *quota_bytes);
 int ah_admin_user_set_disabled(ah_admin *ad, const char *email, int disabled);
 int ah_admin_user_identities(ah_admin *ad, const char *email);
 int ah_admin_user_unlink(ah_admin *ad, const char *email, const char *issuer, const char *subject);

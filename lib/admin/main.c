@@ -26,7 +26,7 @@ static int usage(void)
 }
 
 /* Value of --name in argv, or def. */
-const char *ah_admin_opt(int argc, char **argv, const char *name, const char *def)
+static const char *opt(int argc, char **argv, const char *name, const char *def)
 {
 	for (int i = 0; i + 1 < argc; i++)
 		if (strcmp(argv[i], name) == 0)
@@ -39,7 +39,8 @@ static int dispatch(ah_admin *ad, int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], "migrate") == 0)
 		return ah_admin_migrate(ad);
 	if (argc >= 4 && strcmp(argv[1], "user") == 0 && strcmp(argv[2], "create") == 0)
-		return ah_admin_user_create(ad, argv[3], argc, argv);
+		return ah_admin_user_create(ad, argv[3], opt(argc, argv, "--plan", "free"),
+		                            opt(argc, argv, "--quota-bytes", NULL));
 	if (argc >= 4 && strcmp(argv[1], "user") == 0 &&
 	    (strcmp(argv[2], "disable") == 0 || strcmp(argv[2], "enable") == 0))
 		return ah_admin_user_set_disabled(ad, argv[3], strcmp(argv[2], "disable") == 0);
@@ -48,7 +49,7 @@ static int dispatch(ah_admin *ad, int argc, char **argv)
 	if (argc == 6 && strcmp(argv[1], "user") == 0 && strcmp(argv[2], "unlink") == 0)
 		return ah_admin_user_unlink(ad, argv[3], argv[4], argv[5]);
 	if (argc >= 4 && strcmp(argv[1], "key") == 0 && strcmp(argv[2], "create") == 0)
-		return ah_admin_key_create(ad, argv[3], ah_admin_opt(argc, argv, "--name", "Default"));
+		return ah_admin_key_create(ad, argv[3], opt(argc, argv, "--name", "Default"));
 	return usage();
 }
 

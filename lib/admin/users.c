@@ -44,11 +44,9 @@ static int insert_key(ah_admin *ad, const char *user_id, const char *name)
 	return 0;
 }
 
-int ah_admin_user_create(ah_admin *ad, const char *email, int argc, char **argv)
+int ah_admin_user_create(ah_admin *ad, const char *email, const char *plan, const char *q)
 {
-	const char *plan = ah_admin_opt(argc, argv, "--plan", "free");
 	long long quota = ah_plan_quota(plan);
-	const char *q = ah_admin_opt(argc, argv, "--quota-bytes", NULL);
 	if (quota < 0 || !email_ok(email) || (q && (ah_parse_ll(&quota, q) != 0 || quota < 0))) {
 		fprintf(stderr, "agenthost-admin: need a valid EMAIL, --plan free|pro|enterprise "
 		        "and a non-negative --quota-bytes\n");

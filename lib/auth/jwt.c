@@ -146,15 +146,20 @@ static int check_signature(const struct token *t, const ah_jwt_policy *p)
 	                      t->sig_len);
 }
 
-/* A NumericDate claim: *present false when absent; AH_EDENIED when not a number. */
+/* A NumericDate claim: *present false when absent; AH_EDENIED when not a number.
+ * Integers are clamped to +-1e15 s (30 million years), so that the checks'
+ * sums cannot overflow whatever a token says (fuzz_jwt found exp = 2^63-1). */
+#define TIME_CLAIM_MAX 1000000000000000LL
 static int time_claim(json_object *c, const char *name, long long *out, bool *present)
 {
 	json_object *v;
 	*present = json_object_object_get_ex(c, name, &v);
 	if (!*present)
 		return 0;
-	if (json_object_is_type(v, json_type_int))
-		*out = (long long)json_object_get_int64(v);
+	if (json_object_is_type(v, json_type_int)) {
+		int64_t n = json_object_get_int64(v);
+		*out = n > TIME_CLAIM_MAX ? TIME_CLAIM_MAX : n < -TIME_CLAIM_MAX ? -TIME_CLAIM_MAX : n;
+	}
 	else if (json_object_is_type(v, json_type_double) && json_object_get_double(v) > -1e15 &&
 	         json_object_get_double(v) < 1e15)
 		*out = (long long)json_object_get_double(v);

@@ -18,6 +18,7 @@ enum {
 	AH_ETIMEOUT  = -7,
 	AH_EDONE     = -8,  /* a response has already been written */
 	AH_EBUSY     = -9,  /* out of capacity for now (sandbox budget): retry later */
+	AH_ENOSPACE  = -10, /* the disk is full (ENOSPC, EDQUOT): HTTP 507 */
 };
 
 typedef struct ah_err {

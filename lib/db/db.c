@@ -124,7 +124,7 @@ static MYSQL_STMT *prepare(ah_db *db, const char *sql, unsigned *errnum)
 		if (!c->sql) {
 			MYSQL_STMT *st = mysql_stmt_init(db->conn);
 			if (!st || mysql_stmt_prepare(st, sql, strlen(sql)) != 0) {
-				*errnum = st ? mysql_stmt_errno(st) : CR_OUT_OF_MEMORY;
+				*errnum = db->last_errno = st ? mysql_stmt_errno(st) : CR_OUT_OF_MEMORY;
 				set_error(db, "prepare", st ? mysql_stmt_error(st) : "out of memory");
 				if (st)
 					mysql_stmt_close(st);
@@ -310,6 +310,11 @@ int ah_db_exec(ah_db *db, unsigned long long *affected, const char *sql, const c
 bool ah_db_deadlocked(const ah_db *db)
 {
 	return db->last_errno == ER_LOCK_DEADLOCK || db->last_errno == ER_LOCK_WAIT_TIMEOUT;
+}
+
+bool ah_db_unavailable(const ah_db *db)
+{
+	return !db->conn || is_lost(db->last_errno);
 }
 
 unsigned long long ah_db_insert_id(const ah_db *db)

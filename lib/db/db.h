@@ -39,6 +39,9 @@ unsigned long long ah_db_insert_id(const ah_db *db);
 /* The last statement failed on a deadlock or a lock wait timeout: the server
  * rolled its transaction back, and running the transaction again is the cure. */
 bool ah_db_deadlocked(const ah_db *db);
+/* The last statement failed because the server could not be reached (and a
+ * reconnect failed too): a 503 to retry, not a 500. */
+bool ah_db_unavailable(const ah_db *db);
 
 int ah_db_begin(ah_db *db);
 int ah_db_commit(ah_db *db);

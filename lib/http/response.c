@@ -29,6 +29,7 @@ static const char *reason(int status)
 	case 502: return "Bad Gateway";
 	case 503: return "Service Unavailable";
 	case 504: return "Gateway Timeout";
+	case 507: return "Insufficient Storage";
 	default:  return "Unknown";
 	}
 }
@@ -89,8 +90,18 @@ int ah_reply_json(ah_req *r, int status, json_object *body)
 	return rc;
 }
 
+/* Retry-After for a database that is away: MariaDB restarts in seconds. */
+#define DB_AWAY_RETRY_S "5"
+
 int ah_reply_error(ah_req *r, int status, const char *detail)
 {
+	/* Whatever failed, it failed because the database is away: the client
+	 * should retry, and the operator's log already says why. */
+	if (status == 500 && r->db && ah_db_unavailable(r->db)) {
+		status = 503;
+		detail = "The database is unavailable; retry shortly";
+		ah_header(r, "Retry-After", DB_AWAY_RETRY_S);
+	}
 	json_object *b = json_object_new_object();
 	ah_json_str(b, "detail", detail);
 	return ah_reply_json(r, status, b);

@@ -6,10 +6,19 @@
 #include <json-c/json.h>
 
 #include "runner/runner.h"
+#include "runner/sandboxes.h"
+
+/* What an operation leaves to do once its answer is written (ah_op_finish):
+ * releasing an ephemeral sandbox takes a while, and the answer need not wait. */
+typedef struct ah_op_after {
+	struct ah_sbx_lease lease;
+	bool pending, broken;
+} ah_op_after;
 
 json_object *ah_op_error(const char *msg);
 json_object *ah_op_ping(const struct ah_runner *r);
-json_object *ah_op_run(struct ah_runner *r, json_object *req);
+json_object *ah_op_run(struct ah_runner *r, json_object *req, ah_op_after *after);
+void ah_op_finish(ah_op_after *after);
 json_object *ah_op_destroy_session(json_object *req);
 json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req);
 

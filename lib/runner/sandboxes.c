@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct ah_sbx_entry {
@@ -46,6 +47,12 @@ struct retired {
  * hold the budget while calls are refused. */
 #define SESSION_GIVES_WAY_MS 60000
 #define MAX_EVICTED 64
+
+/* When nothing can give way, a call waits this long for room before its 503:
+ * calls end in about a second, so a burst a little over the budget is served
+ * late rather than refused. */
+#define ADMIT_WAIT_MS 3000
+#define ADMIT_POLL_MS 100
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct ah_sbx_entry *entries;
@@ -228,6 +235,40 @@ static bool evict_idle_session(void)
 	return lru != NULL;
 }
 
+/* Room for one more at the budget: the spares go first (even when a
+ * concurrent call dropped them: their budget is free then), then idle
+ * sessions give way one at a time, then the call waits a little for calls
+ * that end. False when there is nothing left to try. */
+static bool make_room(int attempt, int64_t give_up_ms)
+{
+	if (attempt == 0) {
+		drop_spares();
+		return true;
+	}
+	if (attempt <= MAX_EVICTED && evict_idle_session())
+		return true;
+	if (ah_now_ms() >= give_up_ms)
+		return false;
+	nanosleep(&(struct timespec){ 0, ADMIT_POLL_MS * 1000000L }, NULL);
+	return true;
+}
+
+/* A pooled sandbox can go bad while it waits: one more try is cheap. At the
+ * budget (AH_EBUSY), make_room decides how long to go on. */
+static int create_admitted(struct ah_sbx_entry *e, const ah_sandbox_spec *spec, ah_err *err)
+{
+	int64_t give_up_ms = ah_now_ms() + ADMIT_WAIT_MS;
+	int failures = 0;
+	for (int attempt = 0;; attempt++) {
+		int rc = ah_sandbox_create(&e->sb, spec, err);
+		if (rc == 0)
+			return 0;
+		e->sb = NULL;
+		if (rc == AH_EBUSY ? !make_room(attempt, give_up_ms) : ++failures > 1)
+			return rc;
+	}
+}
+
 int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const char *session,
                          const char *image, ah_err *err)
 {
@@ -254,19 +295,7 @@ int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const c
 		rc = ah_fuse_binds(agent_id, image, &binds, &nbinds, err);
 	if (!e->sb && rc == 0) {
 		ah_sandbox_spec spec = {.image_dir = image, .binds = binds, .nbinds = nbinds};
-		/* A pooled sandbox can go bad while it waits; one more try is cheap.
-		 * At the budget: the spares go, and one more try (even when a
-		 * concurrent call dropped them first: their budget is free); then
-		 * idle sessions give way, one at a time. */
-		for (int attempt = 0; !e->sb; attempt++) {
-			rc = ah_sandbox_create(&e->sb, &spec, err);
-			if (rc != 0)
-				e->sb = NULL;
-			if (rc == AH_EBUSY && attempt == 0)
-				drop_spares();
-			else if (rc == AH_EBUSY ? !evict_idle_session() || attempt > MAX_EVICTED : attempt > 0)
-				break;
-		}
+		rc = create_admitted(e, &spec, err);
 	}
 	ah_fuse_binds_free(binds, nbinds);
 	out->entry = e;

@@ -161,7 +161,7 @@ static void write_answer(int fd, json_object *ans)
 	}
 }
 
-static json_object *dispatch(json_object *req)
+static json_object *dispatch(json_object *req, ah_op_after *after)
 {
 	json_object *op = NULL;
 	const char *name = json_object_object_get_ex(req, "op", &op) ? json_object_get_string(op) : NULL;
@@ -176,7 +176,7 @@ static json_object *dispatch(json_object *req)
 	if (strcmp(name, "ping") == 0)
 		return ah_op_ping(runner);
 	if (strcmp(name, "run") == 0)
-		return ah_op_run(runner, req);
+		return ah_op_run(runner, req, after);
 	if (strcmp(name, "destroy_session") == 0)
 		return ah_op_destroy_session(req);
 	if (strcmp(name, "destroy_agent") == 0)
@@ -195,7 +195,7 @@ static void write_sealed(ah_rwire *w, json_object *ans)
 }
 
 /* Parses and runs one request; the raw copy is wiped (it may hold secrets). */
-static json_object *answer(char *line, size_t len)
+static json_object *answer(char *line, size_t len, ah_op_after *after)
 {
 	json_object *req = NULL, *ans;
 	bool had_line = line != NULL;
@@ -209,7 +209,7 @@ static json_object *answer(char *line, size_t len)
 	if (!req || !json_object_is_type(req, json_type_object))
 		ans = ah_op_error(had_line ? "request is not a JSON object" : "no request line");
 	else
-		ans = dispatch(req);
+		ans = dispatch(req, after);
 	json_object_put(req);
 	return ans;
 }
@@ -218,9 +218,11 @@ static void serve_unix(int fd)
 {
 	size_t len = 0;
 	char *line = read_request(fd, &len);
-	json_object *ans = answer(line, len);
+	ah_op_after after = {0};
+	json_object *ans = answer(line, len, &after);
 	write_answer(fd, ans);
 	json_object_put(ans);
+	ah_op_finish(&after);
 }
 
 /* Over TCP no intact request means a broken link or tampering: no answer. */
@@ -232,9 +234,11 @@ static void serve_tcp(int fd)
 		return;
 	char *line = ah_tcp_read_request(&wire, MAX_REQUEST, READ_TIMEOUT_MS, &len);
 	if (line) {
-		json_object *ans = answer(line, len);
+		ah_op_after after = {0};
+		json_object *ans = answer(line, len, &after);
 		write_sealed(&wire, ans);
 		json_object_put(ans);
+		ah_op_finish(&after);
 	}
 	ah_rwire_wipe(&wire);
 }

@@ -1,5 +1,5 @@
 """An invocation when the host is at its sandbox memory budget (issue 21):
-refused at once with 503, `Retry-After` and the contract's error shape, not
+refused (after a short wait for room) with 503, `Retry-After` and the contract's error shape, not
 recorded; admitted again once there is room.
 
 The budget is host-wide: the test fills it with one sandbox of the CLI

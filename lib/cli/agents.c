@@ -1,0 +1,180 @@
+/* agents list|get|create|update|delete and stop: the agent records. */
+#include "cli/cli.h"
+
+#include <string.h>
+
+static const struct ah_cli_col list_cols[] = {
+	{"slug", "slug", AH_COL_TEXT},
+	{"name", "name", AH_COL_TEXT},
+	{"source", "source_type", AH_COL_TEXT},
+	{"status", "status", AH_COL_STATUS},
+	{"deployed", "deployed_at", AH_COL_TIME},
+	{0},
+};
+
+const struct ah_cli_col ah_cli_agent_cols[] = {
+	{"slug", "slug", AH_COL_TEXT},
+	{"id", "id", AH_COL_TEXT},
+	{"name", "name", AH_COL_TEXT},
+	{"description", "description", AH_COL_TEXT},
+	{"source", "source_type", AH_COL_TEXT},
+	{"git repo", "git_repo_url", AH_COL_TEXT},
+	{"git branch", "git_branch", AH_COL_TEXT},
+	{"timeout s", "timeout_seconds", AH_COL_NUM},
+	{"status", "status", AH_COL_STATUS},
+	{"message", "status_message", AH_COL_TEXT},
+	{"sandbox", "sandbox_id", AH_COL_TEXT},
+	{"needs redeploy", "needs_redeploy", AH_COL_BOOL},
+	{"created", "created_at", AH_COL_TIME},
+	{"updated", "updated_at", AH_COL_TIME},
+	{"deployed", "deployed_at", AH_COL_TIME},
+	{0},
+};
+
+/* "?limit=N&offset=M" from --limit and --offset. */
+int ah_cli_paging(struct ah_cli *c, const struct ah_cli_args *a, const char **out, ah_err *err)
+{
+	long long limit = 20, offset = 0;
+	int rc = ah_cli_opt_int(a, "limit", 1, 100, &limit, err);
+	if (!rc)
+		rc = ah_cli_opt_int(a, "offset", 0, 1LL << 40, &offset, err);
+	*out = ah_sprintf(c->a, "limit=%lld&offset=%lld", limit, offset);
+	return rc;
+}
+
+/* A list and, on a terminal, how much of it there is beyond this page. */
+int ah_cli_list(struct ah_cli *c, const char *path, const struct ah_cli_col *cols, ah_err *err)
+{
+	struct ah_cli_resp r;
+	int rc = ah_cli_get(c, path, &r, err);
+	if (rc)
+		return rc;
+	if (!json_object_is_type(r.body, json_type_array))
+		return ah_err_set(err, AH_EFAIL, "the API answered %s with something other than a list", path);
+	ah_cli_show(c, r.body, cols);
+	size_t n = json_object_array_length(r.body);
+	if (!c->json && c->tty_err && r.total > (long long)n && n)
+		ah_cli_note(c, "(%zu of %lld; --limit and --offset show more)", n, r.total);
+	return 0;
+}
+
+static int run_list(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
+{
+	const char *q;
+	int rc = ah_cli_paging(c, a, &q, err);
+	return rc ? rc : ah_cli_list(c, ah_sprintf(c->a, "/agents?%s", q), list_cols, err);
+}
+
+static int run_get(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
+{
+	struct ah_cli_resp r;
+	int rc = ah_cli_get(c, ah_sprintf(c->a, "/agents/%s", ah_cli_seg(c, a->pos[0])), &r, err);
+	if (!rc)
+		ah_cli_show(c, r.body, ah_cli_agent_cols);
+	return rc;
+}
+
+/* The record's fields from the options both create and update take. */
+static int agent_fields(struct ah_cli *c, const struct ah_cli_args *a, json_object *body, ah_err *err)
+{
+	static const char *const map[][2] = {
+		{"slug", "slug"}, {"description", "description"}, {"git-url", "git_repo_url"},
+		{"branch", "git_branch"}, {"source", "source_type"}, {"name", "name"},
+	};
+	long long t = 0;
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		const char *v = ah_cli_opt(a, map[i][0]);
+		if (v)
+			json_object_object_add(body, map[i][1], json_object_new_string(v));
+	}
+	if (ah_cli_opt(a, "local"))
+		json_object_object_add(body, "source_type", json_object_new_string("local"));
+	int rc = ah_cli_opt_int(a, "timeout", 1, 600, &t, err);
+	if (!rc && t)
+		json_object_object_add(body, "timeout_seconds", json_object_new_int64(t));
+	(void)c;
+	return rc;
+}
+
+static int run_create(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
+{
+	struct ah_cli_resp r;
+	json_object *body = ah_cli_obj(c);
+	json_object_object_add(body, "name", json_object_new_string(a->pos[0]));
+	if (!ah_cli_opt(a, "git-url") && !ah_cli_opt(a, "source"))
+		json_object_object_add(body, "source_type", json_object_new_string("local"));
+	int rc = agent_fields(c, a, body, err);
+	if (!rc)
+		rc = ah_cli_send(c, "POST", "/agents", body, &r, err);
+	if (!rc)
+		ah_cli_show(c, r.body, ah_cli_agent_cols);
+	return rc;
+}
+
+static int run_update(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
+{
+	struct ah_cli_resp r;
+	json_object *body = ah_cli_obj(c);
+	int rc = agent_fields(c, a, body, err);
+	if (rc)
+		return rc;
+	if (!json_object_object_length(body))
+		return ah_cli_usage(err, "agents update: nothing to change (see agenthost agents update --help)");
+	rc = ah_cli_send(c, "PATCH", ah_sprintf(c->a, "/agents/%s", ah_cli_seg(c, a->pos[0])), body, &r, err);
+	if (!rc)
+		ah_cli_show(c, r.body, ah_cli_agent_cols);
+	return rc;
+}
+
+static int run_delete(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
+{
+	struct ah_cli_resp r;
+	const char *q = ah_sprintf(c->a, "Delete agent %s with its sandbox, sessions, secrets and history?", a->pos[0]);
+	if (!ah_cli_opt(a, "yes")) {
+		if (!c->tty_in)
+			return ah_cli_usage(err, "agents delete: not on a terminal; confirm with --yes");
+		if (!ah_cli_confirm(c, q))
+			return ah_cli_usage(err, "not deleted");
+	}
+	int rc = ah_cli_send(c, "DELETE", ah_sprintf(c->a, "/agents/%s", ah_cli_seg(c, a->pos[0])), NULL, &r, err);
+	if (!rc)
+		ah_cli_note(c, "Deleted %s", a->pos[0]);
+	return rc;
+}
+
+static int run_stop(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
+{
+	struct ah_cli_resp r;
+	int rc = ah_cli_send(c, "DELETE", ah_sprintf(c->a, "/agents/%s/sandbox", ah_cli_seg(c, a->pos[0])), NULL, &r, err);
+	if (rc)
+		return rc;
+	if (c->json)
+		ah_cli_print_json(c, r.body);
+	else
+		ah_cli_note(c, "%s is %s", a->pos[0], ah_cli_text(c, r.body, "status", AH_COL_TEXT));
+	return 0;
+}
+
+#define FIELD_OPTS \
+	{"slug", 0, "SLUG", "the URL name (default: derived from the name)"}, \
+	{"description", 'd', "TEXT", "what the agent does"}, \
+	{"git-url", 0, "URL", "deploy from this git repository (source git)"}, \
+	{"branch", 0, "BRANCH", "git branch or tag (default: the remote's default)"}, \
+	{"local", 0, NULL, "deploy from uploaded code (agenthost deploy)"}, \
+	{"source", 0, "git|local", "the source type"}, \
+	{"timeout", 0, "SECONDS", "default invocation timeout, 1-600"}
+
+const struct ah_cli_cmd ah_cli_agents_cmds[] = {
+	{"agents list", NULL, "list your agents", 0, 0, false, run_list,
+	 {AH_CLI_PAGING_OPTS}},
+	{"agents get", "SLUG", "show one agent", 1, 1, false, run_get, {{0}}},
+	{"agents create", "NAME", "register an agent (local unless --git-url)", 1, 1, false, run_create,
+	 {FIELD_OPTS}},
+	{"agents update", "SLUG", "change an agent's settings", 1, 1, false, run_update,
+	 {FIELD_OPTS, {"name", 0, "NAME", "a new name"}}},
+	{"agents delete", "SLUG", "delete an agent with everything it has", 1, 1, false, run_delete,
+	 {{"yes", 'y', NULL, "do not ask"}}},
+	{"stop", "SLUG", "stop an agent's sandbox (status stopped; deploy starts it again)", 1, 1, false, run_stop,
+	 {{0}}},
+	{0},
+};

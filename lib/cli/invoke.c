@@ -1,0 +1,111 @@
+/* invoke SLUG [PROMPT] [-i FILE|-] [-s SESSION] [--timeout N]: the agent's
+ * response on stdout, exactly as it wrote it, and what the call cost on
+ * stderr, so that `agenthost invoke a "…" > out.txt` keeps only the answer. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define PROMPT_CAP (16u << 20)   /* the API's own cap is lower (max_prompt_bytes) and says so */
+
+/* The prompt: the argument, -i FILE, -i - or piped stdin. */
+static int read_prompt(struct ah_cli *c, const struct ah_cli_args *a, char **out, size_t *len, ah_err *err)
+{
+	const char *in = ah_cli_opt(a, "input");
+	if (a->npos > 1 && in)
+		return ah_cli_usage(err, "invoke: give the prompt as an argument or with -i, not both");
+	if (a->npos > 1) {
+		*out = a->pos[1];
+		*len = strlen(*out);
+		return 0;
+	}
+	if (!in && c->tty_in)
+		return ah_cli_usage(err, "invoke: no prompt (give it as an argument, with -i FILE, or on stdin)");
+	if (!in || !strcmp(in, "-"))
+		return ah_cli_read_all(c, stdin, PROMPT_CAP, out, len, err);
+	FILE *f = fopen(in, "rb");
+	if (!f)
+		return ah_cli_usage(err, "invoke: cannot open %s: %s", in, strerror(errno));
+	int rc = ah_cli_read_all(c, f, PROMPT_CAP, out, len, err);
+	fclose(f);
+	return rc;
+}
+
+static int invoke_body(struct ah_cli *c, const struct ah_cli_args *a, json_object **out, long long *timeout,
+                       ah_err *err)
+{
+	char *prompt;
+	size_t len;
+	int rc = ah_cli_opt_int(a, "timeout", 1, 600, timeout, err);
+	if (!rc)
+		rc = read_prompt(c, a, &prompt, &len, err);
+	if (rc)
+		return rc;
+	json_object *body = ah_cli_obj(c);
+	json_object_object_add(body, "prompt", json_object_new_string_len(prompt, (int)len));
+	const char *session = ah_cli_opt(a, "session");
+	if (session)
+		json_object_object_add(body, "session_id", json_object_new_string(session));
+	if (*timeout)
+		json_object_object_add(body, "timeout_seconds", json_object_new_int64(*timeout));
+	*out = body;
+	return 0;
+}
+
+static void print_result(struct ah_cli *c, json_object *res)
+{
+	json_object *v;
+	if (json_object_object_get_ex(res, "response_content", &v) && v) {
+		size_t n = (size_t)json_object_get_string_len(v);
+		const char *s = json_object_get_string(v);
+		fwrite(s, 1, n, stdout);
+		if (c->tty_out && n && s[n - 1] != '\n')
+			putchar('\n');
+		fflush(stdout);
+	}
+	fprintf(stderr, "%s\n", ah_cli_paint(c, stderr, "2",
+	        ah_sprintf(c->a, "tokens %s in, %s out · $%s · %s ms · session %s",
+	                   ah_cli_text(c, res, "input_tokens", AH_COL_NUM),
+	                   ah_cli_text(c, res, "output_tokens", AH_COL_NUM),
+	                   ah_cli_text(c, res, "total_cost_usd", AH_COL_NUM),
+	                   ah_cli_text(c, res, "duration_ms", AH_COL_NUM),
+	                   ah_cli_text(c, res, "session_id", AH_COL_TEXT))));
+}
+
+static int run_invoke(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
+{
+	long long timeout = 0;
+	json_object *body;
+	struct ah_cli_resp r;
+	int rc = invoke_body(c, a, &body, &timeout, err);
+	if (rc)
+		return rc;
+	struct ah_cli_req rq = {
+		.method = "POST",
+		.path = ah_sprintf(c->a, "/agents/%s/invoke", ah_cli_seg(c, a->pos[0])),
+		.json = body,
+		.timeout = (long)(timeout ? timeout : 600) + 60,  /* the API's own timeout answers first */
+		.waiting = ah_sprintf(c->a, "running %s", a->pos[0]),
+	};
+	rc = ah_cli_call(c, &rq, &r, err);
+	json_object *inv = NULL;
+	if (rc && r.body)
+		json_object_object_get_ex(r.body, "invocation", &inv);
+	if (c->json && r.body && (!rc || inv))
+		ah_cli_print_json(c, r.body);
+	else if (!rc)
+		print_result(c, r.body);
+	else if (inv)
+		ah_cli_note(c, "invocation %s (agenthost invocations %s lists it)",
+		            ah_cli_text(c, inv, "invocation_id", AH_COL_TEXT), a->pos[0]);
+	return rc;
+}
+
+const struct ah_cli_cmd ah_cli_invoke_cmds[] = {
+	{"invoke", "SLUG [PROMPT]", "run an agent: its response on stdout, tokens, cost and time on stderr",
+	 1, 2, false, run_invoke,
+	 {{"input", 'i', "FILE", "read the prompt from FILE (- for stdin)"},
+	  {"session", 's', "SESSION", "run in this session (created on first use, its sandbox kept)"},
+	  {"timeout", 't', "SECONDS", "give up after this long, 1-600 (default: the agent's)"}}},
+	{0},
+};

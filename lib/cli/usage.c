@@ -1,0 +1,80 @@
+/* usage [--days N] [--daily]: the user's consumption, with a daily sparkline
+ * of invocations on a terminal. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+
+static const struct ah_cli_col usage_cols[] = {
+	{"period days", "period_days", AH_COL_NUM},
+	{"from", "start_date", AH_COL_TEXT},
+	{"to", "end_date", AH_COL_TEXT},
+	{"invocations", "total_invocations", AH_COL_NUM},
+	{"input tokens", "input_tokens", AH_COL_NUM},
+	{"output tokens", "output_tokens", AH_COL_NUM},
+	{"cost usd", "total_cost_usd", AH_COL_NUM},
+	{0},
+};
+
+static const struct ah_cli_col daily_cols[] = {
+	{"date", "date", AH_COL_TEXT},
+	{"invocations", "invocations", AH_COL_NUM},
+	{"input tokens", "input_tokens", AH_COL_NUM},
+	{"output tokens", "output_tokens", AH_COL_NUM},
+	{"cost usd", "total_cost_usd", AH_COL_NUM},
+	{0},
+};
+
+/* One block character per day, scaled to the busiest day. */
+static void sparkline(struct ah_cli *c, json_object *items)
+{
+	static const char *const bars[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+	size_t n = json_object_array_length(items);
+	int64_t max = 0;
+	for (size_t i = 0; i < n; i++) {
+		json_object *v;
+		json_object_object_get_ex(json_object_array_get_idx(items, i), "invocations", &v);
+		max = json_object_get_int64(v) > max ? json_object_get_int64(v) : max;
+	}
+	printf("per day:     ");
+	for (size_t i = 0; i < n; i++) {
+		json_object *v;
+		json_object_object_get_ex(json_object_array_get_idx(items, i), "invocations", &v);
+		int64_t k = json_object_get_int64(v);
+		fputs(k == 0 ? " " : bars[max ? (k * 7) / max : 0], stdout);
+	}
+	printf("  (oldest to today; highest %lld)\n", (long long)max);
+	(void)c;
+}
+
+static int run_usage(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
+{
+	long long days = 30;
+	struct ah_cli_resp r, d;
+	bool daily = ah_cli_opt(a, "daily") != NULL;
+	int rc = ah_cli_opt_int(a, "days", 1, 365, &days, err);
+	if (rc)
+		return rc;
+	rc = ah_cli_get(c, ah_sprintf(c->a, "/usage%s?days=%lld", daily ? "/daily" : "", days), &r, err);
+	if (rc)
+		return rc;
+	json_object *items = NULL;
+	if (daily) {
+		if (!json_object_object_get_ex(r.body, "items", &items) || !json_object_is_type(items, json_type_array))
+			return ah_err_set(err, AH_EFAIL, "the daily usage has no items");
+		ah_cli_show(c, c->json ? r.body : items, daily_cols);
+		return 0;
+	}
+	ah_cli_show(c, r.body, usage_cols);
+	if (c->json || !c->tty_out)
+		return 0;
+	rc = ah_cli_get(c, ah_sprintf(c->a, "/usage/daily?days=%lld", days), &d, err);
+	if (!rc && json_object_object_get_ex(d.body, "items", &items) && json_object_is_type(items, json_type_array))
+		sparkline(c, items);
+	return rc;
+}
+
+const struct ah_cli_cmd ah_cli_usage_cmds[] = {
+	{"usage", NULL, "invocations, tokens and cost over the last days", 0, 0, false, run_usage,
+	 {{"days", 0, "N", "the last N days, 1-365 (default 30)"}, {"daily", 0, NULL, "one row per day"}}},
+	{0},
+};

@@ -1,0 +1,83 @@
+/* The model gateway's insides, shared by its three files: gateway.c (the
+ * invocation's listener and connections), gateway_agent.c (the request as the
+ * agent sends it) and gateway_upstream.c (the provider's side). Not an API. */
+#ifndef AH_RUNNER_GATEWAY_INT_H
+#define AH_RUNNER_GATEWAY_INT_H
+
+#include "runner/gateway.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+
+#define MAX_CONNS 4
+#define HEAD_CAP (64 << 10)
+#define IO_TIMEOUT_S 30
+#define KEY_MAX 4096
+#define LOG_REFUSED 5 /* an agent must not be able to flood the runner's log */
+
+struct ah_gateway {
+	int lfd, wake;             /* listener; eventfd: stop, or a connection ended */
+	pthread_t acceptor;
+	bool acceptor_started;
+	pthread_mutex_t mu;
+	pthread_cond_t idle;
+	int active;                /* connection threads running */
+	int conns[MAX_CONNS];      /* their sockets (-1: free), for stop to cut */
+	atomic_int stopping;
+	atomic_int refused;        /* requests refused: logged one by one up to LOG_REFUSED */
+	ah_gateway_usage usage;
+	char *key;
+	char token[AH_GATEWAY_TOKEN_LEN + 1];
+	char upstream[512];
+	char tag[80];
+	long long deadline_ms;     /* monotonic */
+	size_t max_body;
+};
+
+/* One request and its answer. */
+struct exchange {
+	ah_gateway *g;
+	int fd;
+	char in[HEAD_CAP + 1];     /* the request head (+ the first body bytes) */
+	size_t in_len, head_len;
+	char *method, *target;
+	const char *token;         /* as the client sent it */
+	long long content_length;
+	bool chunked;
+	size_t body_off;           /* body bytes that came with the head: in[body_off..in_len) */
+	long long body_left;       /* still to pass on */
+	struct curl_slist *hdrs;
+	long status;               /* the provider's */
+	char out[HEAD_CAP];        /* its headers, as forwarded */
+	size_t out_len;
+	char ctype[128];
+	bool head_sent;
+	ah_gw_meter *meter;
+	ah_gateway_usage usage;
+};
+
+
+static inline long long gw_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* gateway_agent.c */
+int gw_send_all(int fd, const char *p, size_t len);
+void gw_send_error(int fd, int status, const char *type, const char *msg);
+int gw_read_head(struct exchange *x);
+int gw_parse_head(struct exchange *x);
+bool gw_token_ok(const ah_gateway *g, const char *t);
+bool gw_hop_by_hop(const char *name);
+void gw_log_path(char *out, size_t cap, const char *target);
+void gw_drain(int fd);
+
+/* gateway_upstream.c */
+void gw_forward(struct exchange *x);
+
+#endif

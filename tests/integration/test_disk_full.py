@@ -1,0 +1,62 @@
+"""The data directory's disk full (fault injection): a code upload that does
+not fit is refused with 507 in the contract's shape and leaves no partial file
+and no record; once there is room again the same upload goes through. The
+test puts a 256 KiB tmpfs over the stack's code directory and removes it."""
+import os
+import subprocess
+
+import pytest
+
+from agent_code import VAR, config_get
+from conftest import new_client
+
+DATA = config_get("data_dir", os.path.join(VAR, "data"))
+CODE = os.path.join(DATA, "code")
+
+
+@pytest.fixture
+def full_code_dir():
+    os.makedirs(CODE, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "ahtest-full", CODE],
+                   check=True)
+    try:
+        yield CODE
+    finally:
+        subprocess.run(["umount", "-l", CODE], check=True)
+
+
+def local_agent(client):
+    r = client.post("/agents", json={"name": "disk full", "source_type": "local"})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def gz_of(size):
+    """A gzip stream of `size` bytes that does not compress (random data)."""
+    import gzip
+    import io
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=0) as g:
+        g.write(os.urandom(size))
+    return buf.getvalue()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_upload_to_a_full_disk_is_507_and_leaves_nothing(full_code_dir):
+    c = new_client()
+    a = local_agent(c)
+    body = gz_of(1 << 20)
+    r = c.put(f"/agents/{a['slug']}/code", data=body,
+              headers={"Content-Type": "application/gzip"})
+    assert r.status_code == 507, r.text
+    assert "storage is full" in r.json()["detail"], r.text
+    left = [os.path.join(dp, f) for dp, _dn, fs in os.walk(full_code_dir) for f in fs]
+    assert left == [], left
+    # No record of code: a deploy still says there is nothing to deploy.
+    r = c.post(f"/agents/{a['slug']}/deploy")
+    assert r.status_code == 400 and "No code uploaded" in r.json()["detail"], r.text
+    # Room again: the same upload goes through.
+    subprocess.run(["mount", "-o", "remount,size=8m", full_code_dir], check=True)
+    r = c.put(f"/agents/{a['slug']}/code", data=body, headers={"Content-Type": "application/gzip"})
+    assert r.status_code == 200, r.text
+    assert r.json()["size"] == len(body)
