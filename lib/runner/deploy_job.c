@@ -144,7 +144,7 @@ static int apply_mounts(ah_db *db, ah_arena *a, struct ah_runner *r, const struc
 	size_t n = 0;
 	int rc = ah_fuse_plan_write(db, a, r->cfg, j->agent_id, image, err);
 	if (rc == 0)
-		rc = ah_fuse_binds(j->agent_id, image, &binds, &n, err);
+		rc = ah_fuse_binds(j->agent_id, image, AH_FUSE_FOR_DEPLOY, &binds, &n, err);
 	ah_fuse_binds_free(binds, n);
 	if (rc != 0) {
 		unlink(ah_sprintf(a, "%s.mounts", image));

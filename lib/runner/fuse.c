@@ -131,14 +131,20 @@ static void drop(struct ah_fuse_proc *p)
 	free(p);
 }
 
-/* The process of entry e, started when start and not running. A dead one is
- * removed and reported: the call fails loudly, the next one starts anew. */
-static int serve(const char *agent, json_object *e, bool start, struct ah_fuse_proc **out,
-                 ah_err *err)
+/* The process of entry e, started when start and not running. A dead one:
+ * see enum ah_fuse_for. */
+static int serve(const char *agent, json_object *e, bool start, enum ah_fuse_for who,
+                 struct ah_fuse_proc **out, ah_err *err)
 {
 	char key[96];
 	entry_key(key, sizeof(key), e);
 	struct ah_fuse_proc *p = find(agent, key);
+	if (p && !ah_fuse_proc_alive(p) && who == AH_FUSE_FOR_SPARE)
+		return ah_err_set(err, AH_EFAIL, "Bucket mount at %s: its FUSE process is gone", p->path);
+	if (p && !ah_fuse_proc_alive(p) && who == AH_FUSE_FOR_DEPLOY) {
+		drop(p);
+		p = NULL;
+	}
 	if (p && !ah_fuse_proc_alive(p)) {
 		ah_err_set(err, AH_EFAIL, "Bucket mount at %s (bucket '%s') failed: its FUSE process "
 		           "(rclone) is gone; the next call mounts it again", p->path, p->slug);
@@ -190,8 +196,8 @@ void ah_fuse_binds_free(ah_sandbox_bind *b, size_t n)
 }
 
 /* Every entry of image's plan served; with binds, their list. */
-static int serve_plan(const char *agent, const char *image, bool start, ah_sandbox_bind **out,
-                      size_t *n, ah_err *err)
+static int serve_plan(const char *agent, const char *image, bool start, enum ah_fuse_for who,
+                      ah_sandbox_bind **out, size_t *n, ah_err *err)
 {
 	json_object *plan = load_plan(image);
 	size_t len = plan ? json_object_array_length(plan) : 0;
@@ -200,7 +206,7 @@ static int serve_plan(const char *agent, const char *image, bool start, ah_sandb
 	pthread_mutex_lock(&mu);
 	for (size_t i = 0; i < len && rc == 0; i++) {
 		struct ah_fuse_proc *p = NULL;
-		rc = serve(agent, json_object_array_get_idx(plan, i), start, &p, err);
+		rc = serve(agent, json_object_array_get_idx(plan, i), start, who, &p, err);
 		if (rc == 0 && b) {
 			b[i] = (ah_sandbox_bind){strdup(p->dir), strdup(p->path), p->read_only};
 			if (!b[i].host_dir || !b[i].path)
@@ -219,17 +225,17 @@ static int serve_plan(const char *agent, const char *image, bool start, ah_sandb
 	return 0;
 }
 
-int ah_fuse_binds(const char *agent_id, const char *image, ah_sandbox_bind **out, size_t *n,
-                  ah_err *err)
+int ah_fuse_binds(const char *agent_id, const char *image, enum ah_fuse_for who,
+                  ah_sandbox_bind **out, size_t *n, ah_err *err)
 {
 	*out = NULL;
 	*n = 0;
-	return serve_plan(agent_id, image, true, out, n, err);
+	return serve_plan(agent_id, image, true, who, out, n, err);
 }
 
 int ah_fuse_check(const char *agent_id, const char *image, ah_err *err)
 {
-	return serve_plan(agent_id, image, false, NULL, NULL, err);
+	return serve_plan(agent_id, image, false, AH_FUSE_FOR_CALL, NULL, NULL, err);
 }
 
 void ah_fuse_retain(const char *agent_id, const char *image)

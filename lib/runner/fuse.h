@@ -41,11 +41,16 @@ void ah_fuse_shutdown(void);
 int ah_fuse_plan_write(ah_db *db, ah_arena *a, const struct ah_config *cfg, const char *agent_id,
                        const char *image_dir, ah_err *err);
 
+/* Who asks for a plan's mounts, which decides what a dead process means:
+ * a call fails naming the mount (and the next one mounts it anew); a spare
+ * built ahead leaves it for the next call to report; a deploy starts it anew. */
+enum ah_fuse_for { AH_FUSE_FOR_CALL, AH_FUSE_FOR_SPARE, AH_FUSE_FOR_DEPLOY };
+
 /* The binds of a sandbox of the agent over image: each mount of its plan,
  * its rclone started when not running. *out is malloc'ed (free with
  * ah_fuse_binds_free); none: NULL, 0. Fails naming the mount. */
-int ah_fuse_binds(const char *agent_id, const char *image, ah_sandbox_bind **out, size_t *n,
-                  ah_err *err);
+int ah_fuse_binds(const char *agent_id, const char *image, enum ah_fuse_for who,
+                  ah_sandbox_bind **out, size_t *n, ah_err *err);
 void ah_fuse_binds_free(ah_sandbox_bind *b, size_t n);
 /* Before a call in an existing sandbox: every mount of the plan still
  * served. Fails naming the mount whose process died. */

@@ -292,7 +292,7 @@ int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const c
 	if (e->sb)
 		rc = ah_fuse_check(agent_id, image, err);
 	else
-		rc = ah_fuse_binds(agent_id, image, &binds, &nbinds, err);
+		rc = ah_fuse_binds(agent_id, image, AH_FUSE_FOR_CALL, &binds, &nbinds, err);
 	if (!e->sb && rc == 0) {
 		ah_sandbox_spec spec = {.image_dir = image, .binds = binds, .nbinds = nbinds};
 		rc = create_admitted(e, &spec, err);
@@ -331,7 +331,7 @@ static void build_spare(const char *agent_id, const char *image)
 	size_t nbinds = 0;
 	ah_sandbox *sb = NULL;
 	ah_err err = {0};
-	int rc = ah_fuse_binds(agent_id, image, &binds, &nbinds, &err);
+	int rc = ah_fuse_binds(agent_id, image, AH_FUSE_FOR_SPARE, &binds, &nbinds, &err);
 	if (rc == 0) {
 		ah_sandbox_spec spec = {.image_dir = image, .ahead = true, .binds = binds,
 		                        .nbinds = nbinds};

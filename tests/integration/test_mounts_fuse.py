@@ -257,3 +257,13 @@ def test_stuck_rclone_times_the_call_out_and_never_hangs_the_runner(client, s3):
     finally:
         os.kill(pid, signal.SIGCONT)
     assert isinstance(run(client, slug, "!ls /stuck"), list)
+
+
+def test_redeploy_after_rclone_died_mounts_anew(client, s3):
+    slug = agent_with_mounts(client, [{"bucket_slug": bucket(client, s3), "mount_path": "/again"}])
+    agent_id = client.get(f"/agents/{slug}").json()["id"]
+    (pid,) = [p for p, l in rclone_pids().items() if agent_id in l]
+    os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: dead(pid), timeout=10)
+    deploy(client, slug)
+    assert isinstance(run(client, slug, "!ls /again"), list)
