@@ -80,7 +80,7 @@ char *ah_slugify(ah_arena *a, const char *name, size_t max)
  * those the service owns: a bucket there would hide or replace them. */
 static const char *const MOUNT_RESERVED[] = {
 	"/proc", "/sys", "/dev", "/app", "/files", "/usr", "/etc", "/bin", "/sbin", "/lib",
-	"/lib32", "/lib64", "/libx32", "/tmp", "/.sbx", NULL,
+	"/lib32", "/lib64", "/libx32", "/.sbx", NULL,
 };
 
 const char *ah_mount_path_problem(const char *p)
@@ -102,12 +102,15 @@ const char *ah_mount_path_problem(const char *p)
 	for (size_t i = 0; MOUNT_RESERVED[i]; i++)
 		if (ah_path_within(p, MOUNT_RESERVED[i]))
 			return ah_mount_reserved_message;
+	/* Below /tmp is fine (made on the sandbox's own disk); /tmp itself would hide it. */
+	if (strcmp(p, "/tmp") == 0)
+		return ah_mount_reserved_message;
 	return NULL;
 }
 
 const char *const ah_mount_reserved_message =
 	"Path should not be under /proc, /sys, /dev, /app, /files or the sandbox's system "
-	"directories (/usr, /etc, /bin, /sbin, /lib*, /tmp)";
+	"directories (/usr, /etc, /bin, /sbin, /lib*), nor /tmp itself";
 
 bool ah_path_within(const char *p, const char *dir)
 {

@@ -144,10 +144,15 @@ def test_read_only_mount_refuses_writes(client, s3):
 
 def test_writable_mount_writes_into_the_bucket(client, s3):
     tag = uuid.uuid4().hex[:8]
-    slug = agent_with_mounts(client, [{"bucket_slug": bucket(client, s3), "mount_path": "/data",
-                                       "source_prefix": tag, "read_only": False}])
+    b = bucket(client, s3)
+    slug = agent_with_mounts(client, [{"bucket_slug": b, "mount_path": "/data", "source_prefix": tag,
+                                       "read_only": False},
+                                      {"bucket_slug": b, "mount_path": "/tmp/scratch/bkt",
+                                       "source_prefix": tag + "/tmp"}])
     assert run(client, slug, "!write /data/out.txt written by the agent") == "written"
     assert object_text(s3, f"{tag}/out.txt") == "written by the agent"
+    assert run(client, slug, "!write /tmp/scratch/bkt/t.txt under tmp") == "written"
+    assert object_text(s3, f"{tag}/tmp/t.txt") == "under tmp"
 
 
 def test_credentials_never_reach_the_sandbox_or_argv(client, s3):

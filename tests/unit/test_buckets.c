@@ -55,7 +55,7 @@ static const struct { const char *in; bool want; } mount_paths[] = {
 	{"/data/../etc", false}, {"/data/./x", false}, {"/..", false}, {"/.", false},
 	{"/proc", false}, {"/proc/1", false}, {"/sys", false}, {"/dev/shm", false}, {"/app", false},
 	{"/app/x", false}, {"/files", false}, {"/files/agent", false}, {"/usr/local", false},
-	{"/etc", false}, {"/tmp/x", false}, {"/lib64", false}, {"/.sbx", false},
+	{"/etc", false}, {"/tmp", false}, {"/tmp/x", true}, {"/lib64", false}, {"/.sbx", false},
 	{"/da\nta", false}, {"/a,b", false}, {"/a:b", false}, {"/a\\b", false},
 };
 
