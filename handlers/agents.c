@@ -2,6 +2,8 @@
  * endpoints that only queue work (deploy) or ask the runner (sandbox stop).
  * Deploys themselves happen in agenthost-runner. */
 #include "agents.h"
+#include "files.h"
+#include "core/log.h"
 #include "auth/auth.h"
 #include "list.h"
 #include "routes.h"
@@ -180,6 +182,11 @@ static int delete_agent(ah_req *r)
 	if (a->runner_id && *a->runner_id)
 		ah_runner_forget_agent(r, a->id, a->runner_id, true);
 	ah_code_remove(r, a->id);
+	/* Its agent and session files, bytes and quota with them (attachments of
+	 * the user's own files went with the row). */
+	ah_err err;
+	if (ah_files_delete_for_agent(r->db, ah_files_store(), r->arena, a->id, &err) != 0)
+		ah_log_error("files of deleted agent %s: %s", a->id, err.msg);
 	return ah_reply_no_content(r);
 }
 

@@ -8,11 +8,12 @@
  * the plan's cap of live sessions) → ask the runner → count tokens and price
  * them → record the invocation (one INSERT; its trigger updates the user's
  * daily usage and the session in the same transaction) → answer. Failed and
- * timed-out runs are recorded and priced by one rule: the prompt and the
- * output the caller receives (failed_output). The invocation id is made
- * first: the runner logs the agent's stderr under it. */
+ * timed-out runs are recorded and priced by one rule: the prompt and the output the
+ * caller receives (failed_output). The invocation id is made first: the runner
+ * logs the agent's stderr under it. Managed files: invoke_files.c. */
 #include "agents.h"
 #include "invocations.h"
+#include "invoke_files.h"
 #include "routes.h"
 #include "validate.h"
 #include "crypto/crypto.h"
@@ -71,6 +72,7 @@ typedef struct run_out {
 	char *out;             /* stdout bytes; NULL when the agent never ran */
 	size_t out_len;
 	const char *model_in, *model_out; /* the model gateway's counts; NULL: off */
+	json_object *files;    /* session files the run produced (invoke_files.c) */
 } run_out;
 
 /* ---- input ---- */
@@ -265,8 +267,7 @@ static int claim_session(ah_req *r, const char *agent_id, const char *sid, const
 		rc = claim_session_once(r, agent_id, sid);
 		if (rc != AH_EFAIL || !ah_db_deadlocked(r->db))
 			break;
-		ah_log_warn("agent=%s session=%s: deadlock while claiming the session; again", agent_id,
-		            sid);
+		ah_log_warn("agent=%s session=%s: deadlock claiming the session; again", agent_id, sid);
 	}
 	return rc;
 }
@@ -292,16 +293,14 @@ static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *i
 	json_object_object_add(q, "env", json_object_get(env));
 	ah_json_str(q, "stdin_b64", b64);
 	ah_json_int(q, "timeout_ms", in->timeout_s * 1000);
-	ah_json_int(q, "max_output_bytes",
-	            ah_cfg_int(r->cfg, AH_CFG_MAX_OUTPUT_BYTES));
+	ah_json_int(q, "max_output_bytes", ah_cfg_int(r->cfg, AH_CFG_MAX_OUTPUT_BYTES));
 	return q;
 }
 
 static json_object *get(json_object *o, const char *key)
 {
 	json_object *v = NULL;
-	json_object_object_get_ex(o, key, &v);
-	return v;
+	return json_object_object_get_ex(o, key, &v) ? v : NULL;
 }
 
 static void fail(ah_req *r, run_out *o, const char *error)
@@ -379,20 +378,22 @@ static void map_answer(ah_req *r, json_object *ans, const invoke_in *in, long lo
 		o->http = 200;
 }
 
-static void run_agent(ah_req *r, const ah_agent *a, const invoke_in *in, const char *inv_id,
+static void run_agent(ah_req *r, const ah_agent *a, const invoke_in *in, const ah_invocation *inv,
                       json_object *env, run_out *o)
 {
-	json_object *q = run_request(r, a, in, inv_id, env), *ans;
+	json_object *q = run_request(r, a, in, inv->id, env), *ans;
 	long long out_cap = json_object_get_int64(get(q, "max_output_bytes"));
-	int rc = ah_runner_call(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS));
+	int rc = ah_invoke_files_request(r, a, inv->session_id, q) ? AH_EFAIL
+	         : ah_runner_call(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS));
 	if (rc == AH_ETIMEOUT) {
-		ah_log_error("inv=%s: no answer from the runner in time", inv_id);
+		ah_log_error("inv=%s: no answer from the runner in time", inv->id);
 		timed_out(r, o, in->timeout_s);
 	} else if (rc != 0) {
-		ah_log_error("inv=%s: runner unreachable or answer unreadable", inv_id);
+		ah_log_error("inv=%s: runner unreachable or answer unreadable", inv->id);
 		fail(r, o, "sandbox runner unavailable");
 	} else {
 		map_answer(r, ans, in, out_cap, o);
+		o->files = ah_invoke_files_record(r, a, inv->session_id, ans);
 	}
 }
 
@@ -440,6 +441,7 @@ void ah_invocation_account(ah_req *r, ah_invocation *inv)
 static int reply(ah_req *r, const run_out *o, const ah_invocation *inv)
 {
 	json_object *res = ah_invocation_json(r, inv, false);
+	json_object_object_add(res, "files", o->files ? json_object_get(o->files) : json_object_new_array());
 	if (o->http == 200)
 		return ah_reply_json(r, 200, res);
 	json_object *body = json_object_new_object();
@@ -473,7 +475,7 @@ static int invoke(ah_req *r)
 		return AH_EFAIL;
 	if (in.session_id && (rc = claim_session(r, a->id, in.session_id, state)) != 0)
 		return rc;
-	run_agent(r, a, &in, inv.id, env, &o);
+	run_agent(r, a, &in, &inv, env, &o);
 	if (o.http == 503) { /* nothing ran: no history entry, no usage */
 		ah_header(r, "Retry-After", ah_sprintf(r->arena, "%lld", o.retry_after));
 		return ah_reply_error(r, 503, o.detail);
@@ -486,8 +488,7 @@ static int invoke(ah_req *r)
 	inv.input_tokens = (long long)in_tokens;
 	inv.status = o.http == 200 ? AH_INV_COMPLETED : AH_INV_FAILED;
 	inv.error = o.error;
-	inv.model_input_tokens = o.model_in;
-	inv.model_output_tokens = o.model_out;
+	inv.model_input_tokens = o.model_in, inv.model_output_tokens = o.model_out;
 	ah_invocation_account(r, &inv);
 	ah_invocation_record(r, a->id, &inv);
 	return reply(r, &o, &inv);

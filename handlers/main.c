@@ -3,14 +3,20 @@
  * Start-up work differs between the pools. The invoke pool loads the tokenizer
  * vocabulary once per worker (a few MB, a few hundred ms) and checks the
  * prices, so that a bad configuration stops the service at start rather than
- * mis-billing every invocation. The CRUD pool needs neither. */
+ * mis-billing every invocation. The CRUD pool needs neither. Both open the
+ * managed files' storage backend. */
 #include "api/api.h"
 #include "core/money.h"
 #include "tokenize/tokenize.h"
+#include "files.h"
 #include "routes.h"
 
 static int init_pool(const ah_config *cfg, int pool, ah_err *err)
 {
+	/* Both pools: invocations report the session files they produced. */
+	int rc = ah_files_init(cfg, err);
+	if (rc != 0)
+		return rc;
 	/* Prices are checked by ah_config_load with every other key. */
 	if (pool != AH_POOL_INVOKE)
 		return 0;

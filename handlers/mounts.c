@@ -119,7 +119,7 @@ static void check_fields(ah_req *r, json_object *o, mount_in *in, bool create)
 	const char *why;
 	ah_field_str(r, o, "bucket_slug", req, 1, 63, &in->bucket_slug, &in->has_bucket);
 	if (ah_field_str(r, o, "mount_path", req, 1, MOUNT_PATH_MAX, &in->mount_path, &in->has_path) == 0 &&
-	    in->mount_path && (why = ah_mount_path_problem(in->mount_path)))
+	    in->mount_path && (why = ah_bucket_mount_path_problem(in->mount_path)))
 		ah_verr(r, "body", "mount_path", why, "value_error");
 	if (ah_field_str(r, o, "source_prefix", AH_F_NULLABLE, 0, PREFIX_MAX, &in->source_prefix,
 	                 &in->has_prefix) == 0 && in->source_prefix &&

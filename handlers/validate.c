@@ -83,7 +83,7 @@ static const char *const MOUNT_RESERVED[] = {
 	"/lib32", "/lib64", "/libx32", "/.sbx", NULL,
 };
 
-const char *ah_mount_path_problem(const char *p)
+const char *ah_bucket_mount_path_problem(const char *p)
 {
 	if (p[0] != '/')
 		return "Path should be absolute (start with '/')";

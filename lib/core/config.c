@@ -172,7 +172,7 @@ static int check(int k, const char *v, const char *from, long long *num, ah_err 
 /* Defaults that depend on the host or on another key. */
 static const char *computed_default(ah_config *c, int k)
 {
-	char buf[32] = "";
+	char buf[4096] = "";
 	if (k == AH_CFG_DB_HOST) {
 		snprintf(buf, sizeof buf, "%s", *c->val[AH_CFG_DB_SOCKET] ? "localhost" : "127.0.0.1");
 	} else if (k == AH_CFG_CRUD_WORKERS) {
@@ -185,6 +185,15 @@ static const char *computed_default(ah_config *c, int k)
 		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 		long n = ncpu > 0 ? (ncpu * 3 < 256 ? ncpu * 3 : 256) : 6;
 		snprintf(buf, sizeof buf, "%ld", n < 4 ? 4 : n);
+	} else if (k == AH_CFG_FILES_DIR) {
+		/* Beside data_dir, not in it: nginx's workers serve these files
+		 * (X-Accel-Redirect), and data_dir is the runner's alone (0700). */
+		const char *d = c->val[AH_CFG_DATA_DIR];
+		const char *slash = strrchr(d, '/');
+		if (slash && slash > d)
+			snprintf(buf, sizeof buf, "%.*s/files", (int)(slash - d), d);
+		else
+			snprintf(buf, sizeof buf, "%s", slash ? "/files" : "files");
 	} else if (strncmp(ah_cfg_table[k].name, "max_sessions_", 13) == 0) {
 		/* The plan's own cap (core/plans.h) unless configured. */
 		snprintf(buf, sizeof buf, "%lld", ah_plan_max_sessions(ah_cfg_table[k].name + 13));

@@ -34,6 +34,15 @@
 	X(RATE_LIMIT_SLOTS, "rate_limit_slots", INT, "4096", 64, 1 << 20, "slots of the shared rate-limit table") \
 	X(MASTER_KEY_FILE, "master_key_file", PATH, "var/master.key", 0, 0, "32-byte key for secrets and API-key hashes") \
 	X(DATA_DIR, "data_dir", PATH, "var/data", 0, 0, "uploaded code, images, builds") \
+	X(FILES_DIR, "files_dir", PATH, NULL, 0, 0, "managed files' blobs and uploads (files beside data_dir)") \
+	X(STORAGE_BACKEND, "storage_backend", STR, "local", 0, 0, "where managed files' bytes live: local (files_dir) or s3") \
+	X(S3_ENDPOINT, "s3_endpoint", STR, "", 0, 0, "S3 endpoint URL, e.g. https://s3.eu-west-1.amazonaws.com") \
+	X(S3_BUCKET, "s3_bucket", STR, "", 0, 0, "S3 bucket of managed files") \
+	X(S3_REGION, "s3_region", STR, "us-east-1", 0, 0, "S3 region (SigV4 scope)") \
+	X(S3_ACCESS_KEY_ID, "s3_access_key_id", STR, "", 0, 0, "S3 access key id") \
+	X(S3_SECRET_ACCESS_KEY, "s3_secret_access_key", STR, "", 0, 0, "S3 secret access key") \
+	X(FILES_UPLOAD_EXPIRY_SECONDS, "files_upload_expiry_seconds", INT, "3600", 1, 604800, "presigned upload URLs expire") \
+	X(PUBLIC_URL, "public_url", STR, "", 0, 0, "base URL clients reach; empty: the request's scheme and Host") \
 	X(SCHEMA_DIR, "schema_dir", PATH, AH_SCHEMA_DIR, 0, 0, "SQL migrations agenthost-admin migrate applies") \
 	X(OPENAPI_FILE, "openapi_file", PATH, "openapi.json", 0, 0, "the OpenAPI document GET /openapi.json serves") \
 	X(TOKENIZER_VOCAB, "tokenizer_vocab", PATH, "", 0, 0, "BPE vocabulary; empty: the built-in cl100k_base") \

@@ -11,6 +11,7 @@
 
 static unsigned char seal_key[crypto_secretbox_KEYBYTES];
 static unsigned char hash_key[crypto_generichash_KEYBYTES];
+static unsigned char url_key[crypto_auth_hmacsha256_KEYBYTES];
 static int ready;
 
 static int read_key(const char *path, unsigned char *master, ah_err *err)
@@ -63,6 +64,7 @@ int ah_crypto_init(const ah_config *cfg, int create, ah_err *err)
 		return rc;
 	crypto_kdf_derive_from_key(seal_key, sizeof(seal_key), 1, "agenthst", master);
 	crypto_kdf_derive_from_key(hash_key, sizeof(hash_key), 2, "agenthst", master);
+	crypto_kdf_derive_from_key(url_key, sizeof(url_key), 3, "agenthst", master);
 	sodium_memzero(master, sizeof(master));
 	ready = 1;
 	return 0;
@@ -105,4 +107,20 @@ char *ah_crypto_new_api_key(ah_arena *a, char **key_id)
 	ah_base62_random(secret, 10);
 	*key_id = ah_strdup(a, id);
 	return ah_sprintf(a, "ahk_%s_%s", id, secret);
+}
+
+void ah_crypto_url_mac(char hex[AH_URL_MAC_HEX], const char *msg)
+{
+	unsigned char mac[crypto_auth_hmacsha256_BYTES];
+	crypto_auth_hmacsha256(mac, (const unsigned char *)msg, strlen(msg), url_key);
+	sodium_bin2hex(hex, AH_URL_MAC_HEX, mac, sizeof(mac));
+}
+
+bool ah_crypto_url_mac_ok(const char *hex, const char *msg)
+{
+	char want[AH_URL_MAC_HEX];
+	if (!ready || strlen(hex) != AH_URL_MAC_HEX - 1)
+		return false;
+	ah_crypto_url_mac(want, msg);
+	return sodium_memcmp(want, hex, AH_URL_MAC_HEX - 1) == 0;
 }

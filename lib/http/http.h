@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <json-c/json.h>
 
 #include "core/arena.h"
@@ -91,6 +92,34 @@ int ah_verr_reply(ah_req *r);
 
 /* limit (1–100, default 20) and offset (≥ 0); writes the 422 itself → AH_EDONE. */
 int ah_page(ah_req *r, long long *limit, long long *offset);
+
+/* ---- multipart/form-data, streamed (multipart.c) ---- */
+#define AH_MP_FILENAME_MAX 1024
+typedef struct ah_mp_part {
+	char name[128];                          /* form field name ("" when absent) */
+	bool has_filename;                       /* a file part */
+	bool filename_bad;                       /* too long or an undecodable filename* */
+	char filename[AH_MP_FILENAME_MAX + 1];   /* raw bytes, may hold NUL (filename_len) */
+	size_t filename_len;
+	char content_type[256];                  /* "" when the part has none */
+	bool content_type_long;
+} ah_mp_part;
+/* Reads up to n bytes; 0 at the end, < 0 on error. */
+typedef ssize_t (*ah_mp_read_fn)(void *src, char *buf, size_t n);
+/* Called for each part: begin (headers parsed), data (any number of times,
+ * in order), end. A non-zero return stops the parse and is passed up. */
+typedef struct ah_mp_sink {
+	int (*begin)(void *ud, const ah_mp_part *p);
+	int (*data)(void *ud, const char *buf, size_t n);
+	int (*end)(void *ud);
+} ah_mp_sink;
+/* Parses a whole multipart body. 0; AH_EINVALID with a message in why when the
+ * body is malformed (no boundary, truncated, a header too long); AH_EFAIL when
+ * rd failed; or a sink's code. */
+int ah_multipart_parse(ah_mp_read_fn rd, void *src, const char *boundary, const ah_mp_sink *s,
+                       void *ud, char *why, size_t whycap);
+/* The boundary of a "multipart/form-data; boundary=…" content type, or NULL. */
+const char *ah_multipart_boundary(ah_arena *a, const char *content_type);
 
 /* ---- writing ---- */
 void ah_header(ah_req *r, const char *name, const char *value);

@@ -34,19 +34,34 @@ static bool match(ah_req *r, const char *pat, const char *path, const char **par
 	return *pat == '\0' && *path == '\0';
 }
 
+/* Literal segments of a pattern: a path is served by the routes that name
+ * most of it literally, so "/files/usage" is never taken for "/files/{id}". */
+static int literals(const char *pat)
+{
+	int n = 0;
+	for (const char *p = pat; (p = strchr(p, '/')); p++)
+		n += p[1] != '{';
+	return n;
+}
+
 int ah_route_match(ah_req *r, const ah_route *const *tables, const char *method,
                    const char *path, const ah_route **out, const char **allow)
 {
 	const char *params[AH_MAX_PARAMS];
 	size_t np;
 	char *methods = NULL;
+	int best = -1;
 	/* A trailing slash names the same resource. */
 	size_t len = strlen(path);
 	if (len > 1 && path[len - 1] == '/')
 		path = ah_strndup(r->arena, path, len - 1);
+	for (size_t t = 0; tables[t]; t++)
+		for (const ah_route *rt = tables[t]; rt->method; rt++)
+			if (literals(rt->pattern) > best && match(r, rt->pattern, path, params, &np))
+				best = literals(rt->pattern);
 	for (size_t t = 0; tables[t]; t++) {
 		for (const ah_route *rt = tables[t]; rt->method; rt++) {
-			if (!match(r, rt->pattern, path, params, &np))
+			if (literals(rt->pattern) != best || !match(r, rt->pattern, path, params, &np))
 				continue;
 			if (strcmp(rt->method, method) == 0) {
 				memcpy(r->params, params, sizeof(params[0]) * np);

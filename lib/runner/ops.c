@@ -6,6 +6,7 @@
 #include "runner/ops.h"
 #include "runner/gateway.h"
 #include "runner/run_req.h"
+#include "runner/run_files.h"
 #include "runner/fuse.h"
 #include "core/log.h"
 #include "core/json.h"
@@ -34,6 +35,7 @@ struct run_out {
 	ah_sandbox_result res;
 	ah_gateway_usage usage;
 	bool metered;              /* the model gateway served the run */
+	json_object *files;        /* managed files out of the run (run_files.c), or NULL */
 };
 
 /* ---- answers ------------------------------------------------------------- */
@@ -97,6 +99,10 @@ static json_object *run_answer(const struct run_out *o)
 	};
 	json_object *ans = answer_of(true, f, sizeof f / sizeof f[0] - (o->metered ? 0 : 3));
 	free(b64);
+	if (o->files) {
+		json_object_object_foreach(o->files, k, v)
+			json_object_object_add(ans, k, json_object_get(v));
+	}
 	return ans;
 }
 
@@ -202,7 +208,11 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 		             out->sandbox_id, why.msg);
 		return ah_err_set(err, AH_EFAIL, "could not start the model gateway");
 	}
-	int rc = ah_sandbox_exec(sb, &x, &out->res, &why);
+	int rc = q->files ? ah_run_files_in(r->cfg, sb, q->files, &why) : 0;
+	if (rc != 0)
+		ah_log_error("%s agent=%s: files: %s", tag, q->agent_id, why.msg);
+	else
+		rc = ah_sandbox_exec(sb, &x, &out->res, &why);
 	ah_gateway_stop(g, &out->usage); /* the token dies with the run */
 	out->metered = gw != NULL;
 	if (rc != 0) {
@@ -213,6 +223,8 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 	ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms", tag,
 	            q->agent_id, out->sandbox_id, out->res.exit_code, out->res.signal,
 	            out->res.timed_out, out->res.oom_killed, out->res.duration_ms);
+	if (q->files && (out->files = json_object_new_object()))
+		ah_run_files_out(r->cfg, sb, q->files, out->files, tag);
 	return 0;
 }
 
@@ -299,6 +311,7 @@ json_object *ah_op_run(struct ah_runner *r, json_object *req, ah_op_after *after
 	int rc = run_steps(r, req, &q, &gw, &out, after, &err);
 	json_object *ans = rc ? error_answer(rc, &err) : run_answer(&out);
 	ah_sandbox_result_free(&out.res);
+	json_object_put(out.files);
 	gateway_plan_free(&gw);
 	ah_run_req_free(&q);
 	return ans;

@@ -22,6 +22,7 @@ struct ah_run_req {
 	size_t in_len;
 	int timeout_ms;
 	size_t max_output;
+	json_object *files;        /* managed files in and out (run_files.c), or NULL; in the JSON */
 };
 
 /* Fills q from req (which must outlive q); AH_EINVALID with the reason for the

@@ -110,11 +110,35 @@ static void signing_key(unsigned char out[32], const ah_s3 *s, const char *date)
 	sodium_memzero(b, sizeof(b));
 }
 
+/* Appends "&name=value" for each pair of extra (names sorted, all after
+ * "X-Amz-SignedHeaders" in byte order, as lower-case names are). */
+static int append_extra(char *query, size_t cap, const char *const *extra)
+{
+	size_t n = strlen(query);
+	for (size_t i = 0; extra && extra[i] && extra[i + 1]; i += 2) {
+		char v[1024];
+		if (ah_s3_uri_encode(v, sizeof(v), extra[i + 1], 0))
+			return -1;
+		int k = snprintf(query + n, cap - n, "&%s=%s", extra[i], v);
+		if (k < 0 || (size_t)k >= cap - n)
+			return -1;
+		n += (size_t)k;
+	}
+	return 0;
+}
+
 int ah_s3_presign(char *out, size_t cap, const ah_s3 *s, const char *method,
                   const char *key, long expires_s, time_t now, ah_err *err)
 {
-	char path[1600], date[9], stamp[17], scope[160], cred[400], query[1024];
-	char creq[4096], sts[512], hash_hex[65], sig_hex[65];
+	return ah_s3_presign_q(out, cap, s, method, key, expires_s, now, NULL, err);
+}
+
+int ah_s3_presign_q(char *out, size_t cap, const ah_s3 *s, const char *method,
+                    const char *key, long expires_s, time_t now, const char *const *extra,
+                    ah_err *err)
+{
+	char path[1600], date[9], stamp[17], scope[160], cred[400], query[4096];
+	char creq[8192], sts[512], hash_hex[65], sig_hex[65];
 	unsigned char h[32], k[32];
 	struct tm tm;
 	if (expires_s < 1 || expires_s > 604800)
@@ -133,6 +157,8 @@ int ah_s3_presign(char *out, size_t cap, const ah_s3 *s, const char *method,
 	snprintf(query, sizeof(query),
 	         "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=%s&X-Amz-Date=%s"
 	         "&X-Amz-Expires=%ld&X-Amz-SignedHeaders=host", cred, stamp, expires_s);
+	if (append_extra(query, sizeof(query), extra))
+		return ah_err_set(err, AH_EINVALID, "s3: presign parameters too long");
 	int n = snprintf(creq, sizeof(creq), "%s\n%s\n%s\nhost:%s\n\nhost\nUNSIGNED-PAYLOAD",
 	                 method, path, query, ah_s3_host(s));
 	if (n < 0 || (size_t)n >= sizeof(creq))

@@ -36,7 +36,7 @@ typedef struct ah_s3 {
 } ah_s3;
 
 /* The longest presigned URL that ah_s3_presign writes (with its NUL). */
-#define AH_S3_URL_MAX 2048
+#define AH_S3_URL_MAX 6144
 
 /* Fills s, checking lengths and that endpoint is http(s)://host[:port] without a
  * path; AH_EINVALID otherwise. */
@@ -66,5 +66,13 @@ int ah_s3_list(const ah_s3 *s, const char *prefix, int max_keys, ah_s3_list_fn f
  * (1..604800) from now. now is a parameter so that tests can use AWS's examples. */
 int ah_s3_presign(char *out, size_t cap, const ah_s3 *s, const char *method,
                   const char *key, long expires_s, time_t now, ah_err *err);
+
+/* As ah_s3_presign, with extra query parameters signed along: name, value,
+ * name, value, …, NULL; names in byte order and lower case (e.g.
+ * "response-content-disposition", "response-content-type" for a GET whose
+ * answer should carry them); values raw (encoded here). */
+int ah_s3_presign_q(char *out, size_t cap, const ah_s3 *s, const char *method,
+                    const char *key, long expires_s, time_t now, const char *const *extra,
+                    ah_err *err);
 
 #endif

@@ -149,7 +149,7 @@ int sb_mounts_bind(int tree, const char *path, const char **what);
 /* The writable disk's top-level directories (mounts.c), made in the disk
  * template already (disk.c). upper/ is chown'ed to the agent by the keeper. */
 static const struct { const char *name; unsigned mode; } SB_DISK_DIRS[] = {
-	{ "upper", 0755 }, { "work", 0700 }, { "lower", 0700 }, { "tmp", 01777 },
+	{ "upper", 0755 }, { "work", 0700 }, { "lower", 0700 }, { "tmp", 01777 }, { "files", 0755 },
 };
 
 /* ---- disk.c (runner side) ---- */

@@ -168,6 +168,18 @@ static int build_disk(const char *root, const sb_plan *p)
 	snprintf(t, sizeof t, "%s/tmp", root);
 	if (mkdir(t, 01777) < 0 || mount(f, t, NULL, MS_BIND, NULL) < 0)
 		return -1;
+	/* /files: managed files (attachments under agent/, session outputs under
+	 * session/), on the same capped disk; the runner fills and reads it. */
+	static const char *const FILES_SUBDIRS[] = {"agent", "session"};
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(f, sizeof f, "%s/files/%s", d, FILES_SUBDIRS[i]);
+		if ((mkdir(f, 0755) < 0 && errno != EEXIST) || chown(f, agent, agent) < 0)
+			return -1;
+	}
+	snprintf(f, sizeof f, "%s/files", d);
+	snprintf(t, sizeof t, "%s/files", root);
+	if (chown(f, agent, agent) < 0 || mkdir(t, 0755) < 0 || mount(f, t, NULL, MS_BIND, NULL) < 0)
+		return -1;
 	return 0;
 }
 

@@ -6,7 +6,9 @@
  * pids), a root filesystem that
  * shows only read-only /usr (+ the /bin, /lib* links), a curated /etc, a minimal
  * /dev, private /proc and /tmp, and /app: the agent's image as the lower layer
- * of an overlayfs whose upper layer lives on the sandbox's own size-capped disk.
+ * of an overlayfs whose upper layer lives on the sandbox's own size-capped disk,
+ * and /files (agent/ and session/, the agent's, on that disk too) where the
+ * runner puts managed files and collects session outputs (runner/run_files.c).
  * Its network namespace reaches the internet through NAT only (no host, no
  * private ranges, no link-local, exactly the configured DNS resolvers).
  *

@@ -91,6 +91,10 @@ def test_every_request_signature_checks_out(strict, tmp_path):
     assert tool(strict.endpoint, "delete", key).returncode == 0
     url = tool(strict.endpoint, "presign", "PUT", key, "60").stdout.strip()
     assert requests.put(url, data=b"z").status_code == 200
+    url = tool(strict.endpoint, "presign-get", key, "60", "text/plain",
+               "attachment; filename*=UTF-8''%E2%82%AC.txt").stdout.strip()
+    assert "response-content-disposition=" in url
+    assert requests.get(url).status_code == 200
     assert strict.failures == []
 
 

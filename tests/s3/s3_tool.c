@@ -1,6 +1,7 @@
 /* Drives lib/s3 from the command line for tests/integration/test_s3.py:
  *   s3_tool put KEY PATH [CONTENT_TYPE] | get KEY PATH | head KEY | delete KEY
  *         | list PREFIX MAX_KEYS | presign METHOD KEY EXPIRES
+ *         | presign-get KEY EXPIRES CONTENT_TYPE DISPOSITION
  * The store comes from AH_S3_ENDPOINT, AH_S3_BUCKET, AH_S3_REGION, AH_S3_KEY,
  * AH_S3_SECRET. Prints results on stdout; exit 2 for a missing object. */
 #include <stdio.h>
@@ -40,6 +41,15 @@ static int run(const ah_s3 *s, int argc, char **argv, ah_err *err)
 	if (strcmp(cmd, "presign") == 0 && argc == 5 && ah_parse_ll(&n, argv[4]) == 0) {
 		char url[AH_S3_URL_MAX];
 		int rc = ah_s3_presign(url, sizeof(url), s, argv[2], argv[3], (long)n, time(NULL), err);
+		if (rc == 0)
+			printf("%s\n", url);
+		return rc;
+	}
+	if (strcmp(cmd, "presign-get") == 0 && argc == 6 && ah_parse_ll(&n, argv[3]) == 0) {
+		char url[AH_S3_URL_MAX];
+		const char *extra[] = {"response-content-disposition", argv[5], "response-content-type",
+		                       argv[4], NULL};
+		int rc = ah_s3_presign_q(url, sizeof(url), s, "GET", argv[2], (long)n, time(NULL), extra, err);
 		if (rc == 0)
 			printf("%s\n", url);
 		return rc;

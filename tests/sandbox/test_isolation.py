@@ -61,8 +61,9 @@ console.log(JSON.stringify({root: ls('/'), sbx: ls('/.sbx'), etc: ls('/etc'), de
   hostname: require('os').hostname()}));
 """)
     out = js_result(r)
+    # /files: managed files (attachments, session outputs) on the sandbox's own disk
     assert set(out["root"]) <= {"app", "bin", "dev", "etc", "lib", "lib32", "lib64", "libx32",
-                                "proc", "sbin", "tmp", "usr", ".sbx"}, out["root"]
+                                "proc", "sbin", "tmp", "usr", ".sbx", "files"}, out["root"]
     assert out["sbx"] == "ERR:EACCES"  # the disk's old mount point: empty, root's
     assert "shadow" not in out["etc"] and "passwd" in out["etc"]
     assert set(out["dev"]) <= {"null", "zero", "full", "random", "urandom", "fd", "stdin",

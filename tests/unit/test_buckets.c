@@ -115,7 +115,7 @@ int main(void)
 	for (size_t i = 0; i < N(names); i++)
 		ok(ah_bucket_name_valid(names[i].in) == names[i].want, "bucket name '%s'", names[i].in);
 	for (size_t i = 0; i < N(mount_paths); i++)
-		ok((ah_mount_path_problem(mount_paths[i].in) == NULL) == mount_paths[i].want,
+		ok((ah_bucket_mount_path_problem(mount_paths[i].in) == NULL) == mount_paths[i].want,
 		   "mount path '%s'", mount_paths[i].in);
 	for (size_t i = 0; i < N(prefixes); i++)
 		ok((ah_source_prefix_problem(prefixes[i].in) == NULL) == prefixes[i].want,

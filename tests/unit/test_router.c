@@ -36,6 +36,7 @@ static const ah_route secrets[] = {
 };
 static const ah_route health[] = {
 	{"GET", "/health", h_health, AH_R_PUBLIC | AH_R_NO_RATE, 0},
+	{"GET", "/agents/usage", h_health, 0, 0},
 	{NULL, NULL, NULL, 0, 0},
 };
 
@@ -52,6 +53,10 @@ struct match_case {
 
 static const struct match_case cases[] = {
 	{"static route", "GET", "/agents", AH_MATCH_OK, h_list, {NULL}, NULL},
+	{"a literal route wins over a parameter, in any table order", "GET", "/agents/usage",
+	 AH_MATCH_OK, h_health, {NULL}, NULL},
+	{"and the parameter route's methods are not the literal path's", "DELETE", "/agents/usage",
+	 AH_MATCH_NO_METHOD, NULL, {NULL}, "GET"},
 	{"same path, other method", "POST", "/agents", AH_MATCH_OK, h_create, {NULL}, NULL},
 	{"trailing slash names the same resource", "GET", "/agents/", AH_MATCH_OK, h_list, {NULL}, NULL},
 	{"one parameter", "GET", "/agents/my-agent", AH_MATCH_OK, h_get, {"my-agent"}, NULL},

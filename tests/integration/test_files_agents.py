@@ -1,0 +1,130 @@
+"""Attachments and session outputs with real agents: an attached file appears
+in the sandbox under /files/agent/ (read-only unless attached writable, a
+writable one's changes saved back), and what the agent writes under
+/files/session/ becomes session files listed in the result, downloadable byte
+for byte, visible again in the session's later calls."""
+import hashlib
+import uuid
+
+from agent_code import deployed_agent, needs_runner
+from conftest import assert_422
+
+FILES_JS = r"""
+const fs = require('fs');
+const chunks = [];
+process.stdin.on('data', c => chunks.push(c));
+process.stdin.on('end', () => {
+  const [cmd, a, b] = Buffer.concat(chunks).toString('utf8').split('|');
+  const out = [];
+  try {
+    if (cmd === 'read') out.push(fs.readFileSync(a, 'utf8'));
+    if (cmd === 'ls') out.push(fs.readdirSync(a).sort().join(','));
+    if (cmd === 'write') { fs.writeFileSync(a, b); out.push('wrote'); }
+    if (cmd === 'mode') out.push((fs.statSync(a).mode & 0o777).toString(8));
+    if (cmd === 'bin') { fs.writeFileSync(a, Buffer.from(b, 'base64')); out.push('wrote'); }
+  } catch (e) { out.push('ERR ' + e.code); }
+  process.stdout.write(out.join(''));
+});
+"""
+
+
+def run(client, slug, prompt, **kw):
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": prompt, **kw}, timeout=120)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def upload(client, data, name):
+    r = client.post("/files", files={"file": (name, data, "text/plain")})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+@needs_runner
+def test_attachment_is_read_only_in_the_sandbox_and_session_files_come_back(client):
+    a = deployed_agent(client, FILES_JS)
+    slug = a["slug"]
+    f = upload(client, b"attached content", "in.txt")
+    r = client.post(f"/agents/{slug}/files", json={"file_id": f["file_id"]})
+    assert r.status_code == 201, r.text
+    att = r.json()
+    assert (att["mount_path"], att["read_only"], att["filename"]) == ("/files/agent/in.txt", True, "in.txt")
+    assert client.get(f"/agents/{slug}").json()["needs_redeploy"] is True
+    assert [x["file_id"] for x in client.get(f"/agents/{slug}/files").json()] == [f["file_id"]]
+    assert run(client, slug, "read|/files/agent/in.txt")["response_content"] == "attached content"
+    assert run(client, slug, "mode|/files/agent/in.txt")["response_content"] == "444"
+    assert run(client, slug, "write|/files/agent/in.txt|changed")["response_content"] == "ERR EACCES"
+    assert client.get(f"/files/{f['file_id']}/download").content == b"attached content"
+
+    # Session outputs: listed in the result, session-scope records, byte for byte.
+    sid = "s-" + uuid.uuid4().hex[:8]
+    res = run(client, slug, "write|/files/session/out.txt|produced by the agent", session_id=sid)
+    assert [(x["filename"], x["size_bytes"]) for x in res["files"]] == [("out.txt", 21)]
+    listed = client.get("/files?scope=session").json()
+    assert len(listed) == 1 and listed[0]["file_id"] == res["files"][0]["file_id"]
+    assert (listed[0]["agent_slug"], listed[0]["session_id"], listed[0]["scope"]) == (slug, sid, "session")
+    got = client.get(f"/files/{listed[0]['file_id']}/download")
+    assert got.content == b"produced by the agent"
+    assert listed[0]["sha256_hash"] == hashlib.sha256(b"produced by the agent").hexdigest()
+    # Seen again in the session's next call; unchanged files are not listed again.
+    res2 = run(client, slug, "read|/files/session/out.txt", session_id=sid)
+    assert res2["response_content"] == "produced by the agent" and res2["files"] == []
+    # Changed: the same record, new bytes.
+    res3 = run(client, slug, "write|/files/session/out.txt|v2", session_id=sid)
+    assert [x["file_id"] for x in res3["files"]] == [listed[0]["file_id"]]
+    assert client.get(f"/files/{listed[0]['file_id']}/download").content == b"v2"
+    assert client.get("/files/usage").json()["total_size_bytes"] == len(b"attached content") + 2
+
+    # A new sandbox of the same session (the old one deleted) gets them back.
+    assert client.delete(f"/agents/{slug}/sessions/{sid}").status_code == 204
+    res4 = run(client, slug, "read|/files/session/out.txt", session_id=sid)
+    assert res4["response_content"] == "v2" and res4["files"] == []
+    assert res4["sandbox_id"] != res3["sandbox_id"]
+
+    # Detaching applies from the next invocation on.
+    assert client.delete(f"/agents/{slug}/files/{f['file_id']}").status_code == 204
+    assert run(client, slug, "ls|/files/agent")["response_content"] == ""
+    assert client.delete(f"/agents/{slug}/files/{f['file_id']}").status_code == 404
+
+
+@needs_runner
+def test_writable_attachment_is_saved_back(client):
+    a = deployed_agent(client, FILES_JS)
+    slug = a["slug"]
+    f = upload(client, b"v1", "notes.txt")
+    r = client.post(f"/agents/{slug}/files", json={"file_id": f["file_id"], "read_only": False,
+                                                  "mount_path": "/files/agent/sub/notes.txt"})
+    assert r.status_code == 201, r.text
+    res = run(client, slug, "write|/files/agent/sub/notes.txt|version two")
+    assert res["response_content"] == "wrote" and res["files"] == []
+    rec = client.get(f"/files/{f['file_id']}").json()
+    assert (rec["size_bytes"], rec["sha256_hash"]) == (11, hashlib.sha256(b"version two").hexdigest())
+    assert rec["updated_at"] > f["updated_at"]
+    assert client.get(f"/files/{f['file_id']}/download").content == b"version two"
+    # Deleting the file detaches it everywhere.
+    assert client.delete(f"/files/{f['file_id']}").status_code == 204
+    assert client.get(f"/agents/{slug}/files").json() == []
+
+
+def test_attach_bad_input(client, other_client, make_agent):
+    a = make_agent()
+    slug = a["slug"]
+    mine = upload(client, b"x", "x.txt")
+    theirs = upload(other_client, b"y", "y.txt")
+    r = client.post(f"/agents/{slug}/files", json={"file_id": theirs["file_id"]})
+    assert r.status_code == 404 and r.json() == {"detail": "File not found"}
+    for bad in ["/etc/passwd", "/files/agent/", "/files/agent/../x", "/files/session/x",
+                "/files/agent/a//b", "relative/x", "/files/agent/./x"]:
+        assert_422(client.post(f"/agents/{slug}/files", json={"file_id": mine["file_id"], "mount_path": bad}),
+                   ("body", "mount_path"))
+    assert_422(client.post(f"/agents/{slug}/files", json={}), ("body", "file_id"))
+    assert_422(client.post(f"/agents/{slug}/files", json={"file_id": mine["file_id"], "read_only": "no"}),
+               ("body", "read_only"))
+    assert client.post(f"/agents/{slug}/files", json={"file_id": mine["file_id"]}).status_code == 201
+    r = client.post(f"/agents/{slug}/files", json={"file_id": mine["file_id"]})
+    assert r.status_code == 409
+    assert other_client.get(f"/agents/{slug}/files").status_code == 404
+    assert other_client.delete(f"/agents/{slug}/files/{mine['file_id']}").status_code == 404
+    p = client.post("/files/presigned-upload", json={"filename": "p.txt", "size_bytes": 1,
+                                                      "content_type": "text/plain"}).json()
+    assert client.post(f"/agents/{slug}/files", json={"file_id": p["file_id"]}).status_code == 409
