@@ -9,6 +9,7 @@
 #include "routes.h"
 #include "runner_client/runner_client.h"
 #include "code.h"
+#include "slug.h"
 #include "core/util.h"
 #include "validate.h"
 
@@ -80,28 +81,6 @@ static void check_agent_fields(ah_req *r, json_object *o, agent_in *in, bool cre
 	ah_field_int(r, o, "timeout_seconds", 0, 1, 600, &in->timeout, &in->has_timeout);
 }
 
-/* The derived slug, or with -2, -3, … appended until it is free. */
-static int free_slug(ah_req *r, const char *name, const char **out)
-{
-	const char *base = ah_slugify(r->arena, name, 63);
-	for (int i = 1; i < 10000; i++) {
-		const char *cand = base;
-		if (i > 1) {
-			char suffix[16];
-			snprintf(suffix, sizeof(suffix), "-%d", i);
-			cand = ah_sprintf(r->arena, "%s%s", ah_slugify(r->arena, base, 63 - strlen(suffix)), suffix);
-		}
-		ah_rows rows;
-		if (ah_db_query(r->db, r->arena, &rows, SQL_SLUG_TAKEN, "ss", r->user->id, cand) != 0)
-			return AH_EFAIL;
-		if (rows.n == 0) {
-			*out = cand;
-			return 0;
-		}
-	}
-	return AH_ECONFLICT;
-}
-
 /* ---- handlers ---- */
 
 static json_object *agent_row_json(ah_req *r, const ah_rows *rows, size_t i)
@@ -132,7 +111,7 @@ static int create_agent(ah_req *r)
 	/* A derived slug can be taken between the check and the insert by a concurrent
 	 * create: derive again rather than answer 409 for a slug the client never chose. */
 	for (int attempt = 0; rc == AH_ECONFLICT && attempt < (in.slug ? 1 : 5); attempt++) {
-		if (!in.slug && free_slug(r, in.name, &slug) != 0)
+		if (!in.slug && ah_slug_free(r, SQL_SLUG_TAKEN, in.name, "agent", &slug) != 0)
 			return AH_EFAIL;
 		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssssi", id, r->user->id, in.name, slug,
 		                in.description, type, in.git_repo_url, in.git_branch, in.timeout);

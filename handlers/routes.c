@@ -16,5 +16,8 @@ const ah_route *const ah_route_tables[] = {
 	ah_file_upload_routes,
 	ah_file_presign_routes,
 	ah_agent_files_routes,
+	ah_buckets_routes,
+	ah_bucket_access_routes,
+	ah_mounts_routes,
 	NULL,
 };

@@ -18,6 +18,9 @@ extern const ah_route ah_files_routes[];
 extern const ah_route ah_file_upload_routes[];
 extern const ah_route ah_file_presign_routes[];
 extern const ah_route ah_agent_files_routes[];
+extern const ah_route ah_buckets_routes[];
+extern const ah_route ah_bucket_access_routes[];
+extern const ah_route ah_mounts_routes[];
 
 /* All of the above, NULL-terminated: what agenthost-api serves (main.c). */
 extern const ah_route *const ah_route_tables[];

@@ -24,4 +24,13 @@ bool ah_session_id_valid(const char *s);
  * trimmed, cut to max characters; "agent" when nothing is left. In arena a. */
 char *ah_slugify(ah_arena *a, const char *name, size_t max);
 
+/* What is wrong with a mount path (absolute, normalised, not '/', not under
+ * the sandbox's own or the service's directories), or NULL when it is fine. */
+const char *ah_bucket_mount_path_problem(const char *p);
+extern const char *const ah_mount_reserved_message;
+/* p is dir or below it. */
+bool ah_path_within(const char *p, const char *dir);
+/* A source_prefix: relative, no '.' or '..' segments; NULL when fine. */
+const char *ah_source_prefix_problem(const char *p);
+
 #endif

@@ -9,7 +9,7 @@ PACKAGES="meson ninja-build pkg-config gcc libc6-dev git ca-certificates openssl
   mariadb-server mariadb-client nginx-light
   nodejs npm iproute2 nftables e2fsprogs util-linux procps psmisc
   python3 python3-pytest python3-requests python3-yaml python3-cryptography python3-jwt
-  wrk hyperfine"
+  wrk hyperfine rclone fuse3"
 
 log() { printf '[agenthost] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -146,6 +146,8 @@ rate_limit_invoke = 10
 # only those may be cloned from the host's network. Every other host is cloned
 # from a sandbox's network; link-local and metadata addresses never.
 git_allow_hosts = 127.0.0.1:$((PORT + 320))-$((PORT + 339))
+# Bucket endpoints: the tests' S3 and GCS servers listen on loopback.
+storage_allow_private = true
 sandbox_root = $VAR/data/sandboxes
 # Smaller than the defaults (2 GiB, 10 GiB) so that the concurrency tests' ten
 # sandboxes, the pool and the spares fit the host's sandbox budget (README) with

@@ -16,6 +16,7 @@
  *     again later (DNS rebinding) meets the same wall. Allowed private hosts
  *     are cloned from the host's network: the namespace could not reach them. */
 #include "deploy/deploy.h"
+#include "core/netaddr.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -28,69 +29,14 @@
 
 /* ---- addresses ----------------------------------------------------------- */
 
-static bool v4_in(uint32_t a, uint32_t net, int bits)
-{
-	return (a >> (32 - bits)) == (net >> (32 - bits));
-}
-
-/* Link-local (169.254/16: AWS, GCP, Azure metadata at 169.254.169.254) and
- * Alibaba's metadata address. */
-static bool v4_forbidden(uint32_t a)
-{
-	return v4_in(a, 0xA9FE0000, 16) || a == 0x646464C8;
-}
-
-static bool v4_private(uint32_t a)
-{
-	static const struct { uint32_t net; int bits; } nets[] = {
-		{0x00000000, 8}, {0x0A000000, 8}, {0x64400000, 10}, {0x7F000000, 8},
-		{0xAC100000, 12}, {0xC0000000, 24}, {0xC0000200, 24},
-		{0xC0A80000, 16}, {0xC6120000, 15}, {0xC6336400, 24}, {0xCB007100, 24},
-		{0xE0000000, 4}, {0xF0000000, 4},
-	};
-	for (size_t i = 0; i < sizeof(nets) / sizeof(nets[0]); i++)
-		if (v4_in(a, nets[i].net, nets[i].bits))
-			return true;
-	return false;
-}
-
-static enum ah_git_addr_kind v4_kind(uint32_t a)
-{
-	if (v4_forbidden(a))
-		return AH_GIT_ADDR_FORBIDDEN;
-	return v4_private(a) ? AH_GIT_ADDR_PRIVATE : AH_GIT_ADDR_PUBLIC;
-}
-
-static enum ah_git_addr_kind v6_kind(const unsigned char *b)
-{
-	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	static const unsigned char zero[12] = {0};
-	static const unsigned char nat64[12] = {0, 0x64, 0xff, 0x9b};
-	static const unsigned char aws[16] = {0xfd, 0, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54};
-	uint32_t v4 = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15];
-	/* v4-mapped and v4-compatible (and ::, ::1 among them): the v4 address is
-	 * what is reached. */
-	if (memcmp(b, mapped, 12) == 0 || memcmp(b, zero, 12) == 0)
-		return v4 <= 1 ? AH_GIT_ADDR_PRIVATE : v4_kind(v4);
-	if (memcmp(b, nat64, 12) == 0) /* a translator's, towards v4 */
-		return v4_forbidden(v4) ? AH_GIT_ADDR_FORBIDDEN : AH_GIT_ADDR_PRIVATE;
-	if ((b[0] == 0xfe && (b[1] & 0xc0) == 0x80) || memcmp(b, aws, 16) == 0)
-		return AH_GIT_ADDR_FORBIDDEN;             /* fe80::/10, AWS fd00:ec2::254 */
-	if ((b[0] & 0xfe) == 0xfc ||                  /* fc00::/7 unique local */
-	    (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) ||  /* fec0::/10 site-local */
-	    b[0] == 0xff ||                           /* multicast */
-	    (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8))
-		return AH_GIT_ADDR_PRIVATE;
-	return AH_GIT_ADDR_PUBLIC;
-}
+/* The classification is core/netaddr.c's, shared with bucket endpoints. */
+_Static_assert((int)AH_GIT_ADDR_PUBLIC == (int)AH_ADDR_PUBLIC &&
+               (int)AH_GIT_ADDR_PRIVATE == (int)AH_ADDR_PRIVATE &&
+               (int)AH_GIT_ADDR_FORBIDDEN == (int)AH_ADDR_FORBIDDEN, "one order");
 
 enum ah_git_addr_kind ah_git_addr_kind(const struct sockaddr *sa)
 {
-	if (sa->sa_family == AF_INET)
-		return v4_kind(ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
-	if (sa->sa_family == AF_INET6)
-		return v6_kind(((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr);
-	return AH_GIT_ADDR_FORBIDDEN;
+	return (enum ah_git_addr_kind)ah_addr_kind(sa);
 }
 
 /* ---- the URL ------------------------------------------------------------- */

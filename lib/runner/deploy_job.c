@@ -5,6 +5,7 @@
  * agent keeps serving from the old image until the new one is ready. */
 #include "runner/runner.h"
 #include "runner/sandboxes.h"
+#include "runner/fuse.h"
 #include "core/arena.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -123,6 +124,7 @@ static void retire_old(const struct ah_runner *r, const struct ah_job *j, const 
                        const char *new_image)
 {
 	int n = ah_sandboxes_destroy_agent(j->agent_id);
+	ah_fuse_retain(j->agent_id, new_image); /* mounts the new deploy dropped or changed */
 	if (n > 0)
 		ah_log_info("%s: destroyed %d sandbox(es) of the previous deploy", j->tag, n);
 	size_t dl = strlen(r->data_dir);
@@ -130,6 +132,28 @@ static void retire_old(const struct ah_runner *r, const struct ah_job *j, const 
 	if (old_image && strcmp(old_image, new_image) != 0 && strncmp(old_image, r->data_dir, dl) == 0
 	    && strncmp(old_image + dl, "/images/", 8) == 0 && !strstr(old_image, "/../"))
 		ah_sandboxes_retire_image(old_image);
+}
+
+/* The agent's enabled bucket mounts (fuse.h): planned next to the image and
+ * started, so that a mount that cannot work fails the deploy, with the old
+ * image still serving, rather than the agent's reads. */
+static int apply_mounts(ah_db *db, ah_arena *a, struct ah_runner *r, const struct ah_job *j,
+                        const char *image, ah_err *err)
+{
+	ah_sandbox_bind *binds = NULL;
+	size_t n = 0;
+	int rc = ah_fuse_plan_write(db, a, r->cfg, j->agent_id, image, err);
+	if (rc == 0)
+		rc = ah_fuse_binds(j->agent_id, image, AH_FUSE_FOR_DEPLOY, &binds, &n, err);
+	ah_fuse_binds_free(binds, n);
+	if (rc != 0) {
+		unlink(ah_sprintf(a, "%s.mounts", image));
+		/* Not worth retrying: the user must change something. */
+		rc = AH_EINVALID;
+	} else if (n > 0) {
+		ah_log_info("%s: %zu bucket mount(s) ready", j->tag, n);
+	}
+	return rc;
 }
 
 /* After the pipeline built the image: the switch, with a few tries while the
@@ -173,8 +197,14 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 		rc = ah_deploy_build_image(&m, &q, err);
 		ah_deploy_rmtree(q.work_dir);
 	}
-	if (rc == 0)
-		rc = finish(db, a, r, j, &q, &m, ag.old_image, err);
+	if (rc == 0 && (rc = apply_mounts(db, a, r, j, q.image_dir, err)) != 0)
+		ah_deploy_rmtree(q.image_dir);
+	if (rc == 0 && (rc = finish(db, a, r, j, &q, &m, ag.old_image, err)) != 0) {
+		/* Not switched (superseded, lease lost, deleted): its mount plan and
+		 * the processes only it named go with its image. */
+		unlink(ah_sprintf(a, "%s.mounts", q.image_dir));
+		ah_fuse_retain(j->agent_id, ag.old_image);
+	}
 	if (rc == AH_ECONFLICT && !q.image_dir)
 		ah_log_info("%s: agent deleted; job dropped", j->tag);
 	ah_arena_destroy(a);

@@ -5,6 +5,7 @@
  * the unix socket path, or host:port when the runner takes TCP (tcp.c). */
 #include "runner/runner.h"
 #include "runner/sandboxes.h"
+#include "runner/fuse.h"
 #include "core/log.h"
 #include "core/util.h"
 
@@ -135,6 +136,7 @@ void *ah_heartbeat_thread(void *arg)
 		}
 		if (db && now >= next_reap) {
 			ah_sandboxes_reap_idle(idle_ms, expire_session, db);
+			ah_fuse_reap_idle(ah_cfg_int(r->cfg, AH_CFG_MOUNT_IDLE_SECONDS) * 1000);
 			next_reap = now + 10000;
 		}
 		if (db && now >= next_sweep) {

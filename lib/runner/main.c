@@ -12,6 +12,7 @@
 #include "runner/gateway.h"
 #include "runner_client/runner_client.h"
 #include "runner/sandboxes.h"
+#include "runner/fuse.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "deploy/deploy.h"
@@ -101,7 +102,8 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 		return rc;
 	/* The socket first: it is what tells a second runner with this id that the
 	 * first is alive, before it can clean up (sandboxes, leases) under it. */
-	if ((rc = ah_server_listen(r, err)) != 0 || (rc = ah_sandbox_init(r->cfg, err)) != 0)
+	if ((rc = ah_server_listen(r, err)) != 0 || (rc = ah_sandbox_init(r->cfg, err)) != 0 ||
+	    (rc = ah_fuse_init(r->cfg, r->data_dir, err)) != 0)
 		return rc;
 	if ((rc = open_db_patiently(db, r, err)) != 0 ||
 	    (rc = ah_heartbeat_register(*db, r, err)) != 0)
@@ -150,6 +152,7 @@ static void stop(struct ah_runner *r, ah_db *db, pthread_t jobs, pthread_t beat,
 	}
 	pthread_join(beat, NULL);
 	ah_sandboxes_destroy_all();
+	ah_fuse_shutdown();
 	ah_sandbox_shutdown();
 	unlink(r->pid_file);
 }

@@ -7,6 +7,7 @@
 #include "runner/gateway.h"
 #include "runner/run_req.h"
 #include "runner/run_files.h"
+#include "runner/fuse.h"
 #include "core/log.h"
 #include "core/json.h"
 #include "core/util.h"
@@ -179,6 +180,10 @@ static int lease_sandbox(struct ah_sbx_lease *lease, const struct ah_run_req *q,
 	}
 	if (rc != 0) {
 		ah_log_error("%s agent=%s: no sandbox: %s", tag, q->agent_id, why.msg);
+		/* A bucket mount's failure is the user's to know (it names the mount
+		 * and bucket, never a credential); anything else is the operator's. */
+		if (strncmp(why.msg, "Bucket mount", 12) == 0)
+			return ah_err_set(err, AH_EFAIL, "%s", why.msg);
 		return ah_err_set(err, AH_EFAIL, "could not create a sandbox");
 	}
 	return 0;
@@ -333,6 +338,7 @@ json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req)
 	if (!ah_run_token_ok(agent, 32, "_"))
 		return ah_op_error("invalid agent_id");
 	int n = ah_sandboxes_destroy_agent(agent);
+	ah_fuse_retain(agent, NULL); /* its bucket mounts: the next call starts them again */
 	ah_log_info("agent=%s: destroy_agent (%d sandboxes)", agent, n);
 	if (json_object_object_get_ex(req, "purge", &purge) && json_object_get_boolean(purge)) {
 		char dir[PATH_MAX + 64];

@@ -3,6 +3,7 @@
  * which is what serializes calls within a session. Sandboxes are created and
  * destroyed outside the registry lock: both take milliseconds or more. */
 #include "runner/sandboxes.h"
+#include "runner/fuse.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "deploy/deploy.h"
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct ah_sbx_entry {
 	char agent_id[33];
@@ -101,6 +103,9 @@ static void remove_images(struct retired *gone)
 		struct retired *n = gone->next;
 		ah_log_info("removing retired image %s", gone->image);
 		ah_deploy_rmtree(gone->image);
+		char plan[sizeof(gone->image) + 16];
+		snprintf(plan, sizeof(plan), "%s.mounts", gone->image); /* see fuse.h */
+		unlink(plan);
 		free(gone);
 		gone = n;
 	}
@@ -280,10 +285,19 @@ int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const c
 		return ah_err_set(err, AH_EFAIL, "out of memory");
 	pthread_mutex_lock(&e->run_mu);
 	int rc = 0;
-	if (!e->sb) {
-		ah_sandbox_spec spec = {.image_dir = image};
+	ah_sandbox_bind *binds = NULL;
+	size_t nbinds = 0;
+	/* Bucket mounts (fuse.h): served before a sandbox is made with them, and
+	 * still served before a call in one that has them. */
+	if (e->sb)
+		rc = ah_fuse_check(agent_id, image, err);
+	else
+		rc = ah_fuse_binds(agent_id, image, AH_FUSE_FOR_CALL, &binds, &nbinds, err);
+	if (!e->sb && rc == 0) {
+		ah_sandbox_spec spec = {.image_dir = image, .binds = binds, .nbinds = nbinds};
 		rc = create_admitted(e, &spec, err);
 	}
+	ah_fuse_binds_free(binds, nbinds);
 	out->entry = e;
 	out->sb = e->sb;
 	if (rc != 0) {
@@ -313,10 +327,17 @@ static void build_spare(const char *agent_id, const char *image)
 	pthread_mutex_unlock(&mu);
 	if (!e)
 		return;
-	ah_sandbox_spec spec = {.image_dir = image, .ahead = true};
+	ah_sandbox_bind *binds = NULL;
+	size_t nbinds = 0;
 	ah_sandbox *sb = NULL;
 	ah_err err = {0};
-	int rc = ah_sandbox_create(&sb, &spec, &err);
+	int rc = ah_fuse_binds(agent_id, image, AH_FUSE_FOR_SPARE, &binds, &nbinds, &err);
+	if (rc == 0) {
+		ah_sandbox_spec spec = {.image_dir = image, .ahead = true, .binds = binds,
+		                        .nbinds = nbinds};
+		rc = ah_sandbox_create(&sb, &spec, &err);
+	}
+	ah_fuse_binds_free(binds, nbinds);
 	pthread_mutex_lock(&mu);
 	e->sb = rc == 0 ? sb : NULL;
 	e->refs--;
@@ -384,6 +405,16 @@ int ah_sandboxes_destroy_agent(const char *agent_id)
 void ah_sandboxes_destroy_all(void)
 {
 	destroy_matching(NULL, NULL);
+}
+
+size_t ah_sandboxes_agent_count(const char *agent_id)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&mu);
+	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+		n += strcmp(e->agent_id, agent_id) == 0;
+	pthread_mutex_unlock(&mu);
+	return n;
 }
 
 size_t ah_sandboxes_count(void)

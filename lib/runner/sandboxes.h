@@ -43,6 +43,8 @@ int ah_sandboxes_destroy_session(const char *agent_id, const char *session);
 int ah_sandboxes_destroy_agent(const char *agent_id);
 void ah_sandboxes_destroy_all(void);
 size_t ah_sandboxes_count(void);
+/* Entries (sandboxes, spares, ones being made) of the agent. */
+size_t ah_sandboxes_agent_count(const char *agent_id);
 
 /* Destroys session sandboxes idle longer than idle_ms and calls fn for each
  * (outside the registry lock) so the caller can expire the session row; also

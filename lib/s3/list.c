@@ -137,9 +137,13 @@ int ah_s3_list(const ah_s3 *s, const char *prefix, int max_keys, ah_s3_list_fn f
 			curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
 			curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
 			curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+			if (s->hooks && s->hooks->prepare)
+				s->hooks->prepare(s->hooks->ud, c);
 			CURLcode cc = curl_easy_perform(c);
 			long st = 0;
 			curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+			if (s->hooks && s->hooks->done)
+				s->hooks->done(s->hooks->ud, (int)cc, cc == CURLE_OK ? st : 0);
 			if (cc != CURLE_OK)
 				rc = ah_err_set(err, AH_EFAIL, "s3 list: %s", curl_easy_strerror(cc));
 			else if (st != 200 || !b.p)

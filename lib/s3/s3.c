@@ -25,6 +25,7 @@ struct call {
 	char sigv4[96];
 	char userpwd[260];
 	long status;
+	const ah_s3_hooks *hooks;
 };
 
 static int call_open(struct call *x, const ah_s3 *s, const char *key, const char *query,
@@ -53,6 +54,9 @@ static int call_open(struct call *x, const ah_s3 *s, const char *key, const char
 	curl_easy_setopt(x->c, CURLOPT_USERPWD, x->userpwd);
 	curl_easy_setopt(x->c, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(x->c, CURLOPT_TIMEOUT, s->timeout_s);
+	x->hooks = s->hooks;
+	if (x->hooks && x->hooks->prepare)
+		x->hooks->prepare(x->hooks->ud, x->c);
 	return 0;
 }
 
@@ -70,6 +74,11 @@ static int call_run(struct call *x, const char *what, ah_err *err)
 {
 	curl_easy_setopt(x->c, CURLOPT_HTTPHEADER, x->hdrs);
 	CURLcode rc = curl_easy_perform(x->c);
+	if (x->hooks && x->hooks->done) {
+		long st = 0;
+		curl_easy_getinfo(x->c, CURLINFO_RESPONSE_CODE, &st);
+		x->hooks->done(x->hooks->ud, (int)rc, rc == CURLE_OK ? st : 0);
+	}
 	if (rc != CURLE_OK)
 		return ah_err_set(err, AH_EFAIL, "s3 %s: %s", what, curl_easy_strerror(rc));
 	curl_easy_getinfo(x->c, CURLINFO_RESPONSE_CODE, &x->status);

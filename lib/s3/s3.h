@@ -15,6 +15,16 @@
 
 #include "core/err.h"
 
+/* Optional, for a caller that needs more than the calls give (the bucket test
+ * of lib/buckets): prepare runs on each libcurl handle (a CURL *) before its
+ * transfer, e.g. to check the address connected to; done after it, with the
+ * CURLcode and the HTTP status (0 when no answer came). */
+typedef struct ah_s3_hooks {
+	void (*prepare)(void *ud, void *curl);
+	void (*done)(void *ud, int curl_code, long http_status);
+	void *ud;
+} ah_s3_hooks;
+
 typedef struct ah_s3 {
 	char endpoint[256];   /* "http://127.0.0.1:4569" or "https://s3.eu-west-1.amazonaws.com" */
 	char bucket[64];      /* "" when the endpoint is the bucket's own host */
@@ -22,6 +32,7 @@ typedef struct ah_s3 {
 	char access_key[128];
 	char secret_key[128];
 	long timeout_s;       /* whole-transfer cap; 0 = none (large objects) */
+	const ah_s3_hooks *hooks; /* NULL (ah_s3_init's default): none */
 } ah_s3;
 
 /* The longest presigned URL that ah_s3_presign writes (with its NUL). */

@@ -338,22 +338,39 @@ static int keeper_setup(const sb_plan *p, int exec_fd, const char **what)
 	return 0;
 }
 
+/* One request of the runner: the image at /app, or a bind (a bucket). */
+static int serve_one(const sb_msg *m, int fd, const char *body, size_t blen, const char **what)
+{
+	if (m->op == SB_MOUNT_APP)
+		return sb_mounts_app(fd, what);
+	char path[256];
+	*what = "bad bind path";
+	if (blen < 2 || blen > sizeof path || body[blen - 1] != '\0' || body[0] != '/') {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(path, body, blen);
+	return sb_mounts_bind(fd, path, what);
+}
+
 __attribute__((noreturn)) static void keeper_serve(int ctl)
 {
 	for (;;) {
 		sb_msg m;
+		char body[256];
+		size_t blen = 0;
 		int fds[3], nfds = 0;
-		int rc = sb_recv(ctl, &m, NULL, 0, NULL, fds, &nfds);
+		int rc = sb_recv(ctl, &m, body, sizeof body, &blen, fds, &nfds);
 		if (rc == 0)
 			_exit(0);
-		if (rc < 0 || m.op != SB_MOUNT_APP || nfds != 1) {
+		if (rc < 0 || (m.op != SB_MOUNT_APP && m.op != SB_MOUNT_BIND) || nfds != 1) {
 			for (int i = 0; i < nfds; i++)
 				close(fds[i]);
 			sb_error_reply(ctl, EPROTO, "bad request");
 			continue;
 		}
 		const char *what = "";
-		if (sb_mounts_app(fds[0], &what) < 0)
+		if (serve_one(&m, fds[0], body, blen, &what) < 0)
 			sb_error_reply(ctl, errno, what);
 		else
 			sb_send(ctl, &(sb_msg){ .op = SB_OK }, NULL, 0, NULL, 0);

@@ -108,6 +108,7 @@ enum sb_op {
 	SB_READY,       /* keeper → runner: sandbox built */
 	SB_ERROR,       /* inside → runner: msg says what failed */
 	SB_MOUNT_APP,   /* runner → keeper, fd = image dir: the overlay's lower layer */
+	SB_MOUNT_BIND,  /* runner → keeper, fd = a detached mount, body = the path inside */
 	SB_OK,
 	SB_EXEC,        /* runner → spawner, fds stdin/stdout/stderr, body argv/envp */
 	SB_KILL,        /* runner → spawner: kill the running program's tree */
@@ -141,6 +142,9 @@ int sb_userns_idmap_fd(unsigned to);
 /* ---- mounts.c (keeper side) ---- */
 int sb_mounts_build_root(const sb_plan *p, const char *resolv, const char **what);
 int sb_mounts_app(int dirfd, const char **what);
+/* Attaches the detached mount tree at path (absolute; its directories are
+ * made on the read-only root, which stays read-only). */
+int sb_mounts_bind(int tree, const char *path, const char **what);
 
 /* The writable disk's top-level directories (mounts.c), made in the disk
  * template already (disk.c). upper/ is chown'ed to the agent by the keeper. */

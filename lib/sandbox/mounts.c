@@ -239,3 +239,51 @@ int sb_mounts_app(int tree, const char **what)
 	STEP(umount2("/.sbx", MNT_DETACH), "detach disk");
 	return 0;
 }
+
+/* mkdir -p of path on the root, one component at a time and never through a
+ * link (the root holds /bin and /lib* links into /usr). */
+static int make_dirs(const char *path)
+{
+	char comp[256];
+	int dir = open("/", O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	for (const char *p = path + 1; dir >= 0 && *p;) {
+		size_t n = strcspn(p, "/");
+		if (n == 0 || n >= sizeof comp) {
+			close(dir);
+			errno = EINVAL;
+			return -1;
+		}
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		if (mkdirat(dir, comp, 0755) < 0 && errno != EEXIST) {
+			close(dir);
+			return -1;
+		}
+		int next = openat(dir, comp, O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		close(dir);
+		dir = next;
+		p += n + (p[n] == '/');
+	}
+	if (dir < 0)
+		return -1;
+	close(dir);
+	return 0;
+}
+
+/* The root is read-only (pivot); its directories for the mount point are
+ * made with the root writable for that moment only: no program runs yet. */
+int sb_mounts_bind(int tree, const char *path, const char **what)
+{
+	unsigned long ro = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV;
+	STEP(mount(NULL, "/", NULL, ro, NULL), "root writable");
+	*what = "mkdir mount point";
+	int rc = make_dirs(path);
+	int e = errno;
+	STEP(mount(NULL, "/", NULL, ro | MS_RDONLY, NULL), "root read-only");
+	if (rc < 0) {
+		errno = e;
+		return -1;
+	}
+	STEP(syscall(SYS_move_mount, tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH), "attach bucket mount");
+	return 0;
+}

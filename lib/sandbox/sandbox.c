@@ -322,6 +322,36 @@ static int claim_app(ah_sandbox *sb, const ah_sandbox_spec *s, ah_err *err)
 	return rc;
 }
 
+/* Each bind after /app: a detached copy of the host directory's mount, its
+ * flags set here (read-only for a read-only mount), attached by the keeper. */
+static int claim_binds(ah_sandbox *sb, const ah_sandbox_spec *s, ah_err *err)
+{
+	for (size_t i = 0; i < s->nbinds; i++) {
+		const ah_sandbox_bind *b = &s->binds[i];
+		size_t len = strlen(b->path) + 1;
+		if (b->path[0] != '/' || len > 256)
+			return ah_err_set(err, AH_EINVALID, "bind path %.80s not allowed", b->path);
+		int fd = (int)syscall(SYS_open_tree, AT_FDCWD, b->host_dir,
+		                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		if (fd < 0)
+			return ah_err_set(err, AH_EFAIL, "%s: %s", b->path, strerror(errno));
+		struct mount_attr a = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+		                                    (b->read_only ? MOUNT_ATTR_RDONLY : 0) };
+		int rc = 0;
+		if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
+			rc = ah_err_set(err, AH_EFAIL, "%s: flags: %s", b->path, strerror(errno));
+		sb_msg m = { .op = SB_MOUNT_BIND };
+		if (rc == 0)
+			rc = sb_send(sb->ctl_fd, &m, b->path, len, &fd, 1) < 0
+			     ? sb_keeper_died(sb, err)
+			     : sb_keeper_reply(sb, SB_OK, 10000, err);
+		close(fd);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
 int ah_sandbox_create(ah_sandbox **out, const ah_sandbox_spec *spec, ah_err *err)
 {
 	*out = NULL;
@@ -331,7 +361,8 @@ int ah_sandbox_create(ah_sandbox **out, const ah_sandbox_spec *spec, ah_err *err
 	int rc = sb_pool_take(&sb, spec->disk_bytes, !spec->ahead, err);
 	if (rc)
 		return rc;
-	if ((rc = claim_limits(sb, spec, err)) || (rc = claim_app(sb, spec, err))) {
+	if ((rc = claim_limits(sb, spec, err)) || (rc = claim_app(sb, spec, err)) ||
+	    (rc = claim_binds(sb, spec, err))) {
 		ah_sandbox_destroy(sb);
 		return rc;
 	}

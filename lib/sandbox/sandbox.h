@@ -82,6 +82,16 @@
 
 typedef struct ah_sandbox ah_sandbox;
 
+/* A directory of the host shown at path inside (a bucket's FUSE mount, see
+ * lib/runner/fuse.c). The keeper gets a detached copy of its mount
+ * (open_tree), never a host path; read_only is a flag of that copy, which
+ * the sandbox cannot change (no capabilities, seccomp refuses mount calls). */
+typedef struct ah_sandbox_bind {
+	const char *host_dir;   /* a mount point of the runner's */
+	const char *path;       /* absolute, normalised, < 256 bytes; created on the root */
+	bool read_only;
+} ah_sandbox_bind;
+
 typedef struct ah_sandbox_spec {
 	/* Read-only lower layer shown at /app (overlay with the sandbox's own
 	 * upper layer). The directory is never modified. */
@@ -97,6 +107,9 @@ typedef struct ah_sandbox_spec {
 	/* Made ahead of a call that has not come yet (a runner's spare): the
 	 * pool, which grows to the calls it sees at once, does not count it. */
 	bool ahead;
+	/* Bound in after /app, in order. */
+	const ah_sandbox_bind *binds;
+	size_t nbinds;
 } ah_sandbox_spec;
 
 typedef struct ah_sandbox_exec_spec {

@@ -1,0 +1,101 @@
+/* Endpoint, name and credential shape checks: see buckets.h. */
+#include "buckets/buckets.h"
+#include "core/netaddr.h"
+#include "core/util.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const char *const ah_provider_names[] = {"s3", "gcs", "r2", NULL};
+
+static int bad(ah_err *err, const char *why)
+{
+	return ah_err_set(err, AH_EINVALID, "%s", why);
+}
+
+/* Host of an http(s) URL after the scheme: [v6] or up to ':' '/' or end. */
+static int split_host(char *host, size_t n, const char *p, const char **rest)
+{
+	const char *end;
+	if (*p == '[') {
+		end = strchr(++p, ']');
+		*rest = end ? end + 1 : NULL;
+	} else {
+		end = p + strcspn(p, ":/");
+		*rest = end;
+	}
+	if (!end || end == p || (size_t)(end - p) >= n)
+		return AH_EINVALID;
+	memcpy(host, p, (size_t)(end - p));
+	host[end - p] = '\0';
+	return 0;
+}
+
+static int port_check(const char *rest)
+{
+	if (*rest != ':')
+		return 0;
+	char *e;
+	long v = strtol(rest + 1, &e, 10);
+	return (e == rest + 1 || v < 1 || v > 65535 || (*e && *e != '/')) ? AH_EINVALID : 0;
+}
+
+int ah_bucket_endpoint_check(const char *url, bool allow_private, bool path_ok, ah_err *err)
+{
+	const char *p;
+	if (!strncasecmp(url, "https://", 8))
+		p = url + 8;
+	else if (!strncasecmp(url, "http://", 7))
+		p = url + 7;
+	else
+		return bad(err, "URL should start with https:// or http://");
+	for (const char *c = url; *c; c++)
+		if ((unsigned char)*c <= ' ' || *c == 0x7f || *c == '\\')
+			return bad(err, "URL should not contain spaces, control characters or backslashes");
+	size_t auth = strcspn(p, "/?#");
+	if (memchr(p, '@', auth))
+		return bad(err, "URL should not contain credentials; set them with "
+		           "POST /buckets/{slug}/credentials");
+	if (strpbrk(p, "?#"))
+		return bad(err, "URL should not have a query or fragment");
+	char host[256];
+	const char *rest;
+	if (split_host(host, sizeof(host), p, &rest) != 0 || port_check(rest) != 0)
+		return bad(err, "URL should name a host (and a port from 1 to 65535)");
+	const char *path = rest + strcspn(rest, "/");
+	if (!path_ok && *path && strcmp(path, "/") != 0)
+		return bad(err, "URL should be scheme://host[:port] without a path (buckets are named "
+		           "by bucket_name)");
+	int kind = strcasecmp(host, "localhost") == 0 ? AH_ADDR_PRIVATE : ah_addr_kind_text(host);
+	if (kind == AH_ADDR_FORBIDDEN)
+		return bad(err, "URL names a link-local or cloud metadata address, which is never allowed");
+	if (kind == AH_ADDR_PRIVATE && !allow_private)
+		return bad(err, "URL names a loopback, private or CGNAT address; endpoints must be "
+		           "outside addresses (an operator can allow private ones with "
+		           "storage_allow_private)");
+	return 0;
+}
+
+bool ah_bucket_name_valid(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 3 || n > 222 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || strchr("._-", s[i])))
+			return false;
+	return !strstr(s, "..");
+}
+
+bool ah_bucket_region_valid(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 1 || n > 64)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return false;
+	return true;
+}

@@ -1,0 +1,129 @@
+/* Unit test of the bucket and mount input rules (lib/buckets, handlers/
+ * validate.c) and core/netaddr's ranges, one table row per input and what the
+ * API must decide about it. Printed as TAP. */
+#include "buckets/buckets.h"
+#include "core/netaddr.h"
+#include "validate.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "tap.h"
+
+static const struct { const char *url; bool private_ok, path_ok, want; } endpoints[] = {
+	{"https://s3.eu-west-1.amazonaws.com", false, false, true},
+	{"https://acct.r2.cloudflarestorage.com/", false, false, true},
+	{"http://minio.example.com:9000", false, false, true},
+	{"https://s3.example.com/bucket", false, false, false},   /* a path */
+	{"https://oauth2.googleapis.com/token", false, true, true}, /* token_uri: path allowed */
+	{"https://key:secret@s3.example.com", false, false, false},
+	{"https://key@s3.example.com", false, false, false},
+	{"file:///etc/passwd", true, true, false},
+	{"gopher://s3.example.com:70/", true, true, false},
+	{"ftp://s3.example.com", true, true, false},
+	{"s3.example.com", true, true, false},
+	{"https://", true, true, false},
+	{"https://s3.example.com:0", true, true, false},
+	{"https://s3.example.com:65536", true, true, false},
+	{"https://s3.example.com?x=1", true, true, false},
+	{"https://s3.example.com#f", true, true, false},
+	{"https://s3 .example.com", true, true, false},
+	{"http://127.0.0.1:9000", false, false, false},            /* loopback */
+	{"http://127.0.0.1:9000", true, false, true},              /* ... allowed */
+	{"http://localhost:9000", false, false, false},
+	{"http://10.1.2.3", false, false, false},
+	{"http://100.64.0.1", false, false, false},                /* CGNAT */
+	{"http://192.168.1.1", true, false, true},
+	{"http://169.254.169.254", true, false, false},            /* metadata: never */
+	{"http://[fe80::1]:9000", true, false, false},
+	{"http://[::1]:9000", false, false, false},
+	{"http://[::ffff:169.254.169.254]", true, false, false},
+	{"http://100.100.100.200", true, false, false},            /* Alibaba metadata */
+	{"https://8.8.8.8", false, false, true},
+};
+
+static const struct { const char *in; bool want; } names[] = {
+	{"my-data", true}, {"a.b.c", true}, {"gcs_bucket_1", true}, {"abc", true},
+	{"ab", false}, {"My-Data", false}, {"-data", false}, {"data-", false}, {"a..b", false},
+	{"has space", false}, {"a/b", false},
+};
+
+static const struct { const char *in; bool want; } mount_paths[] = {
+	{"/data", true}, {"/mnt/data", true}, {"/workspace/a-b_c.d", true}, {"/application", true},
+	{"/filesystem", true}, {"/data/proc", true},
+	{"data", false}, {"/", false}, {"//data", false}, {"/data/", false}, {"/data//x", false},
+	{"/data/../etc", false}, {"/data/./x", false}, {"/..", false}, {"/.", false},
+	{"/proc", false}, {"/proc/1", false}, {"/sys", false}, {"/dev/shm", false}, {"/app", false},
+	{"/app/x", false}, {"/files", false}, {"/files/agent", false}, {"/usr/local", false},
+	{"/etc", false}, {"/tmp", false}, {"/tmp/x", true}, {"/lib64", false}, {"/.sbx", false},
+	{"/da\nta", false}, {"/a,b", false}, {"/a:b", false}, {"/a\\b", false},
+};
+
+static const struct { const char *in; bool want; } prefixes[] = {
+	{"", true}, {"team/a", true}, {"team/a/", true}, {"a.b", true},
+	{"/abs", false}, {"a/../b", false}, {"..", false}, {"a//b", false}, {"./a", false},
+};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static void sa_cases(void)
+{
+	static const char ok_key[] =
+		"{\"type\":\"service_account\",\"client_email\":\"a@p.iam.gserviceaccount.com\","
+		"\"private_key\":\"-----BEGIN PRIVATE KEY-----\\nx\\n-----END PRIVATE KEY-----\\n\","
+		"\"token_uri\":\"https://oauth2.googleapis.com/token\"}";
+	static const struct { const char *json; bool want; const char *what; } cases[] = {
+		{ok_key, true, "a service account key"},
+		{"not json", false, "not JSON"},
+		{"[1]", false, "an array"},
+		{"{\"client_email\":\"a@b\",\"private_key\":\"-----BEGIN x\"}", false, "no token_uri"},
+		{"{\"client_email\":\"a@b\",\"token_uri\":\"https://t.example/t\"}", false, "no private_key"},
+		{"{\"private_key\":\"-----BEGIN x\",\"token_uri\":\"https://t.example/t\"}", false, "no client_email"},
+		{"{\"type\":\"authorized_user\",\"client_email\":\"a@b\",\"private_key\":\"-----BEGIN x\","
+		 "\"token_uri\":\"https://t.example/t\"}", false, "another type of key"},
+		{"{\"client_email\":\"a@b\",\"private_key\":\"-----BEGIN x\",\"token_uri\":\"file:///x\"}",
+		 false, "a file:// token_uri"},
+		{"{\"client_email\":\"a@b\",\"private_key\":\"-----BEGIN x\","
+		 "\"token_uri\":\"http://169.254.169.254/t\"}", false, "a metadata token_uri"},
+	};
+	ah_arena *a = ah_arena_new();
+	for (size_t i = 0; i < N(cases); i++) {
+		ah_bucket_creds c = {0};
+		ah_err err = {0};
+		int rc = ah_bucket_sa_parse(a, &c, cases[i].json, false, &err);
+		ok((rc == 0) == cases[i].want && (rc != 0 || (c.client_email && c.private_key && c.token_uri)),
+		   "service_account_json: %s (%s)", cases[i].what, rc ? err.msg : "accepted");
+	}
+	ah_bucket_creds in = {.access_key_id = "AK", .secret_access_key = "S\"K"}, out;
+	ah_err err;
+	ok(ah_bucket_creds_decode(a, &out, AH_PROVIDER_S3, ah_bucket_creds_encode(a, &in), &err) == 0 &&
+	   strcmp(out.secret_access_key, "S\"K") == 0, "s3 credentials survive sealing's encoding");
+	ok(ah_bucket_creds_decode(a, &out, AH_PROVIDER_GCS, ah_bucket_creds_encode(a, &in), &err) ==
+	   AH_ENOTFOUND, "s3 credentials are none for gcs");
+	ah_arena_destroy(a);
+}
+
+int main(void)
+{
+	for (size_t i = 0; i < N(endpoints); i++) {
+		ah_err err = {0};
+		int rc = ah_bucket_endpoint_check(endpoints[i].url, endpoints[i].private_ok,
+		                                  endpoints[i].path_ok, &err);
+		ok((rc == 0) == endpoints[i].want, "endpoint %s%s: %s", endpoints[i].url,
+		   endpoints[i].private_ok ? " (private allowed)" : "", rc ? err.msg : "accepted");
+	}
+	for (size_t i = 0; i < N(names); i++)
+		ok(ah_bucket_name_valid(names[i].in) == names[i].want, "bucket name '%s'", names[i].in);
+	for (size_t i = 0; i < N(mount_paths); i++)
+		ok((ah_bucket_mount_path_problem(mount_paths[i].in) == NULL) == mount_paths[i].want,
+		   "mount path '%s'", mount_paths[i].in);
+	for (size_t i = 0; i < N(prefixes); i++)
+		ok((ah_source_prefix_problem(prefixes[i].in) == NULL) == prefixes[i].want,
+		   "source prefix '%s'", prefixes[i].in);
+	ok(ah_addr_kind_text("100.64.0.1") == AH_ADDR_PRIVATE, "CGNAT is private");
+	ok(ah_addr_kind_text("169.254.1.1") == AH_ADDR_FORBIDDEN, "link-local is forbidden");
+	ok(ah_addr_kind_text("1.1.1.1") == AH_ADDR_PUBLIC, "an outside address is public");
+	ok(ah_addr_kind_text("s3.example.com") == -1, "a name is no address");
+	sa_cases();
+	return tap_done();
+}
