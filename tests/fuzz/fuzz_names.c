@@ -1,0 +1,68 @@
+/* Fuzz target: the managed files' names (lib/files/names.c): filenames,
+ * content types, tags, the Content-Disposition header made from a filename,
+ * and attachment mount paths. Input: one byte to choose, then the string.
+ * Properties: a Content-Disposition has no control byte and no bare quote
+ * (it goes into a response header); a normalised mount path stays under
+ * /files/agent/ with no "..", "//" or trailing "/"; parsed tags are
+ * ",a,b," shaped with no empty or repeated tag. */
+#include "files/files.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void header_safe(const char *v)
+{
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+		if (*p < 0x20 || *p == 0x7f || *p >= 0x80)
+			__builtin_trap();
+}
+
+static void mount_path(ah_arena *a, const char *s)
+{
+	char *norm = NULL;
+	if (ah_mount_path_problem(a, s, &norm) != NULL)
+		return;
+	if (!norm || strncmp(norm, "/files/agent/", 13) != 0 || strstr(norm, "/../") ||
+	    strstr(norm, "//") || norm[strlen(norm) - 1] == '/' || strstr(norm, "/./"))
+		__builtin_trap();
+}
+
+static void tags(ah_arena *a, const char *s)
+{
+	char *norm = NULL;
+	if (ah_tags_parse(a, s, &norm) != NULL || !norm || !*norm)
+		return;
+	size_t n = strlen(norm);
+	if (norm[0] != ',' || norm[n - 1] != ',' || strstr(norm, ",,"))
+		__builtin_trap();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	char *s = malloc(size);
+	if (!s)
+		return 0;
+	memcpy(s, data + 1, size - 1);
+	s[size - 1] = '\0';
+	ah_arena *a = ah_arena_new();
+	switch (data[0] % 4) {
+	case 0:
+		if (ah_filename_problem(s, size - 1) == NULL)
+			header_safe(ah_content_disposition(a, s));
+		break;
+	case 1:
+		ah_content_type_problem(s);
+		break;
+	case 2:
+		tags(a, s);
+		break;
+	default:
+		mount_path(a, s);
+	}
+	ah_arena_destroy(a);
+	free(s);
+	return 0;
+}
