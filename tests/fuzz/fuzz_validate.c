@@ -17,6 +17,23 @@ static void printable_or_trap(const char *s, bool ascii)
 			__builtin_trap();
 }
 
+/* An accepted bucket mount path is absolute, normalised and outside what the
+ * sandbox itself owns. */
+static void mount_path_ok_or_trap(const char *p)
+{
+	static const char *const owned[] = { "/proc", "/sys", "/dev", "/app", "/files", NULL };
+	size_t n = strlen(p);
+	if (p[0] != '/' || n < 2 || p[n - 1] == '/' || strstr(p, "//") || strstr(p, "/../") ||
+	    strstr(p, "/./") || (n >= 3 && strcmp(p + n - 3, "/..") == 0))
+		__builtin_trap();
+	for (size_t i = 0; owned[i]; i++) {
+		size_t k = strlen(owned[i]);
+		if (strncmp(p, owned[i], k) == 0 && (p[k] == '\0' || p[k] == '/'))
+			__builtin_trap();
+	}
+	printable_or_trap(p, false);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *s = malloc(size + 1);
@@ -36,6 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		printable_or_trap(s, false);
 	if (ah_repo_url_valid(s))
 		printable_or_trap(s, false);
+	if (ah_bucket_mount_path_problem(s) == NULL)
+		mount_path_ok_or_trap(s);
 	ah_arena_destroy(a);
 	free(s);
 	return 0;
