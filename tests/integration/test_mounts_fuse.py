@@ -115,9 +115,13 @@ def rclone_pids():
 
 
 def dead(pid):
+    """Gone, or a zombie none of whose threads still runs: rclone is a Go
+    program, and its leader shows "Z" while its other threads are still
+    exiting and its FUSE connection still open."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+            zombie = f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        return zombie and len(os.listdir(f"/proc/{pid}/task")) <= 1
     except FileNotFoundError:
         return True
 
