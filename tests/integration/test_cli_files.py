@@ -1,0 +1,202 @@
+"""The agenthost client's files commands against the real stack: upload (multipart,
+and the presigned flow above 10 MB), list with filters, get, download byte for
+byte (never over an existing file without --force, to stdout with -o -),
+update, delete, usage, attachments, --json, errors with the API's detail; and a
+download the API answers with a redirect (the S3 backend), followed without
+sending the key to the other host."""
+import hashlib
+import http.server
+import json
+import os
+import subprocess
+import threading
+
+import pytest
+
+from conftest import create_user
+from test_cli import CLI, cli_env, home, on_pty, run, user  # noqa: F401 (fixtures)
+
+
+def upload(env, path, *args):
+    r = run(env, "files", "upload", str(path), *args, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_upload_list_get_download_update_delete_usage(user, tmp_path):
+    _e, _k, env = user
+    src = tmp_path / "notes.txt"
+    src.write_bytes(b"first line\n\x00binary\xff tail\n")
+    rec = upload(env, src, "--description", "meeting notes", "--tags", "work,q4")
+    assert (rec["filename"], rec["size_bytes"], rec["status"]) == ("notes.txt", src.stat().st_size, "confirmed")
+    assert sorted(rec["tags"]) == ["q4", "work"] and rec["content_type"] == "text/plain"
+    assert rec["sha256_hash"] == hashlib.sha256(src.read_bytes()).hexdigest()
+    other = upload(env, _file(tmp_path, "other.bin", b"x" * 100), "--tags", "work")
+    fid = rec["file_id"]
+
+    ids = lambda *a: [f["file_id"] for f in json.loads(run(env, "files", "list", *a, "--json").stdout)]
+    assert set(ids()) == {fid, other["file_id"]}
+    assert ids("--tags", "work,q4") == [fid]
+    assert ids("--search", "meeting") == [fid]
+    assert ids("--scope", "agent") == []
+    assert ids("--limit", "1", "--offset", "1") and len(ids("--limit", "1")) == 1
+    table = run(env, "files", "list").stdout.splitlines()
+    assert table[0].split()[:2] == ["id", "filename"] and any(fid in ln and "q4,work" in ln for ln in table)
+
+    r = run(env, "files", "get", fid)
+    assert r.returncode == 0 and "description:  meeting notes" in r.stdout
+
+    out = tmp_path / "dl"
+    out.mkdir()
+    r = run(env, "files", "download", fid, cwd=out)
+    assert r.returncode == 0, r.stderr
+    assert (out / "notes.txt").read_bytes() == src.read_bytes()
+    r = subprocess_bytes(env, "files", "download", fid, "-o", "-")
+    assert r == src.read_bytes()
+
+    r = run(env, "files", "update", fid, "--description", "changed", "--tags", "home", "--json")
+    assert r.returncode == 0, r.stderr
+    assert (json.loads(r.stdout)["description"], json.loads(r.stdout)["tags"]) == ("changed", ["home"])
+    assert run(env, "files", "update", fid).returncode == 2     # nothing to change
+
+    usage = json.loads(run(env, "files", "usage", "--json").stdout)
+    assert usage["total_files"] == 2 and usage["total_size_bytes"] == src.stat().st_size + 100
+    assert run(env, "files", "delete", fid).returncode == 2     # not a terminal, no --yes
+    assert run(env, "files", "delete", fid, "--yes").returncode == 0
+    r = run(env, "files", "get", fid)
+    assert (r.returncode, r.stderr) == (1, "error: File not found (HTTP 404)\n")
+    assert json.loads(run(env, "files", "usage", "--json").stdout)["total_files"] == 1
+
+
+def _file(tmp_path, name, data):
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+def subprocess_bytes(env, *args):
+    r = subprocess.run([CLI, *args], env=env, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_download_never_overwrites_without_force(user, tmp_path):
+    _e, _k, env = user
+    rec = upload(env, _file(tmp_path, "report.csv", b"a,b\n1,2\n"))
+    target = _file(tmp_path, "mine.csv", b"precious")
+    r = run(env, "files", "download", rec["file_id"], "-o", str(target))
+    assert r.returncode == 2 and "exists" in r.stderr and "--force" in r.stderr
+    assert target.read_bytes() == b"precious"
+    r = run(env, "files", "download", rec["file_id"], "-o", str(target), "--force")
+    assert r.returncode == 0, r.stderr
+    assert target.read_bytes() == b"a,b\n1,2\n"
+    # and nothing of the transfer was left beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.csv", "report.csv", "xdg"]
+
+
+def test_presigned_upload_above_10_mb_round_trips(user, tmp_path):
+    _e, _k, env = user
+    data = os.urandom(11 << 20)
+    rec = upload(env, _file(tmp_path, "big.bin", data), "--tags", "big", "--description", "eleven")
+    assert (rec["status"], rec["size_bytes"]) == ("confirmed", len(data))
+    assert rec["sha256_hash"] == hashlib.sha256(data).hexdigest() and rec["tags"] == ["big"]
+    r = run(env, "files", "download", rec["file_id"], "-o", str(tmp_path / "back.bin"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "back.bin").read_bytes() == data
+
+
+def test_progress_bar_on_a_terminal_and_not_in_a_pipe(user, tmp_path):
+    _e, _k, env = user
+    small = _file(tmp_path, "small.txt", b"s" * 5000)
+    big = _file(tmp_path, "big.bin", os.urandom((10 << 20) + 1))
+    for f in (small, big):
+        status, out = on_pty(env, ["files", "upload", str(f)])
+        assert status == 0 and "uploading 100%" in out, out
+    fid = json.loads(run(env, "files", "list", "--search", "big.bin", "--json").stdout)[0]["file_id"]
+    status, out = on_pty(env, ["files", "download", fid, "-o", str(tmp_path / "back.bin")])
+    assert status == 0 and "downloading 100%" in out, out
+    r = run(env, "files", "upload", str(big))
+    assert r.returncode == 0 and "uploading" not in r.stderr and "\r" not in r.stderr
+    r = run(env, "files", "download", fid, "-o", str(tmp_path / "again.bin"))
+    assert r.returncode == 0 and r.stderr == f"Saved {tmp_path / 'again.bin'} ({(10 << 20) + 1} bytes)\n"
+
+
+def test_attachments_add_list_rm(user, tmp_path):
+    _e, _k, env = user
+    assert run(env, "agents", "create", "With Files").returncode == 0
+    fid = upload(env, _file(tmp_path, "data.json", b"{}"))["file_id"]
+    r = run(env, "agents", "files", "add", "with-files", fid, "--json")
+    assert r.returncode == 0, r.stderr
+    att = json.loads(r.stdout)
+    assert (att["mount_path"], att["read_only"]) == ("/files/agent/data.json", True)
+    fid2 = upload(env, _file(tmp_path, "scratch.txt", b"s"))["file_id"]
+    r = run(env, "agents", "files", "add", "with-files", fid2, "--path", "/files/agent/w/s.txt", "--writable")
+    assert r.returncode == 0 and "/files/agent/w/s.txt" in r.stderr
+    listed = json.loads(run(env, "agents", "files", "list", "with-files", "--json").stdout)
+    assert {(a["file_id"], a["read_only"]) for a in listed} == {(fid, True), (fid2, False)}
+    assert "data.json" in run(env, "agents", "files", "list", "with-files").stdout
+    assert run(env, "agents", "files", "rm", "with-files", fid).returncode == 0
+    listed = json.loads(run(env, "agents", "files", "list", "with-files", "--json").stdout)
+    assert [a["file_id"] for a in listed] == [fid2]
+    r = run(env, "agents", "files", "rm", "with-files", fid)
+    assert r.returncode == 1 and "HTTP 404" in r.stderr
+
+
+def test_another_users_file_is_not_found(user, tmp_path, home):
+    _e, _k, env = user
+    fid = upload(env, _file(tmp_path, "secret.txt", b"mine"))["file_id"]
+    other = cli_env(home, create_user()[1])
+    for args in (("get", fid), ("download", fid, "-o", str(tmp_path / "x")), ("delete", fid, "--yes"),
+                 ("update", fid, "--description", "x")):
+        r = run(other, "files", *args)
+        assert r.returncode == 1 and "not found" in r.stderr.lower(), (args, r.stderr)
+        assert len(r.stderr.splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+    r = run(env, "files", "upload", str(tmp_path / "missing.txt"))
+    assert r.returncode == 2 and "missing.txt" in r.stderr
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """A stand-in for the API or the object store: answers from routes and
+    records the requests (path, Authorization)."""
+    routes, seen = {}, []
+
+    def do_GET(self):
+        self.seen.append((self.server.server_port, self.path, self.headers.get("Authorization")))
+        status, headers, body = self.routes.get((self.server.server_port, self.path), (404, {}, b'{"detail":"no"}'))
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+def test_download_follows_the_redirect_without_the_key(tmp_path, home):
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder) for _ in range(2)]
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
+    for t in threads:
+        t.start()
+    api, store = (s.server_port for s in servers)
+    data = os.urandom(300000)
+    rec = {"file_id": "fil_r", "filename": "photo.png", "size_bytes": len(data)}
+    _Recorder.routes.update({
+        (api, "/api/v1/files/fil_r"): (200, {"Content-Type": "application/json"}, json.dumps(rec).encode()),
+        (api, "/api/v1/files/fil_r/download"): (302, {"Location": f"http://127.0.0.1:{store}/obj?sig=1"}, b""),
+        (store, "/obj?sig=1"): (200, {"Content-Type": "image/png"}, data),
+    })
+    try:
+        env = cli_env(home, "ahk_test0000_0000000000", AGENTHOST_URL=f"http://127.0.0.1:{api}/api/v1")
+        r = run(env, "files", "download", "fil_r", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "photo.png").read_bytes() == data
+        auth = {(port, path): a for port, path, a in _Recorder.seen}
+        assert auth[(api, "/api/v1/files/fil_r/download")] == "Bearer ahk_test0000_0000000000"
+        assert auth[(store, "/obj?sig=1")] is None
+    finally:
+        for s in servers:
+            s.shutdown()
+            s.server_close()
