@@ -111,8 +111,18 @@ static int presign(struct ah_cli *c, const struct ah_cli_args *a, const char *ty
 	return ah_cli_send(c, "POST", "/files/presigned-upload", body, r, err);
 }
 
-/* > 10 MB: reserve, PUT the bytes to upload_url (no key), confirm with the hash.
- * A failure after the reservation leaves a pending record the API expires. */
+/* A presigned upload that failed: its pending record goes at once, with the
+ * quota it reserved (else it would count until it expires). Best effort: the
+ * error the user sees is the upload's, rc. */
+static int drop_pending(struct ah_cli *c, const char *id, int rc)
+{
+	struct ah_cli_resp r;
+	ah_err ignored;
+	ah_cli_send(c, "DELETE", ah_sprintf(c->a, "/files/%s", ah_cli_seg(c, id)), NULL, &r, &ignored);
+	return rc;
+}
+
+/* > 10 MB: reserve, PUT the bytes to upload_url (no key), confirm with the hash. */
 static int upload_presigned(struct ah_cli *c, const struct ah_cli_args *a, const char *type, FILE *f,
                             long long size, struct ah_cli_resp *r, ah_err *err)
 {
@@ -131,11 +141,14 @@ static int upload_presigned(struct ah_cli *c, const struct ah_cli_args *a, const
 	struct ah_cli_req rq = {.method = "PUT", .url = url, .upload = f, .upload_size = size,
 	                        .content_type = type, .timeout = TRANSFER_TIMEOUT, .progress = true};
 	rc = ah_cli_call(c, &rq, &put, err);
-	if (rc)
-		return ah_err_set(err, err->code, "uploading %s: %s", id, err->msg);
+	if (rc) {
+		ah_err_set(err, err->code, "uploading %s: %s", id, err->msg);
+		return drop_pending(c, id, rc);
+	}
 	json_object *body = ah_cli_obj(c);
 	json_object_object_add(body, "sha256_hash", json_object_new_string(hex));
-	return ah_cli_send(c, "POST", ah_sprintf(c->a, "/files/%s/confirm", ah_cli_seg(c, id)), body, r, err);
+	rc = ah_cli_send(c, "POST", ah_sprintf(c->a, "/files/%s/confirm", ah_cli_seg(c, id)), body, r, err);
+	return rc ? drop_pending(c, id, rc) : 0;
 }
 
 int ah_cli_files_upload(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)

@@ -100,6 +100,7 @@ def test_presigned_upload_above_10_mb_round_trips(user, tmp_path):
     rec = upload(env, _file(tmp_path, "big.bin", data), "--tags", "big", "--description", "eleven")
     assert (rec["status"], rec["size_bytes"]) == ("confirmed", len(data))
     assert rec["sha256_hash"] == hashlib.sha256(data).hexdigest() and rec["tags"] == ["big"]
+    assert rec["description"] == "eleven"
     r = run(env, "files", "download", rec["file_id"], "-o", str(tmp_path / "back.bin"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "back.bin").read_bytes() == data
@@ -158,45 +159,80 @@ def test_another_users_file_is_not_found(user, tmp_path, home):
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
     """A stand-in for the API or the object store: answers from routes and
-    records the requests (path, Authorization)."""
+    records the requests (port, method, path, Authorization, body)."""
     routes, seen = {}, []
 
-    def do_GET(self):
-        self.seen.append((self.server.server_port, self.path, self.headers.get("Authorization")))
-        status, headers, body = self.routes.get((self.server.server_port, self.path), (404, {}, b'{"detail":"no"}'))
+    def _answer(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        port = self.server.server_port
+        self.seen.append((port, self.command, self.path, self.headers.get("Authorization"), body))
+        status, headers, out = self.routes.get((port, self.command, self.path), (404, {}, b'{"detail":"no"}'))
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(len(out)))
         self.end_headers()
-        self.wfile.write(body)
+        self.wfile.write(out)
+
+    do_GET = do_PUT = do_POST = do_DELETE = _answer
 
     def log_message(self, *a):
         pass
 
 
-def test_download_follows_the_redirect_without_the_key(tmp_path, home):
+@pytest.fixture
+def fake():
+    """Two loopback servers, (api port, store port), and the recorder."""
+    _Recorder.routes, _Recorder.seen = {}, []
     servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder) for _ in range(2)]
-    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
-    for t in threads:
-        t.start()
-    api, store = (s.server_port for s in servers)
+    for s in servers:
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    yield servers[0].server_port, servers[1].server_port, _Recorder
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+JSON = {"Content-Type": "application/json"}
+FAKE_KEY = "ahk_test0000_0000000000"
+
+
+def test_download_follows_the_redirect_without_the_key(tmp_path, home, fake):
+    api, store, rec = fake
     data = os.urandom(300000)
-    rec = {"file_id": "fil_r", "filename": "photo.png", "size_bytes": len(data)}
-    _Recorder.routes.update({
-        (api, "/api/v1/files/fil_r"): (200, {"Content-Type": "application/json"}, json.dumps(rec).encode()),
-        (api, "/api/v1/files/fil_r/download"): (302, {"Location": f"http://127.0.0.1:{store}/obj?sig=1"}, b""),
-        (store, "/obj?sig=1"): (200, {"Content-Type": "image/png"}, data),
+    meta = {"file_id": "fil_r", "filename": "photo.png", "size_bytes": len(data)}
+    rec.routes.update({
+        (api, "GET", "/api/v1/files/fil_r"): (200, JSON, json.dumps(meta).encode()),
+        (api, "GET", "/api/v1/files/fil_r/download"): (302, {"Location": f"http://127.0.0.1:{store}/obj?sig=1"}, b""),
+        (store, "GET", "/obj?sig=1"): (200, {"Content-Type": "image/png"}, data),
     })
-    try:
-        env = cli_env(home, "ahk_test0000_0000000000", AGENTHOST_URL=f"http://127.0.0.1:{api}/api/v1")
-        r = run(env, "files", "download", "fil_r", cwd=tmp_path)
-        assert r.returncode == 0, r.stderr
-        assert (tmp_path / "photo.png").read_bytes() == data
-        auth = {(port, path): a for port, path, a in _Recorder.seen}
-        assert auth[(api, "/api/v1/files/fil_r/download")] == "Bearer ahk_test0000_0000000000"
-        assert auth[(store, "/obj?sig=1")] is None
-    finally:
-        for s in servers:
-            s.shutdown()
-            s.server_close()
+    env = cli_env(home, FAKE_KEY, AGENTHOST_URL=f"http://127.0.0.1:{api}/api/v1")
+    r = run(env, "files", "download", "fil_r", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "photo.png").read_bytes() == data
+    auth = {(port, path): a for port, _m, path, a, _b in rec.seen}
+    assert auth[(api, "/api/v1/files/fil_r/download")] == "Bearer " + FAKE_KEY
+    assert auth[(store, "/obj?sig=1")] is None
+
+
+def test_failed_presigned_put_drops_the_pending_record(tmp_path, home, fake):
+    api, store, rec = fake
+    data = os.urandom((10 << 20) + 10)
+    rec.routes.update({
+        (api, "POST", "/api/v1/files/presigned-upload"): (201, JSON, json.dumps(
+            {"file_id": "fil_p", "upload_url": f"http://127.0.0.1:{store}/put?sig=2",
+             "expires_at": "2030-01-01T00:00:00.000Z"}).encode()),
+        (store, "PUT", "/put?sig=2"): (403, {"Content-Type": "application/xml"}, b"<Error>expired</Error>"),
+        (api, "DELETE", "/api/v1/files/fil_p"): (204, {}, b""),
+    })
+    env = cli_env(home, FAKE_KEY, AGENTHOST_URL=f"http://127.0.0.1:{api}/api/v1")
+    r = run(env, "files", "upload", str(_file(tmp_path, "big.csv", data)), "--tags", "t")
+    assert r.returncode == 1 and "fil_p" in r.stderr and "HTTP 403" in r.stderr, r.stderr
+    calls = [(port, m, path) for port, m, path, _a, _b in rec.seen]
+    assert calls == [(api, "POST", "/api/v1/files/presigned-upload"), (store, "PUT", "/put?sig=2"),
+                     (api, "DELETE", "/api/v1/files/fil_p")]
+    asked = json.loads(rec.seen[0][4])
+    assert asked == {"filename": "big.csv", "size_bytes": len(data), "content_type": "text/csv", "tags": "t"}
+    put = rec.seen[1]
+    assert put[3] is None and put[4] == data     # no key to the store; the bytes as they are
