@@ -252,11 +252,16 @@ int ah_cli_files_download(struct ah_cli *c, const struct ah_cli_args *a, ah_err 
 {
 	struct ah_cli_resp rec, r;
 	const char *target = ah_cli_opt(a, "output");
+	struct stat st;
+	const char *name = NULL;
 	int rc = ah_cli_get(c, ah_sprintf(c->a, "/files/%s", ah_cli_seg(c, a->pos[0])), &rec, err);
-	if (!rc && !target)
-		rc = local_name(c, rec.body, &target, err);
+	bool into_dir = !target || (strcmp(target, "-") && stat(target, &st) == 0 && S_ISDIR(st.st_mode));
+	if (!rc && into_dir)
+		rc = local_name(c, rec.body, &name, err);
 	if (rc)
 		return rc;
+	if (into_dir)   /* -o DIR: the server's filename in DIR */
+		target = target ? ah_sprintf(c->a, "%s/%s", target, name) : name;
 	if (!strcmp(target, "-"))
 		return fetch(c, a->pos[0], stdout, &r, err);
 	rc = download_to(c, a->pos[0], target, ah_cli_opt(a, "force") != NULL, &r, err);

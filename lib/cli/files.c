@@ -175,7 +175,7 @@ const struct ah_cli_cmd ah_cli_files_cmds[] = {
 	{"files get", "ID", "show one file's record", 1, 1, false, run_get, {{0}}},
 	{"files download", "ID", "download a file (default: the server's filename, never overwritten)", 1, 1,
 	 false, ah_cli_files_download,
-	 {{"output", 'o', "PATH|-", "write here instead (- for stdout)"},
+	 {{"output", 'o', "PATH|DIR|-", "write here instead (a directory: the filename in it; -: stdout)"},
 	  {"force", 'f', NULL, "overwrite an existing file"}}},
 	{"files update", "ID", "change a file's description, tags or name", 1, 1, false, run_update,
 	 {{"description", 'd', "TEXT", "a new description"}, {"tags", 0, "A,B", "new tags (\"\" clears them)"},

@@ -53,6 +53,9 @@ def test_upload_list_get_download_update_delete_usage(user, tmp_path):
     assert (out / "notes.txt").read_bytes() == src.read_bytes()
     r = subprocess_bytes(env, "files", "download", fid, "-o", "-")
     assert r == src.read_bytes()
+    (out / "sub").mkdir()
+    assert run(env, "files", "download", fid, "-o", str(out / "sub")).returncode == 0
+    assert (out / "sub" / "notes.txt").read_bytes() == src.read_bytes()
 
     r = run(env, "files", "update", fid, "--description", "changed", "--tags", "home", "--json")
     assert r.returncode == 0, r.stderr
