@@ -144,6 +144,10 @@ def test_attachments_add_list_rm(user, tmp_path):
     assert [a["file_id"] for a in listed] == [fid2]
     r = run(env, "agents", "files", "rm", "with-files", fid)
     assert r.returncode == 1 and "HTTP 404" in r.stderr
+    scoped = upload(env, _file(tmp_path, "own.txt", b"o"), "--agent", "with-files")
+    assert (scoped["scope"], scoped["agent_slug"]) == ("agent", "with-files")
+    listed = json.loads(run(env, "files", "list", "--scope", "agent", "--json").stdout)
+    assert [f["file_id"] for f in listed] == [scoped["file_id"]]
 
 
 def test_another_users_file_is_not_found(user, tmp_path, home):
