@@ -125,6 +125,11 @@ struct ah_cli_req {
 	FILE *upload;               /* or a body streamed from this file ... */
 	long long upload_size;
 	const char *content_type;   /* ... with this type */
+	void *mime;                 /* or a multipart body (a curl_mime of c->curl) */
+	const char *url;            /* an absolute URL instead of path (upload_url, a
+	                             * download's redirect): sent without the key, and its
+	                             * answer need not be JSON */
+	FILE *download;             /* a 2xx answer's body goes here, not into body */
 	long timeout;               /* seconds, 0: the default for CRUD calls */
 	bool progress;              /* a progress bar for the upload on a terminal */
 	const char *waiting;        /* or "running x": a line with the time waited, on a terminal */
@@ -134,6 +139,7 @@ struct ah_cli_resp {
 	long status;
 	json_object *body;          /* parsed JSON, NULL when there was none */
 	long long total;            /* X-Total-Count, -1 when absent */
+	long long written;          /* bytes written to download */
 };
 
 /* Sends the request, waiting out 429s (up to max_wait, saying so); 0 for a 2xx
@@ -187,6 +193,15 @@ int ah_cli_paging(struct ah_cli *c, const struct ah_cli_args *a, const char **ou
 int ah_cli_list(struct ah_cli *c, const char *path, const struct ah_cli_col *cols, ah_err *err);
 #define AH_CLI_PAGING_OPTS \
 	{"limit", 0, "N", "at most N (1-100, default 20)"}, {"offset", 0, "N", "skip the first N"}
+
+/* files.c, file_transfer.c: managed files. */
+extern const struct ah_cli_col ah_cli_file_cols[];
+/* A file record or list (cols NULL: the record's), tags as "a,b" in tables. */
+void ah_cli_show_file(struct ah_cli *c, json_object *o, const struct ah_cli_col *cols);
+/* "a,b" as a JSON list of tags (a new object, for json_object_object_add). */
+json_object *ah_cli_tag_list(struct ah_cli *c, const char *csv);
+int ah_cli_files_upload(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err);
+int ah_cli_files_download(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err);
 
 /* manifest.c: the project's agent.json. */
 struct ah_cli_manifest {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <errno.h>
 #include <unistd.h>
 
 #include "core/util.h"
@@ -22,9 +23,13 @@ struct buf {
 struct exchange {
 	struct ah_cli *c;
 	struct buf body;
+	FILE *download;
+	long long written;
+	bool write_failed;
+	int write_errno;
 	long long total;
 	long retry_after;
-	bool progress;
+	bool progress, up, finished;   /* a bar for the upload (up) or the download */
 	const char *waiting;
 	int64_t started, drawn;
 };
@@ -54,10 +59,32 @@ const char *ah_cli_seg(struct ah_cli *c, const char *s)
 	return out;
 }
 
+/* A download's bytes go to its file once the status says they are the file's
+ * (an error's body is JSON for the error line). */
+static bool to_file(struct exchange *x, char *data, size_t len)
+{
+	long status = 0;
+	if (!x->download)
+		return false;
+	curl_easy_getinfo(x->c->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status < 200 || status >= 300)
+		return false;
+	if (fwrite(data, 1, len, x->download) != len) {
+		x->write_failed = true;
+		x->write_errno = errno;
+	}
+	else
+		x->written += (long long)len;
+	return true;
+}
+
 static size_t on_body(char *data, size_t size, size_t n, void *userp)
 {
-	struct buf *b = &((struct exchange *)userp)->body;
+	struct exchange *x = userp;
+	struct buf *b = &x->body;
 	size_t len = size * n;
+	if (to_file(x, data, len))
+		return x->write_failed ? 0 : len;
 	if (b->len + len > BODY_CAP) {
 		b->over = true;
 		return 0;
@@ -106,20 +133,32 @@ static size_t on_header(char *data, size_t size, size_t n, void *userp)
 	return size * n;
 }
 
+/* The transfer's bar, at most 10 times a second, and once more at 100% so
+ * that a fast transfer still shows it finished. */
+static void draw_bar(struct exchange *x, int64_t now, curl_off_t done, curl_off_t total)
+{
+	bool finished = total > 0 && done >= total;
+	if (total <= 0 || (now - x->drawn < 100 && !(finished && !x->finished)))
+		return;
+	x->drawn = now;
+	x->finished = finished;
+	ah_cli_status_line(x->c, "%s %3d%%  %.1f of %.1f MB", x->up ? "uploading" : "downloading",
+	                   (int)(done * 100 / total), done / 1e6, total / 1e6);
+}
+
 static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow)
 {
 	struct exchange *x = userp;
 	int64_t now = ah_now_ms();
-	(void)dltotal;
-	(void)dlnow;
+	if (x->progress) {
+		draw_bar(x, now, x->up ? ulnow : dlnow, x->up ? ultotal : dltotal);
+		return 0;
+	}
 	if (now - x->drawn < 100)   /* curl calls this often; the eye needs 10 a second */
 		return 0;
 	x->drawn = now;
-	if (x->progress && ultotal > 0)
-		ah_cli_status_line(x->c, "uploading %3d%%  %.1f of %.1f MB",
-		                   (int)(ulnow * 100 / ultotal), ulnow / 1e6, ultotal / 1e6);
-	else if (x->waiting)
+	if (x->waiting)
 		ah_cli_status_line(x->c, "%s  %.1f s", x->waiting, (double)(now - x->started) / 1000.0);
 	return 0;
 }
@@ -138,6 +177,8 @@ static void set_body(struct ah_cli *c, const struct ah_cli_req *rq, struct curl_
 		curl_easy_setopt(cu, CURLOPT_READDATA, rq->upload);
 		curl_easy_setopt(cu, CURLOPT_INFILESIZE_LARGE, (curl_off_t)rq->upload_size);
 		*h = curl_slist_append(*h, ah_sprintf(c->a, "Content-Type: %s", rq->content_type));
+	} else if (rq->mime) {
+		curl_easy_setopt(cu, CURLOPT_MIMEPOST, (curl_mime *)rq->mime);
 	} else if (strcmp(rq->method, "GET") && strcmp(rq->method, "DELETE")) {
 		/* A POST without a body still says so: Content-Length: 0. */
 		curl_easy_setopt(cu, CURLOPT_POSTFIELDSIZE, 0L);
@@ -151,7 +192,7 @@ static void set_request(struct ah_cli *c, const struct ah_cli_req *rq, struct ex
 {
 	CURL *cu = c->curl;
 	curl_easy_reset(cu);
-	curl_easy_setopt(cu, CURLOPT_URL, ah_sprintf(c->a, "%s%s", c->url, rq->path));
+	curl_easy_setopt(cu, CURLOPT_URL, rq->url ? rq->url : ah_sprintf(c->a, "%s%s", c->url, rq->path));
 	curl_easy_setopt(cu, CURLOPT_CUSTOMREQUEST, rq->method);
 	curl_easy_setopt(cu, CURLOPT_USERAGENT, "agenthost-cli/" AH_CLI_VERSION);
 	curl_easy_setopt(cu, CURLOPT_CONNECTTIMEOUT, 15L);
@@ -166,9 +207,10 @@ static void set_request(struct ah_cli *c, const struct ah_cli_req *rq, struct ex
 	curl_easy_setopt(cu, CURLOPT_NOPROGRESS, rq->progress || rq->waiting ? 0L : 1L);
 	/* The key goes in a header only; never to another host on a redirect. */
 	curl_easy_setopt(cu, CURLOPT_FOLLOWLOCATION, 0L);
-	if (c->key)
+	if (c->key && !rq->url)
 		*h = curl_slist_append(*h, ah_sprintf(c->a, "Authorization: Bearer %s", c->key));
-	*h = curl_slist_append(*h, "Accept: application/json");
+	if (!rq->url)
+		*h = curl_slist_append(*h, "Accept: application/json");
 	set_body(c, rq, h);
 	curl_easy_setopt(cu, CURLOPT_HTTPHEADER, *h);
 }
@@ -236,11 +278,28 @@ static int exchange_once(struct ah_cli *c, const struct ah_cli_req *rq, struct e
 	if (rc != CURLE_OK) {
 		if (x->body.over)
 			return ah_err_set(err, AH_EFAIL, "the API's answer is larger than %u bytes", BODY_CAP);
+		if (x->write_failed)
+			return ah_err_set(err, AH_EFAIL, "cannot write the download: %s", strerror(x->write_errno));
 		return ah_err_set(err, AH_CLI_ENET, "cannot reach %s: %s", c->url, curl_easy_strerror(rc));
 	}
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &out->status);
 	out->total = x->total;
+	out->written = x->written;
 	return parse_body(c, x, out);
+}
+
+/* A download the API answers with a redirect (the S3 backend's presigned GET):
+ * once, to an absolute http(s) URL, without the key. */
+static int follow(struct ah_cli *c, const struct ah_cli_req *rq, struct ah_cli_resp *out, ah_err *err)
+{
+	char *loc = NULL;
+	curl_easy_getinfo(c->curl, CURLINFO_REDIRECT_URL, &loc);
+	if (!loc || (strncmp(loc, "http://", 7) && strncmp(loc, "https://", 8)))
+		return ah_err_set(err, AH_EFAIL, "the API redirected the download without a usable Location (HTTP %ld)",
+		                  out->status);
+	struct ah_cli_req next = *rq;
+	next.url = ah_strdup(c->a, loc);
+	return ah_cli_call(c, &next, out, err);
 }
 
 int ah_cli_call(struct ah_cli *c, const struct ah_cli_req *rq, struct ah_cli_resp *out, ah_err *err)
@@ -248,12 +307,16 @@ int ah_cli_call(struct ah_cli *c, const struct ah_cli_req *rq, struct ah_cli_res
 	memset(out, 0, sizeof(*out));
 	for (int waits = 0;; waits++) {
 		struct exchange x = {.c = c, .total = -1, .retry_after = -1, .progress = rq->progress,
-		                     .waiting = rq->waiting, .started = ah_now_ms()};
+		                     .waiting = rq->waiting, .started = ah_now_ms(), .download = rq->download,
+		                     .up = rq->upload || rq->mime};
 		int rc = exchange_once(c, rq, &x, out, err);
 		free(x.body.p);
 		if (rc)
 			return rc;
-		if (out->status >= 200 && out->status < 300 && !out->body && out->status != 204)
+		if (rq->download && !rq->url && out->status >= 300 && out->status < 400)
+			return follow(c, rq, out, err);
+		if (out->status >= 200 && out->status < 300 && !out->body && out->status != 204 &&
+		    !rq->url && !rq->download)
 			return ah_err_set(err, AH_EFAIL, "the answer from %s is not JSON (HTTP %ld); is the URL right?",
 			                  c->url, out->status);
 		if (out->status >= 200 && out->status < 300)
