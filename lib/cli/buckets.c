@@ -196,6 +196,8 @@ static int key_pair(struct ah_cli *c, const struct ah_cli_args *a, char **id, ch
 	*nl = 0;
 	chomp(all);
 	chomp(nl + 1);
+	if (strchr(nl + 1, '\n'))
+		return ah_cli_usage(err, "buckets credentials: stdin holds more than two lines");
 	*id = all;
 	*secret = nl + 1;
 	return 0;

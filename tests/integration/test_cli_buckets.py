@@ -92,8 +92,9 @@ def test_credentials_from_stdin_are_never_shown_and_test_says_ok(user, s3):
     assert r.returncode == 2 and "unknown option" in r.stderr
     assert not [o for o in re.findall(r"--[\w-]+", run(env, "buckets", "credentials", "--help").stdout)
                 if "secret" in o]
-    r = run(env, "buckets", "credentials", slug, stdin="only-one-line")
-    assert r.returncode == 2 and "two lines" in r.stderr
+    for wrong in ("only-one-line", "a\nb\nc\n"):
+        r = run(env, "buckets", "credentials", slug, stdin=wrong)
+        assert r.returncode == 2 and "two lines" in r.stderr, r.stderr
 
 
 def test_credentials_typed_at_a_terminal_are_not_echoed(user, s3):
