@@ -107,7 +107,7 @@ int ah_cli_config_save(struct ah_cli *c, const char *url, const char *key, ah_er
 int ah_cli_config_remove(struct ah_cli *c, bool *removed, ah_err *err);
 
 /* prompt.c: reading from the user. */
-/* One line typed at the terminal (echoed), default def when empty. */
+/* One line typed at the terminal (echoed), default def when empty (NULL: none). */
 int ah_cli_ask(struct ah_cli *c, const char *question, const char *def, char **out, ah_err *err);
 /* A secret: typed without echo on a terminal, else all of stdin (one trailing
  * newline dropped); at most cap bytes. */

@@ -46,10 +46,13 @@ int ah_cli_ask(struct ah_cli *c, const char *question, const char *def, char **o
 {
 	if (!c->tty_in)
 		return ah_cli_usage(err, "%s: not on a terminal; pass it as an option", question);
-	fprintf(stderr, "%s [%s]: ", question, def);
+	if (def)
+		fprintf(stderr, "%s [%s]: ", question, def);
+	else
+		fprintf(stderr, "%s: ", question);
 	fflush(stderr);
 	int rc = read_line(c, 4096, out, err);
-	if (!rc && !**out)
+	if (!rc && !**out && def)
 		*out = ah_strdup(c->a, def);
 	return rc;
 }
