@@ -4,6 +4,7 @@
 blobs removed with their last record."""
 import hashlib
 import os
+import time
 import threading
 import urllib.parse
 
@@ -22,8 +23,15 @@ def blobs():
 
 def leftovers():
     """Bytes of uploads in progress: nothing may stay there after a request.
-    (pending/ holds uploads awaiting confirm: see pending().)"""
-    return [f for sub in ("tmp", "incoming") for f in os.listdir(os.path.join(FILES_DIR, sub))]
+    (pending/ holds uploads awaiting confirm: see pending().) nginx removes a
+    refused PUT's body file when it finalizes the request, which may be just
+    after the client has the answer: so a second is given for it to go."""
+    def left():
+        return [f for sub in ("tmp", "incoming") for f in os.listdir(os.path.join(FILES_DIR, sub))]
+    deadline = time.time() + 1.0
+    while left() and time.time() < deadline:
+        time.sleep(0.05)
+    return left()
 
 
 def pending(file_id):
