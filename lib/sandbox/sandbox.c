@@ -395,6 +395,11 @@ const char *ah_sandbox_id(const ah_sandbox *sb)
 	return sb->plan.id;
 }
 
+pid_t ah_sandbox_pid(const ah_sandbox *sb)
+{
+	return sb->keeper;
+}
+
 int ah_sandbox_listen_loopback(const ah_sandbox *sb, int port, int *out, ah_err *err)
 {
 	return sb_net_listen_loopback(sb_slot_of(sb)->netns, port, out, err);

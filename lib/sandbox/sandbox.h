@@ -76,6 +76,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "core/config.h"
 #include "core/err.h"
@@ -160,6 +161,10 @@ void ah_sandbox_result_free(ah_sandbox_result *r);
 
 /* "sbx_" + 22 base62 characters. */
 const char *ah_sandbox_id(const ah_sandbox *sb);
+/* The sandbox's PID 1 (its keeper), as the host sees it: /proc/<pid>/root is
+ * the sandbox's root. Read only through openat2(RESOLVE_IN_ROOT |
+ * RESOLVE_NO_SYMLINKS): the agent owns what is in there. */
+pid_t ah_sandbox_pid(const ah_sandbox *sb);
 
 /* A TCP socket listening on 127.0.0.1:port inside the sandbox's network
  * namespace, owned by the caller (close it before the sandbox is released: a
