@@ -300,9 +300,10 @@ static void attach_out(struct collect *c, json_object *att, json_object *out)
 /* True when dir (under the sandbox's root rfd) exists and holds nothing. */
 static bool dir_empty(int rfd, const char *dir)
 {
+	/* Not RESOLVE_NO_XDEV: /files is a bind mount of its own. */
 	struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
 	                        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
-	                                   RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+	                                   RESOLVE_NO_MAGICLINKS };
 	int fd = (int)syscall(SYS_openat2, rfd, dir, &how, sizeof how);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
