@@ -50,13 +50,17 @@ static void init_req(ah_req *r)
 
 static int rate_limit(ah_req *r, const ah_route *rt)
 {
-	if (rt && (rt->flags & AH_R_NO_RATE))
-		return 0;
 	bool invoke = rt && (rt->flags & AH_R_INVOKE) && r->user;
 	long long limit = invoke ? ah_cfg_int(r->cfg, AH_CFG_RATE_LIMIT_INVOKE)
 	                         : ah_cfg_int(r->cfg, AH_CFG_RATE_LIMIT_CRUD);
 	const char *subject = r->user ? ah_sprintf(r->arena, "u:%s", r->user->id)
 	                              : ah_sprintf(r->arena, "ip:%s", r->remote_addr);
+	/* Uncounted routes (load balancers' /health) still say where the caller
+	 * stands, as every response does. */
+	if (rt && (rt->flags & AH_R_NO_RATE)) {
+		ah_ratelimit_peek(r, subject, invoke ? 'i' : 'c', limit);
+		return 0;
+	}
 	bool over;
 	if (ah_ratelimit_hit(r, subject, invoke ? 'i' : 'c', limit, &over) != 0)
 		return ah_reply_error(r, 500, "Internal server error");
@@ -105,9 +109,9 @@ static int route_and_run(ah_req *r, const ah_route *const *routes)
 {
 	const ah_route *rt = NULL;
 	const char *allow = NULL, *why = NULL;
-	if (split_uri(r) != 0)
-		return ah_reply_error(r, 404, "Not Found");
-	int m = ah_route_match(r, routes, r->method, r->path, &rt, &allow);
+	/* An unsplittable URI is a 404 like any unknown path, counted like one. */
+	int m = split_uri(r) != 0 ? AH_MATCH_NO_PATH
+	                          : ah_route_match(r, routes, r->method, r->path, &rt, &allow);
 	if (m == AH_MATCH_OK && authenticate(r, rt, &why) != 0)
 		return ah_reply_error(r, 500, "Internal server error");
 	if (rate_limit(r, m == AH_MATCH_OK ? rt : NULL) != 0)

@@ -169,6 +169,16 @@ enum ah_rl_verdict ah_rl_take(ah_rl_table *t, const char *key, long long now, lo
 	return v;
 }
 
+long long ah_rl_peek(ah_rl_table *t, const char *key, long long now, long long limit)
+{
+	if (!t || strlen(key) >= AH_RL_KEY_MAX || !lock(t))
+		return limit;
+	struct slot *s = find(t, key, ah_rl_window(now), false);
+	long long left = s ? remaining(s, limit) : limit;
+	pthread_mutex_unlock(&t->mu);
+	return left;
+}
+
 /* Books the grant into the slot (which may be gone: the window turned over or
  * the slot was reused; then only the caller's own token counts). */
 static enum ah_rl_verdict settle_locked(struct slot *s, long long limit, long long granted,

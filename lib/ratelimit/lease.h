@@ -54,6 +54,10 @@ void ah_rl_table_free(ah_rl_table *t);
 enum ah_rl_verdict ah_rl_take(ah_rl_table *t, const char *key, long long now, long long limit,
                               ah_rl_ticket *out);
 
+/* What is left of key's window at now as this host last saw it, without
+ * taking a token or asking the database: limit when the host has no slot. */
+long long ah_rl_peek(ah_rl_table *t, const char *key, long long now, long long limit);
+
 /* Books a reservation for tk->window that asked for `asked` tokens and got
  * `granted`, leaving the global count at `total`. With consume (the RESERVE
  * path) the caller keeps one token and the verdict is TAKEN or OVER; without it

@@ -85,6 +85,15 @@ int ah_ratelimit_hit(ah_req *r, const char *subject, char cls, long long limit, 
 	return 0;
 }
 
+void ah_ratelimit_peek(ah_req *r, const char *subject, char cls, long long limit)
+{
+	long long now = (long long)time(NULL);
+	r->rate.counted = true;
+	r->rate.limit = limit;
+	r->rate.remaining = ah_rl_peek(table, ah_sprintf(r->arena, "%c%s", cls, subject), now, limit);
+	r->rate.reset = ah_rl_window(now) + AH_RL_WINDOW;
+}
+
 void ah_ratelimit_idle(ah_db *db)
 {
 	if (!pending.due)

@@ -17,6 +17,11 @@ int ah_ratelimit_init(unsigned nslots);
  * r->rate. *over is true when the request exceeds the limit. */
 int ah_ratelimit_hit(ah_req *r, const char *subject, char cls, long long limit, bool *over);
 
+/* Fills r->rate for a route that is not counted (/health): the headers every
+ * response carries, from this host's view of the window, costing no token and
+ * no database call. */
+void ah_ratelimit_peek(ah_req *r, const char *subject, char cls, long long limit);
+
 /* Work deferred until the response is out: refills a pool that runs low.
  * Called by the worker between requests. */
 void ah_ratelimit_idle(ah_db *db);

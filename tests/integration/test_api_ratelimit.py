@@ -173,6 +173,29 @@ def test_health_is_never_limited(anon):
     for _ in range(CRUD_LIMIT + 5):
         r = anon.get("/health")
         assert r.status_code == 200, r.text
+    # it still says where the caller stands, and took nothing from it
+    lim, rem, reset = rate_headers(r)
+    assert lim == CRUD_LIMIT and 0 <= rem <= CRUD_LIMIT and reset > time.time()
+
+
+def test_health_reports_the_budget_without_spending_it():
+    def run():
+        c = Client()  # an address of its own: /health answers before authentication
+        first = c.get("/openapi.json")
+        h = c.get("/health")
+        again = c.get("/openapi.json")
+        if len({rate_headers(x)[2] for x in (first, h, again)}) > 1:
+            raise WindowChanged()
+        assert h.status_code == 200
+        assert rate_headers(h)[:2] == (CRUD_LIMIT, CRUD_LIMIT - 1)
+        assert rate_headers(again)[1] == CRUD_LIMIT - 2  # /health took nothing
+    in_one_window(run)
+
+
+def test_an_unknown_path_is_a_counted_404(anon):
+    r = anon.get("/no-such-resource/%zz")
+    assert r.status_code == 404, r.text
+    assert rate_headers(r)[1] == CRUD_LIMIT - 1
 
 
 def served_by(request_ids):
