@@ -5,6 +5,7 @@
  * pool of their own and can never starve the short requests. */
 #include "api/api.h"
 #include "api/worker.h"
+#include "auth/jwt.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "crypto/crypto.h"
@@ -21,9 +22,11 @@
 
 #define MAX_WORKERS 512
 
+enum { POOL_CRUD, POOL_INVOKE, POOL_JWKS };
+
 struct slot {
 	pid_t pid;
-	int pool;        /* 0 CRUD, 1 invoke */
+	int pool;        /* POOL_*: which socket it serves, or the JWKS refresher */
 	time_t started;
 };
 
@@ -44,7 +47,7 @@ static pid_t spawn(const ah_config *cfg, int fd, int pool)
 	if (pid == 0) {
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
-		_exit(ah_worker_run(cfg, fd, pool, app));
+		_exit(pool == POOL_JWKS ? ah_jwks_refresher_run(cfg) : ah_worker_run(cfg, fd, pool, app));
 	}
 	if (pid < 0)
 		ah_log_error("fork failed: %s", strerror(errno));
@@ -63,7 +66,8 @@ static void respawn(const ah_config *cfg, const int fds[2], pid_t dead, int stat
 		/* A worker that dies at once (database down) must not spin the CPU. */
 		if (time(NULL) - slots[i].started < 1)
 			sleep(1);
-		slots[i].pid = spawn(cfg, fds[slots[i].pool], slots[i].pool);
+		int pool = slots[i].pool;
+		slots[i].pid = spawn(cfg, pool == POOL_JWKS ? -1 : fds[pool], pool);
 		slots[i].started = time(NULL);
 		return;
 	}
@@ -114,6 +118,10 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 	unsigned rl_slots = (unsigned)ah_cfg_int(cfg, AH_CFG_RATE_LIMIT_SLOTS);
 	if (ah_ratelimit_init(rl_slots) != 0)
 		ah_log_warn("no shared rate-limit table: counting every request in the database");
+	/* JWTs from an identity provider: its keys are fetched by a process of
+	 * their own, so that no worker ever waits on the provider. */
+	const char *jwks = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
+	bool refresher = jwks && *jwks && ah_jwks_share_init() == 0;
 	struct sigaction sa = {.sa_handler = on_term};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -122,6 +130,8 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 			slots[nslots] = (struct slot){spawn(cfg, fds[p], p), p, time(NULL)};
 			nslots++;
 		}
+	if (refresher)
+		slots[nslots++] = (struct slot){spawn(cfg, -1, POOL_JWKS), POOL_JWKS, time(NULL)};
 	ah_log_info("listening on %s (%d workers) and %s (%d workers)", paths[0], counts[0],
 	            paths[1], counts[1]);
 	while (!stopping) {

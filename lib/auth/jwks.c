@@ -1,5 +1,5 @@
-/* JSON Web Key Sets: parsing keys into verifiers, signature checks, and the
- * per-worker cache of the configured JWKS URL.
+/* JSON Web Key Sets: parsing keys into verifiers and signature checks
+ * (fetching and caching them: jwks_cache.c).
  *
  * RSA and ECDSA go through OpenSSL's libcrypto, the well-kept library for them;
  * Ed25519 goes through libsodium like the rest of the project's cryptography.
@@ -10,7 +10,6 @@
 #include "core/log.h"
 #include "core/util.h"
 
-#include <curl/curl.h>
 #include <json-c/json.h>
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
@@ -21,8 +20,6 @@
 #include <string.h>
 
 #define MAX_KEYS 64
-#define MAX_JWKS_BYTES (256 * 1024)
-#define REFETCH_MIN_MS 10000
 
 struct jwk {
 	char kid[257];       /* "" when the key has none */
@@ -250,92 +247,4 @@ int ah_jwks_verify(const ah_jwks *k, const char *kid, ah_jwt_alg alg, const unsi
 			return AH_EDENIED;
 	}
 	return kid && !named ? AH_ENOTFOUND : AH_EDENIED;
-}
-
-/* ---- fetching and caching ---- */
-
-struct sink {
-	char *buf;
-	size_t len;
-};
-
-static size_t on_data(char *p, size_t size, size_t nmemb, void *ud)
-{
-	struct sink *s = ud;
-	size_t n = size * nmemb;
-	if (n > MAX_JWKS_BYTES - s->len)
-		return 0; /* too big: curl aborts the transfer */
-	char *b = realloc(s->buf, s->len + n + 1);
-	if (!b)
-		return 0;
-	memcpy(b + s->len, p, n);
-	s->len += n;
-	b[s->len] = '\0';
-	s->buf = b;
-	return n;
-}
-
-/* GET url; only a 200 answer within the time and size limits counts. */
-static int fetch(struct sink *out, const char *url)
-{
-	CURL *c = curl_easy_init();
-	long status = 0;
-	if (!c)
-		return AH_EFAIL;
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	/* A request waits for this fetch, so it must be short. */
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "agenthost-jwks/1");
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-	CURLcode rc = curl_easy_perform(c);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(c);
-	if (rc != CURLE_OK || status != 200 || !out->buf) {
-		ah_log_warn("JWKS fetch from %s failed: %s (HTTP %ld)", url,
-		            rc != CURLE_OK ? curl_easy_strerror(rc) : "bad answer", status);
-		return AH_EFAIL;
-	}
-	return 0;
-}
-
-/* One key set per worker process (the workers are single-threaded). */
-static struct {
-	ah_jwks *keys;
-	int64_t fetched_ms;  /* last successful fetch */
-	int64_t tried_ms;    /* last attempt, 0 before the first */
-} cache;
-
-static void refetch(const char *url, int64_t now)
-{
-	struct sink s = {0};
-	ah_jwks *k = NULL;
-	ah_err err = {0};
-	cache.tried_ms = now;
-	if (fetch(&s, url) == 0 && ah_jwks_parse(&k, s.buf, s.len, &err) != 0)
-		ah_log_warn("JWKS from %s: %s", url, err.msg);
-	free(s.buf);
-	if (!k)
-		return;
-	ah_jwks_free(cache.keys);
-	cache.keys = k;
-	cache.fetched_ms = now;
-}
-
-void ah_jwks_cached(const ah_jwks **out, const ah_config *cfg, bool refresh)
-{
-	const char *url = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
-	int64_t ttl = ah_cfg_int(cfg, AH_CFG_JWT_JWKS_CACHE_SECONDS) * 1000;
-	int64_t now = ah_now_ms();
-	bool stale = !cache.keys || now - cache.fetched_ms >= ttl;
-	/* At most one fetch per REFETCH_MIN_MS, whatever the reason: a flood of
-	 * tokens with made-up kids (or a provider that is down) must not turn into a
-	 * flood of requests to the provider. */
-	if (url && *url && (stale || refresh) &&
-	    (cache.tried_ms == 0 || now - cache.tried_ms >= REFETCH_MIN_MS))
-		refetch(url, now);
-	*out = cache.keys;
 }

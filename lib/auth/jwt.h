@@ -5,7 +5,7 @@
  *   - ah_jwt_verify: a compact JWS checked against an HS256 shared secret or a
  *     key set (RS256, ES256, EdDSA), then its claims against a policy;
  *   - ah_jwks_*: a JSON Web Key Set parsed into verification keys, and the
- *     per-worker cache of the configured JWKS URL;
+ *     configured JWKS URL's keys, fetched by a refresher beside the workers;
  *   - ah_auth_jwt: the request-level entry that ah_auth_request calls, which
  *     also maps (iss, sub) to a user, creating it on first login (or linking it
  *     to the user with its email, only with jwt_link_by_email). */
@@ -79,10 +79,20 @@ size_t ah_jwks_count(const ah_jwks *k);
 int ah_jwks_verify(const ah_jwks *k, const char *kid, ah_jwt_alg alg, const unsigned char *msg,
                    size_t len, const unsigned char *sig, size_t siglen);
 
-/* The key set of `jwt_jwks_url`, cached for `jwt_jwks_cache_seconds`. With refresh
- * (an unknown kid), fetches again unless the last fetch was under 10 s ago. A
- * failed fetch keeps serving the previous set. *out is NULL when there is none. */
+/* The key set of `jwt_jwks_url` (jwks_cache.c). With the host's shared copy,
+ * never waits on the network: refresh (an unknown kid) asks the refresher to
+ * fetch again, which it does at most once a minute for that reason. Without it,
+ * fetches itself, at most every 10 s. *out is NULL when there is no key set. */
 void ah_jwks_cached(const ah_jwks **out, const ah_config *cfg, bool refresh);
+
+/* The shared copy: mapped by the API master before it forks anything. */
+int ah_jwks_share_init(void);
+
+/* The refresher process's loop (returns at once without a JWKS URL or the
+ * shared copy): fetches at start, when `jwt_jwks_cache_seconds` old, and when a
+ * worker asks (an unknown kid, at most once a minute); failures retried every
+ * 10 s while the previous set keeps serving. */
+int ah_jwks_refresher_run(const ah_config *cfg);
 
 /* Authenticates a bearer token that ah_jwt_looks_like accepted and sets r->user.
  * Same contract as ah_auth_request: 0, AH_EDENIED (*why set) or AH_EFAIL. */

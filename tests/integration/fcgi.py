@@ -72,7 +72,8 @@ class PrivateApi:
     overrides and its own sockets in a temporary directory; leaving the block
     stops it (and its workers) and removes the directory."""
 
-    def __init__(self, unset=(), **overrides):
+    def __init__(self, unset=(), jwks=False, **overrides):
+        self.jwks = jwks  # wait until its refresher has the identity provider's keys
         self.dir = tempfile.mkdtemp(prefix="ahqa-")
         self.env = dict(os.environ, AGENTHOST_CONFIG=CONFIG,
                         AGENTHOST_FCGI_SOCKET=os.path.join(self.dir, "api.sock"),
@@ -93,6 +94,9 @@ class PrivateApi:
                                      start_new_session=True)
         try:
             assert wait_until(lambda: os.path.exists(self.sock), timeout=10), "the private API did not start"
+            if self.jwks:
+                assert wait_until(lambda: b"JWKS from" in open(self.log.name, "rb").read(), timeout=15), \
+                    "the private API never fetched the identity provider's keys"
         except BaseException:
             self.__exit__()
             raise
