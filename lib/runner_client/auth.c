@@ -26,6 +26,8 @@
 _Static_assert(AH_RAUTH_MAC_BYTES == crypto_auth_BYTES, "HMAC-SHA512-256 tag size");
 _Static_assert(AH_RAUTH_KEY_BYTES == crypto_auth_KEYBYTES, "HMAC-SHA512-256 key size");
 _Static_assert(AH_RAUTH_NONCE_BYTES == AH_RAUTH_MAC_BYTES, "one hex width for both");
+_Static_assert(AH_RAUTH_NONCE_BYTES == crypto_scalarmult_BYTES &&
+               AH_RAUTH_NONCE_BYTES == crypto_scalarmult_SCALARBYTES, "X25519 keys as nonces");
 
 /* ---- the key ---- */
 
@@ -136,9 +138,23 @@ static size_t line_of(char out[AH_RAUTH_LINE_MAX], const char *tag, const unsign
 	return n;
 }
 
-size_t ah_rauth_challenge(char out[AH_RAUTH_LINE_MAX], unsigned char sn[AH_RAUTH_NONCE_BYTES])
+/* A fresh X25519 key pair: a public key is as unpredictable as a random nonce. */
+static void key_pair(unsigned char pk[AH_RAUTH_NONCE_BYTES], unsigned char sk[AH_RAUTH_NONCE_BYTES])
 {
-	randombytes_buf(sn, AH_RAUTH_NONCE_BYTES);
+	randombytes_buf(sk, AH_RAUTH_NONCE_BYTES);
+	crypto_scalarmult_base(pk, sk);
+}
+
+int ah_rauth_agree(unsigned char dh[AH_RAUTH_NONCE_BYTES], const unsigned char esk[AH_RAUTH_NONCE_BYTES],
+                   const unsigned char peer[AH_RAUTH_NONCE_BYTES])
+{
+	return crypto_scalarmult(dh, esk, peer) == 0 ? 0 : AH_EDENIED;
+}
+
+size_t ah_rauth_challenge(char out[AH_RAUTH_LINE_MAX], unsigned char sn[AH_RAUTH_NONCE_BYTES],
+                          unsigned char esk[AH_RAUTH_NONCE_BYTES])
+{
+	key_pair(sn, esk);
 	return line_of(out, CHALLENGE_TAG, sn, NULL);
 }
 
@@ -151,10 +167,11 @@ int ah_rauth_parse_challenge(const char *line, size_t len, unsigned char sn[AH_R
 }
 
 size_t ah_rauth_answer(const ah_rauth_key *key, const unsigned char sn[AH_RAUTH_NONCE_BYTES],
-                       unsigned char cn[AH_RAUTH_NONCE_BYTES], char out[AH_RAUTH_LINE_MAX])
+                       unsigned char cn[AH_RAUTH_NONCE_BYTES], char out[AH_RAUTH_LINE_MAX],
+                       unsigned char esk[AH_RAUTH_NONCE_BYTES])
 {
 	unsigned char tag[AH_RAUTH_MAC_BYTES];
-	randombytes_buf(cn, AH_RAUTH_NONCE_BYTES);
+	key_pair(cn, esk);
 	mac(tag, key, "agenthost-runner client", sn, cn);
 	return line_of(out, "", cn, tag);
 }
@@ -211,20 +228,33 @@ static int read_line(int fd, char *buf, size_t cap, int64_t deadline, size_t *le
 	}
 }
 
+static int server_steps(int fd, const ah_rauth_key *key, ah_rauth_nonces *n,
+                        unsigned char esk[AH_RAUTH_NONCE_BYTES], ah_err *err);
+
 int ah_rauth_server(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err *err)
+{
+	unsigned char esk[AH_RAUTH_NONCE_BYTES];
+	int rc = server_steps(fd, key, n, esk, err);
+	sodium_memzero(esk, sizeof esk);
+	return rc;
+}
+
+static int server_steps(int fd, const ah_rauth_key *key, ah_rauth_nonces *n,
+                        unsigned char esk[AH_RAUTH_NONCE_BYTES], ah_err *err)
 {
 	unsigned char *sn = n->sn, *cn = n->cn;
 	char line[AH_RAUTH_LINE_MAX];
 	size_t len = 0;
 	int64_t deadline = ah_now_ms() + AH_RAUTH_TIMEOUT_MS;
-	if (ah_send_all(fd, line, ah_rauth_challenge(line, sn)) != 0)
+	if (ah_send_all(fd, line, ah_rauth_challenge(line, sn, esk)) != 0)
 		return ah_err_set(err, AH_EFAIL, "peer went away before the challenge");
 	int rc = read_line(fd, line, sizeof line, deadline, &len);
 	if (rc == AH_ETIMEOUT)
 		return ah_err_set(err, AH_ETIMEOUT, "no answer within %d ms", AH_RAUTH_TIMEOUT_MS);
 	if (rc == AH_EFAIL)
 		return ah_err_set(err, AH_EFAIL, "peer closed the connection without answering");
-	if (rc != 0 || ah_rauth_check_answer(key, sn, line, len, cn) != 0) {
+	if (rc != 0 || ah_rauth_check_answer(key, sn, line, len, cn) != 0 ||
+	    ah_rauth_agree(n->dh, esk, cn) != 0) {
 		ah_send_all(fd, REFUSAL, strlen(REFUSAL));
 		return ah_err_set(err, AH_EDENIED, rc != 0 ? "answer too long" :
 		                  "wrong or malformed answer to the challenge");
@@ -234,7 +264,8 @@ int ah_rauth_server(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err 
 	return 0;
 }
 
-int ah_rauth_client(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err *err)
+static int client_steps(int fd, const ah_rauth_key *key, ah_rauth_nonces *n,
+                        unsigned char esk[AH_RAUTH_NONCE_BYTES], ah_err *err)
 {
 	unsigned char *sn = n->sn, *cn = n->cn;
 	char line[AH_RAUTH_LINE_MAX];
@@ -244,7 +275,7 @@ int ah_rauth_client(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err 
 	if (rc != 0 || ah_rauth_parse_challenge(line, len, sn) != 0)
 		return ah_err_set(err, rc == AH_ETIMEOUT ? AH_ETIMEOUT : AH_EFAIL,
 		                  "the runner sent no challenge");
-	if (ah_send_all(fd, line, ah_rauth_answer(key, sn, cn, line)) != 0)
+	if (ah_send_all(fd, line, ah_rauth_answer(key, sn, cn, line, esk)) != 0)
 		return ah_err_set(err, AH_EFAIL, "the runner went away during the handshake");
 	rc = read_line(fd, line, sizeof line, deadline, &len);
 	if (rc != 0)
@@ -255,5 +286,15 @@ int ah_rauth_client(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err 
 	if (ah_rauth_check_proof(key, sn, cn, line, len) != 0)
 		return ah_err_set(err, AH_EDENIED, line[0] == '{' ? "the runner refused our secret" :
 		                  "the runner could not prove the shared secret");
+	if (ah_rauth_agree(n->dh, esk, sn) != 0)
+		return ah_err_set(err, AH_EDENIED, "the runner sent an unusable key");
 	return 0;
+}
+
+int ah_rauth_client(int fd, const ah_rauth_key *key, ah_rauth_nonces *n, ah_err *err)
+{
+	unsigned char esk[AH_RAUTH_NONCE_BYTES];
+	int rc = client_steps(fd, key, n, esk, err);
+	sodium_memzero(esk, sizeof esk);
+	return rc;
 }

@@ -3,14 +3,18 @@
  *
  * Both sides hold a 32-byte key derived from the shared secret; the secret
  * itself never crosses the wire. Mutual challenge-response:
- *   runner → client  "AHRUNNER-AUTH1 <sn>"        sn: 32 random bytes, hex
- *   client → runner  "<cn> <mac_c>"                cn: 32 random bytes, hex
+ *   runner → client  "AHRUNNER-AUTH1 <sn>"        sn: runner's ephemeral X25519 public key, hex
+ *   client → runner  "<cn> <mac_c>"                cn: client's ephemeral X25519 public key, hex
  *   runner → client  "AHRUNNER-OK <mac_s>"
  * mac_c = HMAC-SHA512-256(key, "agenthost-runner client" | sn | cn) and mac_s
  * the same with "server": the role labels stop one side's proof from being
  * reflected as the other's, and the runner's fresh sn makes every answer good
- * for one connection only. Both nonces then key the sealed messages that
- * follow (wire.h): the request and its answer never travel in clear.
+ * for one connection only. The two ephemeral keys (fresh key pairs, used once,
+ * wiped after the handshake) agree on an X25519 secret that, with the shared
+ * key and both nonces, keys the sealed messages that follow (wire.h): the
+ * request and its answer never travel in clear, and someone who later learns
+ * the shared secret still cannot open a recorded connection (forward secrecy),
+ * while the MACs keep a man in the middle from substituting his own keys.
  *
  * The pure message steps are separate from the socket I/O so the unit test
  * (tests/unit/test_runner_auth.c) can drive them without sockets. */
@@ -34,10 +38,12 @@ typedef struct ah_rauth_key {
 } ah_rauth_key;
 
 /* What a successful handshake leaves both sides: the runner's and the
- * client's nonce, from which wire.h derives the connection's keys. */
+ * client's nonce (ephemeral public keys) and the X25519 secret they agreed
+ * on, from which wire.h derives the connection's keys. */
 typedef struct ah_rauth_nonces {
 	unsigned char sn[AH_RAUTH_NONCE_BYTES];
 	unsigned char cn[AH_RAUTH_NONCE_BYTES];
+	unsigned char dh[AH_RAUTH_NONCE_BYTES];
 } ah_rauth_nonces;
 
 /* key = BLAKE2b-256 of the secret, keyed with a fixed label. The secret's
@@ -53,12 +59,20 @@ int ah_rauth_key_from_file(ah_rauth_key *key, const char *path, ah_err *err);
 
 /* ---- message steps: lines without their '\n'; out gets one with it ---- */
 
-/* Fresh sn and the challenge line; returns the line's length. */
-size_t ah_rauth_challenge(char out[AH_RAUTH_LINE_MAX], unsigned char sn[AH_RAUTH_NONCE_BYTES]);
+/* A fresh key pair (sn public, esk secret) and the challenge line; returns
+ * the line's length. */
+size_t ah_rauth_challenge(char out[AH_RAUTH_LINE_MAX], unsigned char sn[AH_RAUTH_NONCE_BYTES],
+                          unsigned char esk[AH_RAUTH_NONCE_BYTES]);
 int ah_rauth_parse_challenge(const char *line, size_t len, unsigned char sn[AH_RAUTH_NONCE_BYTES]);
-/* Fresh cn and the answer line to sn; returns the line's length. */
+/* A fresh key pair (cn public, esk secret) and the answer line to sn;
+ * returns the line's length. */
 size_t ah_rauth_answer(const ah_rauth_key *key, const unsigned char sn[AH_RAUTH_NONCE_BYTES],
-                       unsigned char cn[AH_RAUTH_NONCE_BYTES], char out[AH_RAUTH_LINE_MAX]);
+                       unsigned char cn[AH_RAUTH_NONCE_BYTES], char out[AH_RAUTH_LINE_MAX],
+                       unsigned char esk[AH_RAUTH_NONCE_BYTES]);
+/* The X25519 secret of one's own esk and the peer's public key, into dh;
+ * AH_EDENIED for a peer key of small order (an all-zero secret). */
+int ah_rauth_agree(unsigned char dh[AH_RAUTH_NONCE_BYTES], const unsigned char esk[AH_RAUTH_NONCE_BYTES],
+                   const unsigned char peer[AH_RAUTH_NONCE_BYTES]);
 /* 0 and the client's cn when line answers sn under key; else AH_EDENIED. */
 int ah_rauth_check_answer(const ah_rauth_key *key, const unsigned char sn[AH_RAUTH_NONCE_BYTES],
                           const char *line, size_t len, unsigned char cn[AH_RAUTH_NONCE_BYTES]);

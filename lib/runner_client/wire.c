@@ -36,6 +36,7 @@ static void derive(unsigned char out[AH_RWIRE_KEY_BYTES], const ah_rauth_key *ke
 	crypto_generichash_update(&st, (const unsigned char *)label, strlen(label));
 	crypto_generichash_update(&st, n->sn, sizeof n->sn);
 	crypto_generichash_update(&st, n->cn, sizeof n->cn);
+	crypto_generichash_update(&st, n->dh, sizeof n->dh);
 	crypto_generichash_final(&st, out, AH_RWIRE_KEY_BYTES);
 	sodium_memzero(&st, sizeof st);
 }

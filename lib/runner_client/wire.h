@@ -3,7 +3,7 @@
  * but encrypts nothing, and requests carry agents' secrets and the model key;
  * so everything after it travels sealed.
  *
- * From the secret's key and both handshake nonces each direction gets its own
+ * From the secret's key, both handshake nonces and their X25519 secret each direction gets its own
  * key (ah_rwire_keys), so nothing sealed on one connection, or in one
  * direction, opens on another. Each direction is one
  * crypto_secretstream_xchacha20poly1305 stream:
@@ -40,8 +40,9 @@ typedef struct ah_rwire {
 	bool broken;             /* a frame failed: nothing more is read */
 } ah_rwire;
 
-/* c2s = BLAKE2b-256("agenthost-runner wire client" | sn | cn, key = key),
- * s2c the same with "agenthost-runner wire runner". */
+/* c2s = BLAKE2b-256("agenthost-runner wire client" | sn | cn | dh, key = key),
+ * s2c the same with "agenthost-runner wire runner"; dh is the handshake's
+ * X25519 secret, so the keys die with the connection (forward secrecy). */
 void ah_rwire_keys(const ah_rauth_key *key, const ah_rauth_nonces *n,
                    unsigned char c2s[AH_RWIRE_KEY_BYTES], unsigned char s2c[AH_RWIRE_KEY_BYTES]);
 

@@ -47,11 +47,11 @@ static void flip_hex(char *c)
 static void make_answer(enum tamper how, const ah_rauth_key *key, const ah_rauth_key *other,
                         const unsigned char sn[AH_RAUTH_NONCE_BYTES], char *line, size_t *len)
 {
-	unsigned char cn[AH_RAUTH_NONCE_BYTES], old_sn[AH_RAUTH_NONCE_BYTES];
+	unsigned char cn[AH_RAUTH_NONCE_BYTES], old_sn[AH_RAUTH_NONCE_BYTES], esk[AH_RAUTH_NONCE_BYTES];
 	char challenge[AH_RAUTH_LINE_MAX];
-	ah_rauth_challenge(challenge, old_sn); /* an earlier connection's challenge */
+	ah_rauth_challenge(challenge, old_sn, esk); /* an earlier connection's challenge */
 	*len = ah_rauth_answer(how == WRONG_KEY ? other : key, how == REPLAYED ? old_sn : sn, cn,
-	                       line) - 1;
+	                       line, esk) - 1;
 	line[*len] = '\0';
 	if (how == UPPER_HEX)
 		for (size_t i = 0; i < *len; i++)
@@ -75,10 +75,10 @@ static void make_answer(enum tamper how, const ah_rauth_key *key, const ah_rauth
 static void test_answers(const ah_rauth_key *key, const ah_rauth_key *other)
 {
 	for (size_t i = 0; i < sizeof(answer_cases) / sizeof(answer_cases[0]); i++) {
-		unsigned char sn[AH_RAUTH_NONCE_BYTES], cn[AH_RAUTH_NONCE_BYTES];
+		unsigned char sn[AH_RAUTH_NONCE_BYTES], cn[AH_RAUTH_NONCE_BYTES], esk[AH_RAUTH_NONCE_BYTES];
 		char challenge[AH_RAUTH_LINE_MAX], line[AH_RAUTH_LINE_MAX + 8];
 		size_t len;
-		ah_rauth_challenge(challenge, sn);
+		ah_rauth_challenge(challenge, sn, esk);
 		make_answer(answer_cases[i].how, key, other, sn, line, &len);
 		int rc = ah_rauth_check_answer(key, sn, line, len, cn);
 		ok((rc == 0) == (answer_cases[i].accepted != 0), "answer: %s is %s", answer_cases[i].desc,
@@ -90,13 +90,14 @@ static void test_answers(const ah_rauth_key *key, const ah_rauth_key *other)
 static void test_proofs(const ah_rauth_key *key, const ah_rauth_key *other)
 {
 	unsigned char sn[AH_RAUTH_NONCE_BYTES], cn[AH_RAUTH_NONCE_BYTES], cn2[AH_RAUTH_NONCE_BYTES];
+	unsigned char ssk[AH_RAUTH_NONCE_BYTES], csk[AH_RAUTH_NONCE_BYTES];
 	char c[AH_RAUTH_LINE_MAX], a[AH_RAUTH_LINE_MAX], p[AH_RAUTH_LINE_MAX];
-	size_t cl = ah_rauth_challenge(c, sn) - 1;
+	size_t cl = ah_rauth_challenge(c, sn, ssk) - 1;
 	unsigned char parsed[AH_RAUTH_NONCE_BYTES];
 	ok(ah_rauth_parse_challenge(c, cl, parsed) == 0 && memcmp(parsed, sn, sizeof sn) == 0,
 	   "challenge: parses back to its nonce");
 	ok(ah_rauth_parse_challenge(c, cl - 1, parsed) != 0, "challenge: truncated is refused");
-	size_t al = ah_rauth_answer(key, sn, cn, a) - 1;
+	size_t al = ah_rauth_answer(key, sn, cn, a, csk) - 1;
 	ok(ah_rauth_check_answer(key, sn, a, al, cn2) == 0 && memcmp(cn, cn2, sizeof cn) == 0,
 	   "answer: the runner learns the client's nonce");
 	size_t pl = ah_rauth_proof(key, sn, cn, p) - 1;
@@ -110,6 +111,14 @@ static void test_proofs(const ah_rauth_key *key, const ah_rauth_key *other)
 	char reflected[AH_RAUTH_LINE_MAX + 16] = "AHRUNNER-OK ";
 	memcpy(reflected + 12, a + 65, 64);
 	ok(ah_rauth_check_proof(key, sn, cn, reflected, 76) != 0, "proof: reflected client MAC refused");
+
+	/* The nonces are ephemeral X25519 keys: both ends agree on a secret that
+	 * the shared key alone (all a recording plus a leaked secret gives) does
+	 * not yield; a small-order key (all zeros) is refused. */
+	unsigned char d1[AH_RAUTH_NONCE_BYTES], d2[AH_RAUTH_NONCE_BYTES], zero[AH_RAUTH_NONCE_BYTES] = {0};
+	ok(ah_rauth_agree(d1, ssk, cn) == 0 && ah_rauth_agree(d2, csk, sn) == 0 &&
+	   memcmp(d1, d2, sizeof d1) == 0, "agree: runner and client reach the same secret");
+	ok(ah_rauth_agree(d1, ssk, zero) == AH_EDENIED, "agree: an all-zero peer key is refused");
 }
 
 static const struct {
@@ -151,6 +160,8 @@ static void *server_side(void *arg)
 	return NULL;
 }
 
+static ah_rauth_nonces last_nonces; /* the client's side of the last handshake */
+
 /* Both sides over a socketpair; the server side in a thread. */
 static void handshake(const ah_rauth_key *server_key, const ah_rauth_key *client_key,
                       int *server_rc, int *client_rc, int *same_nonces)
@@ -159,7 +170,7 @@ static void handshake(const ah_rauth_key *server_key, const ah_rauth_key *client
 	pthread_t t;
 	ah_rauth_nonces n;
 	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
-	struct side s = {sv[0], server_key, -99, {{0}, {0}}};
+	struct side s = {sv[0], server_key, -99, {{0}, {0}, {0}}};
 	pthread_create(&t, NULL, server_side, &s);
 	*client_rc = ah_rauth_client(sv[1], client_key, &n, NULL);
 	close(sv[1]);
@@ -167,6 +178,7 @@ static void handshake(const ah_rauth_key *server_key, const ah_rauth_key *client
 	close(sv[0]);
 	*server_rc = s.rc;
 	*same_nonces = memcmp(&n, &s.n, sizeof n) == 0;
+	last_nonces = n;
 }
 
 static void test_handshakes(const ah_rauth_key *key, const ah_rauth_key *other)
@@ -174,7 +186,11 @@ static void test_handshakes(const ah_rauth_key *key, const ah_rauth_key *other)
 	int srv, cli, same;
 	handshake(key, key, &srv, &cli, &same);
 	ok(srv == 0 && cli == 0, "handshake: same secret on both sides succeeds");
-	ok(same, "handshake: both sides end with the same two nonces (the wire's keys)");
+	ok(same, "handshake: both sides end with the same nonces and X25519 secret (the wire's keys)");
+	ah_rauth_nonces first = last_nonces;
+	handshake(key, key, &srv, &cli, &same);
+	ok(srv == 0 && memcmp(first.dh, last_nonces.dh, sizeof first.dh) != 0,
+	   "handshake: each connection agrees on a secret of its own");
 	handshake(key, other, &srv, &cli, &same);
 	ok(srv == AH_EDENIED && cli == AH_EDENIED, "handshake: different secrets fail on both sides");
 
@@ -183,7 +199,7 @@ static void test_handshakes(const ah_rauth_key *key, const ah_rauth_key *other)
 	pthread_t t;
 	char buf[256] = {0};
 	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
-	struct side s = {sv[0], key, -99, {{0}, {0}}};
+	struct side s = {sv[0], key, -99, {{0}, {0}, {0}}};
 	pthread_create(&t, NULL, server_side, &s);
 	send(sv[1], "{\"op\":\"ping\"}\n", 14, MSG_NOSIGNAL);
 	pthread_join(t, NULL);

@@ -109,17 +109,23 @@ static void nonces(ah_rauth_nonces *n)
 static void test_keys(void)
 {
 	ah_rauth_nonces n, m;
-	unsigned char c2s[32], s2c[32], c2s_m[32], s2c_m[32], want[32], in[28 + 64];
+	unsigned char c2s[32], s2c[32], c2s_m[32], s2c_m[32], want[32], in[28 + 96];
 	nonces(&n);
 	nonces(&m);
 	ah_rwire_keys(&key, &n, c2s, s2c);
 	ah_rwire_keys(&key, &m, c2s_m, s2c_m);
 	ok(memcmp(c2s, s2c, 32) != 0, "keys: each direction has its own");
 	ok(memcmp(c2s, c2s_m, 32) != 0, "keys: other nonces, other keys");
-	/* docs/runner-protocol.md: BLAKE2b-256(label | sn | cn, key = secret's key) */
+	m = n;
+	m.dh[0] ^= 1;
+	ah_rwire_keys(&key, &m, c2s_m, s2c_m);
+	ok(memcmp(c2s, c2s_m, 32) != 0 && memcmp(s2c, s2c_m, 32) != 0,
+	   "keys: same nonces, another X25519 secret: other keys (forward secrecy)");
+	/* docs/runner-protocol.md: BLAKE2b-256(label | sn | cn | dh, key = secret's key) */
 	memcpy(in, "agenthost-runner wire client", 28);
 	memcpy(in + 28, n.sn, 32);
 	memcpy(in + 60, n.cn, 32);
+	memcpy(in + 92, n.dh, 32);
 	crypto_generichash(want, 32, in, sizeof in, key.k, sizeof key.k);
 	ok(memcmp(want, c2s, 32) == 0, "keys: client->runner key is the documented hash");
 	memcpy(in, "agenthost-runner wire runner", 28);
