@@ -1,5 +1,8 @@
 /* Cgroups: memory, cpu and pids limits, on cgroup v1 (one hierarchy per
- * controller, as on these machines) or v2 (one unified tree, most hosts).
+ * controller, as on these machines), v2 (one unified tree, most hosts), or a
+ * mix of both: each controller is used wherever the host mounts it (a host
+ * moving to v2 may have some controllers in the unified tree and the rest in
+ * v1 hierarchies; tests/sandbox/test_cgroup_v2.py moves pids there).
  *
  * Each sandbox gets <hierarchy>/<sandbox_cgroup>/slot<N> (default
  * "agenthost"); the parent's memory limit is the host's sandbox memory budget
@@ -83,23 +86,41 @@ static void scan_mount(char *line, char v2[256])
 		snprintf(v2, 256, "%s", f[4]);
 	if (strcmp(type, "cgroup") == 0)
 		for (int i = 0; i < CG_N; i++)
-			if (has_word(opts, V1_NAMES[i]) && !sb_g.cg_v1[i][0])
-				snprintf(sb_g.cg_v1[i], sizeof sb_g.cg_v1[i], "%.180s/%s", f[4], sb_g.cg_name);
+			if (has_word(opts, V1_NAMES[i]) && !sb_g.cg[i].path[0])
+				snprintf(sb_g.cg[i].path, sizeof sb_g.cg[i].path, "%.180s/%s", f[4], sb_g.cg_name);
 }
 
+/* The unified tree: controllers must be enabled on every level down to the
+ * slots, for those of ours that live there. */
 static int init_v2(const char *mnt, ah_err *err)
 {
-	char path[300];
-	snprintf(sb_g.cg_v2, sizeof sb_g.cg_v2, "%.180s/%s", mnt, sb_g.cg_name);
-	if (mkdir(sb_g.cg_v2, 0755) < 0 && errno != EEXIST)
-		return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", sb_g.cg_v2, strerror(errno));
-	/* Controllers must be enabled on every level down to the sandboxes. */
+	char path[300], want[64] = "";
+	for (int i = 0; i < CG_N; i++)
+		if (sb_g.cg[i].v2)
+			snprintf(want + strlen(want), sizeof want - strlen(want), "%s+%s",
+			         want[0] ? " " : "", V1_NAMES[i]);
 	snprintf(path, sizeof path, "%s/cgroup.subtree_control", mnt);
-	sb_write_file(path, "+memory +cpu +pids");
-	snprintf(path, sizeof path, "%s/cgroup.subtree_control", sb_g.cg_v2);
-	if (sb_write_file(path, "+memory +cpu +pids") < 0)
-		return ah_err_set(err, AH_EFAIL, "enable controllers in %s: %s", sb_g.cg_v2, strerror(errno));
-	sb_g.cg = SB_CG_V2;
+	sb_write_file(path, want);
+	snprintf(path, sizeof path, "%.180s/%s/cgroup.subtree_control", mnt, sb_g.cg_name);
+	if (sb_write_file(path, want) < 0)
+		return ah_err_set(err, AH_EFAIL, "enable %s in %s: %s", want, path, strerror(errno));
+	return 0;
+}
+
+/* Each distinct directory once: mkdir, and the list the keeper joins. */
+static int make_parents(ah_err *err)
+{
+	sb_g.cg_nhier = 0;
+	for (int i = 0; i < CG_N; i++) {
+		int j = 0;
+		while (j < sb_g.cg_nhier && strcmp(sb_g.cg[sb_g.cg_hier[j]].path, sb_g.cg[i].path) != 0)
+			j++;
+		if (j < sb_g.cg_nhier)
+			continue;
+		sb_g.cg_hier[sb_g.cg_nhier++] = i;
+		if (mkdir(sb_g.cg[i].path, 0755) < 0 && errno != EEXIST)
+			return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", sb_g.cg[i].path, strerror(errno));
+	}
 	return 0;
 }
 
@@ -109,21 +130,33 @@ int sb_cgroup_init(ah_err *err)
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return ah_err_set(err, AH_EFAIL, "mountinfo: %s", strerror(errno));
+	memset(sb_g.cg, 0, sizeof sb_g.cg);
 	while (fgets(line, sizeof line, f))
 		scan_mount(line, v2);
 	fclose(f);
+	/* A hybrid host mounts cgroup2 without controllers: then v1 rules. A
+	 * controller is in the unified tree only when no v1 hierarchy has it. */
 	snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", v2);
-	/* A hybrid host mounts cgroup2 without controllers: then v1 rules. */
-	if (v2[0] && file_has_word(ctl, "memory") && file_has_word(ctl, "pids"))
-		return init_v2(v2, err);
+	bool any_v2 = false;
 	for (int i = 0; i < CG_N; i++) {
-		if (!sb_g.cg_v1[i][0])
+		if (sb_g.cg[i].path[0])
+			continue;
+		if (!v2[0] || !file_has_word(ctl, V1_NAMES[i]))
 			return ah_err_set(err, AH_EFAIL, "no cgroup %s controller mounted (v1 or v2)", V1_NAMES[i]);
-		if (mkdir(sb_g.cg_v1[i], 0755) < 0 && errno != EEXIST)
-			return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", sb_g.cg_v1[i], strerror(errno));
+		snprintf(sb_g.cg[i].path, sizeof sb_g.cg[i].path, "%.180s/%s", v2, sb_g.cg_name);
+		sb_g.cg[i].v2 = any_v2 = true;
 	}
-	sb_g.cg = SB_CG_V1;
-	return 0;
+	int rc = make_parents(err);
+	return rc ? rc : any_v2 ? init_v2(v2, err) : 0;
+}
+
+/* "v1", "v2" or "v1+v2", for the start-up log line. */
+const char *sb_cgroup_layout(void)
+{
+	int n2 = 0;
+	for (int i = 0; i < CG_N; i++)
+		n2 += sb_g.cg[i].v2;
+	return n2 == 0 ? "v1" : n2 == CG_N ? "v2" : "v1+v2";
 }
 
 /* The parent's limit. v1: memsw must stay >= the memory limit at every
@@ -134,16 +167,17 @@ int sb_cgroup_set_parent_memory(long long bytes, ah_err *err)
 {
 	char path[320], path2[320], val[32];
 	snprintf(val, sizeof val, "%lld", bytes);
-	if (sb_g.cg == SB_CG_V2) {
-		snprintf(path, sizeof path, "%s/memory.swap.max", sb_g.cg_v2);
+	const char *dir = sb_g.cg[CG_MEM].path;
+	if (sb_g.cg[CG_MEM].v2) {
+		snprintf(path, sizeof path, "%s/memory.swap.max", dir);
 		sb_write_file(path, "0");
-		snprintf(path, sizeof path, "%s/memory.max", sb_g.cg_v2);
+		snprintf(path, sizeof path, "%s/memory.max", dir);
 		if (sb_write_file(path, val) < 0)
 			return ah_err_set(err, AH_EFAIL, "write %s: %s", path, strerror(errno));
 		return 0;
 	}
-	snprintf(path, sizeof path, "%s/memory.limit_in_bytes", sb_g.cg_v1[CG_MEM]);
-	snprintf(path2, sizeof path2, "%s/memory.memsw.limit_in_bytes", sb_g.cg_v1[CG_MEM]);
+	snprintf(path, sizeof path, "%s/memory.limit_in_bytes", dir);
+	snprintf(path2, sizeof path2, "%s/memory.memsw.limit_in_bytes", dir);
 	int rc = sb_write_file(path, val);   /* fails when raising past memsw */
 	sb_write_file(path2, val);           /* absent without swap accounting */
 	if (rc < 0)
@@ -155,13 +189,14 @@ int sb_cgroup_set_parent_memory(long long bytes, ah_err *err)
 
 static void cg_path(char *out, size_t n, const sb_plan *p, int ctl, const char *file)
 {
-	const char *base = sb_g.cg == SB_CG_V2 ? sb_g.cg_v2 : sb_g.cg_v1[ctl];
-	snprintf(out, n, "%s/slot%d%s%s", base, p->slot, file ? "/" : "", file ? file : "");
+	snprintf(out, n, "%s/slot%d%s%s", sb_g.cg[ctl].path, p->slot, file ? "/" : "",
+	         file ? file : "");
 }
 
-static int ncg(void)
+/* The slot's directory in the i-th distinct hierarchy. */
+static void hier_path(char *out, size_t n, const sb_plan *p, int i)
 {
-	return sb_g.cg == SB_CG_V2 ? 1 : CG_N;
+	cg_path(out, n, p, sb_g.cg_hier[i], NULL);
 }
 
 static int set(const struct ah_sandbox *sb, int ctl, const char *file, const char *val,
@@ -174,39 +209,51 @@ static int set(const struct ah_sandbox *sb, int ctl, const char *file, const cha
 	return 0;
 }
 
+/* memsw must stay >= the memory limit at every step: memory first when
+ * lowering (fails when raising a claimed sandbox's cap), then memsw, then
+ * memory again if it failed. */
+static int set_memory(const struct ah_sandbox *sb, const char *mem, ah_err *err)
+{
+	if (sb_g.cg[CG_MEM].v2) {
+		int rc = set(sb, CG_MEM, "memory.max", mem, false, err);
+		return rc ? rc : set(sb, CG_MEM, "memory.swap.max", "0", true, err);
+	}
+	bool mem_set = set(sb, CG_MEM, "memory.limit_in_bytes", mem, false, NULL) == 0;
+	int rc = set(sb, CG_MEM, "memory.memsw.limit_in_bytes", mem, true, err);
+	if (!rc && !mem_set)
+		rc = set(sb, CG_MEM, "memory.limit_in_bytes", mem, false, err);
+	return rc;
+}
+
+static int set_cpu(const struct ah_sandbox *sb, int cpus, ah_err *err)
+{
+	char quota[48];
+	if (sb_g.cg[CG_CPU].v2) {
+		snprintf(quota, sizeof quota, "%d 100000", cpus * 100000);
+		return set(sb, CG_CPU, "cpu.max", quota, false, err);
+	}
+	snprintf(quota, sizeof quota, "%d", cpus * 100000);
+	int rc = set(sb, CG_CPU, "cpu.cfs_period_us", "100000", false, err);
+	return rc ? rc : set(sb, CG_CPU, "cpu.cfs_quota_us", quota, false, err);
+}
+
 int sb_cgroup_set_limits(struct ah_sandbox *sb, ah_err *err)
 {
 	const sb_plan *p = &sb->plan;
-	char mem[32], cpu[48], pids[32];
+	char mem[32], pids[32];
 	snprintf(mem, sizeof mem, "%lld", p->memory_bytes);
 	snprintf(pids, sizeof pids, "%d", p->pids_max);
 	int rc;
-	if (sb_g.cg == SB_CG_V2) {
-		snprintf(cpu, sizeof cpu, "%d 100000", p->cpus * 100000);
-		if ((rc = set(sb, 0, "memory.max", mem, false, err)) ||
-		    (rc = set(sb, 0, "memory.swap.max", "0", true, err)) ||
-		    (rc = set(sb, 0, "cpu.max", cpu, false, err)))
-			return rc;
-		return set(sb, 0, "pids.max", pids, false, err);
-	}
-	snprintf(cpu, sizeof cpu, "%d", p->cpus * 100000);
-	/* memsw must stay >= the memory limit at every step: memory first when
-	 * lowering (fails when raising a claimed sandbox's cap), then memsw, then
-	 * memory again if it failed. */
-	bool mem_set = set(sb, CG_MEM, "memory.limit_in_bytes", mem, false, NULL) == 0;
-	if ((rc = set(sb, CG_MEM, "memory.memsw.limit_in_bytes", mem, true, err)) ||
-	    (!mem_set && (rc = set(sb, CG_MEM, "memory.limit_in_bytes", mem, false, err))) ||
-	    (rc = set(sb, CG_CPU, "cpu.cfs_period_us", "100000", false, err)) ||
-	    (rc = set(sb, CG_CPU, "cpu.cfs_quota_us", cpu, false, err)))
+	if ((rc = set_memory(sb, mem, err)) || (rc = set_cpu(sb, p->cpus, err)))
 		return rc;
-	return set(sb, CG_PIDS, "pids.max", pids, false, err);
+	return set(sb, CG_PIDS, "pids.max", pids, false, err); /* same name in v1 and v2 */
 }
 
 int sb_cgroup_setup(struct ah_sandbox *sb, ah_err *err)
 {
 	char path[400];
-	for (int i = 0; i < ncg(); i++) {
-		cg_path(path, sizeof path, &sb->plan, i, NULL);
+	for (int i = 0; i < sb_g.cg_nhier; i++) {
+		hier_path(path, sizeof path, &sb->plan, i);
 		if (mkdir(path, 0755) < 0)
 			return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", path, strerror(errno));
 	}
@@ -223,15 +270,17 @@ int sb_cgroup_setup(struct ah_sandbox *sb, ah_err *err)
 void sb_cgroup_join_file(const sb_plan *p, int i, char *out, size_t n)
 {
 	out[0] = '\0';
-	if (i < ncg())
-		cg_path(out, n, p, i, sb_g.cg == SB_CG_V2 ? "cgroup.procs" : "tasks");
+	if (i < sb_g.cg_nhier) {
+		int ctl = sb_g.cg_hier[i];
+		cg_path(out, n, p, ctl, sb_g.cg[ctl].v2 ? "cgroup.procs" : "tasks");
+	}
 }
 
 long long sb_cgroup_oom_count(const struct ah_sandbox *sb)
 {
 	char path[400], line[128];
 	cg_path(path, sizeof path, &sb->plan, CG_MEM,
-	        sb_g.cg == SB_CG_V2 ? "memory.events" : "memory.oom_control");
+	        sb_g.cg[CG_MEM].v2 ? "memory.events" : "memory.oom_control");
 	FILE *f = fopen(path, "re");
 	long long n = 0;
 	if (!f)
@@ -263,8 +312,8 @@ static void rmdir_retry(const char *path)
 void sb_cgroup_teardown(struct ah_sandbox *sb)
 {
 	char path[400];
-	for (int i = 0; i < ncg(); i++) {
-		cg_path(path, sizeof path, &sb->plan, i, NULL);
+	for (int i = 0; i < sb_g.cg_nhier; i++) {
+		hier_path(path, sizeof path, &sb->plan, i);
 		rmdir_retry(path);
 	}
 }
@@ -292,8 +341,8 @@ static void kill_procs(const char *dir)
 void sb_cgroup_clear_slot(struct ah_sandbox *sb)
 {
 	char path[400];
-	for (int i = 0; i < ncg(); i++) {
-		cg_path(path, sizeof path, &sb->plan, i, NULL);
+	for (int i = 0; i < sb_g.cg_nhier; i++) {
+		hier_path(path, sizeof path, &sb->plan, i);
 		if (access(path, F_OK) < 0)
 			continue;
 		kill_procs(path);

@@ -52,7 +52,12 @@ typedef struct sb_plan {
 	int disk_fd;                 /* the disk file, read-only (budget.c stats it); -1 */
 } sb_plan;
 
-enum sb_cg_version { SB_CG_NONE, SB_CG_V1, SB_CG_V2 };
+/* Where one controller lives: the parent of the slots in its v1 hierarchy, or
+ * in the unified (v2) tree. */
+typedef struct sb_cg_dir {
+	char path[256];              /* hierarchy root + /<sandbox_cgroup> */
+	bool v2;
+} sb_cg_dir;
 
 /* What the keeper needs beyond the plan, sent as GO's body: the keeper is
  * exec'd and shares nothing else with the runner. */
@@ -67,9 +72,9 @@ typedef struct sb_keeper_conf {
 /* Process-wide state set by ah_sandbox_init. */
 typedef struct sb_global {
 	char root[256];              /* sandbox_root, absolute */
-	enum sb_cg_version cg;
-	char cg_v1[3][256];          /* memory, cpu, pids hierarchy roots + /agenthost */
-	char cg_v2[256];             /* unified root + /agenthost */
+	sb_cg_dir cg[3];             /* memory, cpu, pids: each where the host has it */
+	int cg_hier[3];              /* the distinct hierarchies: an index into cg each */
+	int cg_nhier;
 	char cg_name[64];            /* sandbox_cgroup: the parent of all slots */
 	long long memory_budget;     /* bytes: the parent's limit, and admission's */
 	long long disk_reserve;      /* bytes kept free on sandbox_root's filesystem */
@@ -178,8 +183,10 @@ void sb_net_host_teardown(const sb_plan *p);   /* deletes a leftover veth */
 
 /* ---- cgroup.c ---- */
 int sb_cgroup_init(ah_err *err);
+const char *sb_cgroup_layout(void);
 int sb_cgroup_setup(struct ah_sandbox *sb, ah_err *err);
-/* The file the keeper writes 0 to, to join controller i (< 3); "" if none. */
+/* The file the keeper writes 0 to, to join the i-th distinct hierarchy (i < 3);
+ * "" if none. */
 void sb_cgroup_join_file(const sb_plan *p, int i, char *out, size_t n);
 int sb_cgroup_set_limits(struct ah_sandbox *sb, ah_err *err);
 long long sb_cgroup_oom_count(const struct ah_sandbox *sb);

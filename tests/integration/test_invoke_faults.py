@@ -25,8 +25,10 @@ from conftest import api_pids, new_client, wait_until
 SANDBOX_ROOT = config_get("sandbox_root", os.path.join(VAR, "data", "sandboxes"))
 UID_BASE = int(config_get("sandbox_uid_base", "1000000"))
 OUTPUT_CAP = 10485760
-# cgroup v1: memory, cpu and pids hierarchies; v2: one.
-CGROUPS_PER_SANDBOX = 1 if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else 3
+# A directory per hierarchy: the v1 ones of memory, cpu and pids, plus the
+# unified tree if any of them is there (one in all on a pure v2 host).
+_V1 = [c for c in ("memory", "cpu", "pids") if os.path.exists(f"/sys/fs/cgroup/{c}/tasks")]
+CGROUPS_PER_SANDBOX = len(_V1) + (len(_V1) < 3)
 
 # Writes 1 MiB chunks for ever (gigabytes, if nobody stops it).
 ENDLESS_JS = """
