@@ -173,18 +173,23 @@ static int body_to_file(ah_req *r, char **path)
 	return rc;
 }
 
+bool ah_upload_url_signed(ah_req *r, const char *id, long long size, long long *expires)
+{
+	const char *exp = ah_query_get(r, "expires"), *sig = ah_query_get(r, "signature");
+	return exp && sig && ah_parse_ll(expires, exp) == 0 &&
+	       ah_crypto_url_mac_ok(sig, url_claim(r->arena, id, *expires, size));
+}
+
 /* The URL's signature, expiry and single use; answers 403/409 itself. */
 static int check_url(ah_req *r, ah_file *f)
 {
-	const char *exp = ah_query_get(r, "expires"), *sig = ah_query_get(r, "signature");
 	long long e = 0;
 	ah_rows rows;
 	if (ah_db_query(r->db, r->arena, &rows, SQL_BY_ID, "s", r->params[0]) != 0)
 		return AH_EFAIL;
 	if (rows.n == 1)
 		ah_file_fill(f, rows.v[0]);
-	if (rows.n != 1 || !exp || !sig || ah_parse_ll(&e, exp) != 0 ||
-	    !ah_crypto_url_mac_ok(sig, url_claim(r->arena, f->id, e, f->size)))
+	if (rows.n != 1 || !ah_upload_url_signed(r, f->id, f->size, &e))
 		return ah_answered(ah_reply_error(r, 403, "Invalid upload URL"));
 	if ((long long)time(NULL) > e)
 		return ah_answered(ah_reply_error(r, 403, "This upload URL has expired"));

@@ -25,6 +25,11 @@ int ah_files_quota_reply(ah_req *r, long long wanted);
  * upload paths, so expired reservations and bytes never pile up. */
 void ah_files_sweep(ah_req *r);
 
+/* A presigned upload URL's query (expires, signature) signs a PUT of file id
+ * with size bytes; *expires gets its expiry, which the caller checks
+ * (file_presign.c; tests/fuzz/fuzz_presign.c). */
+bool ah_upload_url_signed(ah_req *r, const char *id, long long size, long long *expires);
+
 /* For helpers whose caller stops on non-zero: a response written is AH_EDONE. */
 static inline int ah_answered(int rc)
 {

@@ -13,6 +13,7 @@
  * logs the agent's stderr under it. Managed files: invoke_files.c. */
 #include "agents.h"
 #include "invocations.h"
+#include "invoke_answer.h"
 #include "invoke_files.h"
 #include "routes.h"
 #include "validate.h"
@@ -22,7 +23,6 @@
 #include "core/log.h"
 #include "core/util.h"
 
-#include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,17 +63,6 @@ typedef struct invoke_in {
 	long long timeout_s;
 } invoke_in;
 
-typedef struct run_out {
-	int http;              /* 200, 500, 503 (nothing ran: retry) or 504 */
-	long long retry_after; /* 503: seconds */
-	const char *error;     /* NULL on success; the result's "error" */
-	const char *detail;    /* the error response's "detail" */
-	const char *sandbox_id;
-	char *out;             /* stdout bytes; NULL when the agent never ran */
-	size_t out_len;
-	const char *model_in, *model_out; /* the model gateway's counts; NULL: off */
-	json_object *files;    /* session files the run produced (invoke_files.c) */
-} run_out;
 
 /* ---- input ---- */
 
@@ -297,102 +286,27 @@ static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *i
 	return q;
 }
 
-static json_object *get(json_object *o, const char *key)
+static long long max_output(json_object *q)
 {
 	json_object *v = NULL;
-	return json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
-static void fail(ah_req *r, run_out *o, const char *error)
-{
-	o->http = 500;
-	o->error = error;
-	o->detail = ah_sprintf(r->arena, "Invocation failed: %s", error);
-}
-
-/* The runner refused for now (the host at its sandbox memory or disk budget,
- * or the runner at capacity): nothing ran, the client may retry. */
-static void busy(ah_req *r, run_out *o, const char *why, long long retry_after)
-{
-	o->http = 503;
-	o->retry_after = retry_after < 1 ? 1 : retry_after > 600 ? 600 : retry_after;
-	o->error = why ? why : "the host is busy";
-	o->detail = ah_sprintf(r->arena, "No capacity to run the agent now (%s). Try again in "
-	                       "%lld seconds.", o->error, o->retry_after);
-}
-
-static void timed_out(ah_req *r, run_out *o, long long secs)
-{
-	o->http = 504;
-	o->error = ah_sprintf(r->arena, "agent timed out after %lld seconds", secs);
-	o->detail = ah_sprintf(r->arena, "Invocation timed out after %lld seconds", secs);
-}
-
-static void decode_stdout(ah_req *r, json_object *ans, run_out *o)
-{
-	const char *b64 = json_object_get_string(get(ans, "stdout_b64"));
-	size_t len = b64 ? strlen(b64) : 0;
-	o->out = ah_alloc(r->arena, len / 4 * 3 + 4);
-	o->out_len = 0;
-	if (len && sodium_base642bin((unsigned char *)o->out, len / 4 * 3 + 4, b64, len, NULL,
-	                             &o->out_len, NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
-		ah_log_error("runner sent stdout that is not base64");
-		o->out_len = 0;
-	}
-}
-
-/* The runner's answer → outcome, most specific cause first. */
-static void map_answer(ah_req *r, json_object *ans, const invoke_in *in, long long out_cap,
-                       run_out *o)
-{
-	if (!json_object_get_boolean(get(ans, "ok"))) {
-		const char *e = json_object_get_string(get(ans, "error"));
-		if (json_object_get_boolean(get(ans, "busy")))
-			busy(r, o, e, json_object_get_int64(get(ans, "retry_after")));
-		else
-			fail(r, o, ah_sprintf(r->arena, "sandbox runner error: %s", e ? e : "unknown"));
-		return;
-	}
-	o->sandbox_id = json_object_get_string(get(ans, "sandbox_id"));
-	decode_stdout(r, ans, o);
-	if (get(ans, "model_input_tokens")) {
-		o->model_in = ah_sprintf(r->arena, "%lld",
-		                         (long long)json_object_get_int64(get(ans, "model_input_tokens")));
-		o->model_out = ah_sprintf(r->arena, "%lld",
-		                          (long long)json_object_get_int64(get(ans, "model_output_tokens")));
-	}
-	int code = json_object_get_int(get(ans, "exit_code"));
-	int sig = json_object_get_int(get(ans, "signal"));
-	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
-	if (json_object_get_boolean(get(ans, "timed_out")))
-		timed_out(r, o, in->timeout_s);
-	else if (json_object_get_boolean(get(ans, "output_truncated")))
-		fail(r, o, ah_sprintf(r->arena, "output exceeded %lld bytes", out_cap));
-	else if (json_object_get_boolean(get(ans, "oom_killed")))
-		fail(r, o, ah_sprintf(r->arena, "killed by signal %d (out of memory)", sig ? sig : SIGKILL));
-	else if (sig > 0)
-		fail(r, o, ah_sprintf(r->arena, "killed by signal %d (SIG%s)", sig, abbrev ? abbrev : "?"));
-	else if (code != 0)
-		fail(r, o, ah_sprintf(r->arena, "agent exited with status %d", code));
-	else
-		o->http = 200;
+	return json_object_object_get_ex(q, "max_output_bytes", &v) ? json_object_get_int64(v) : 0;
 }
 
 static void run_agent(ah_req *r, const ah_agent *a, const invoke_in *in, const ah_invocation *inv,
-                      json_object *env, run_out *o)
+                      json_object *env, ah_run_out *o)
 {
 	json_object *q = run_request(r, a, in, inv->id, env), *ans;
-	long long out_cap = json_object_get_int64(get(q, "max_output_bytes"));
+	long long out_cap = max_output(q);
 	int rc = ah_invoke_files_request(r, a, inv->session_id, q) ? AH_EFAIL
 	         : ah_runner_call(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS));
 	if (rc == AH_ETIMEOUT) {
 		ah_log_error("inv=%s: no answer from the runner in time", inv->id);
-		timed_out(r, o, in->timeout_s);
+		ah_run_timed_out(r, o, in->timeout_s);
 	} else if (rc != 0) {
 		ah_log_error("inv=%s: runner unreachable or answer unreadable", inv->id);
-		fail(r, o, "sandbox runner unavailable");
+		ah_run_failed(r, o, "sandbox runner unavailable");
 	} else {
-		map_answer(r, ans, in, out_cap, o);
+		ah_run_answer(r, ans, in->timeout_s, out_cap, o);
 		o->files = ah_invoke_files_record(r, a, inv->session_id, ans);
 	}
 }
@@ -407,7 +321,7 @@ static void run_agent(ah_req *r, const ah_agent *a, const invoke_in *in, const a
  * account() then prices the prompt and exactly this. Output the caller never
  * received is never charged: an agent stopped at the 10 MiB output cap costs
  * its prompt and 64 KiB, not 10 MiB. */
-static void failed_output(run_out *o)
+static void failed_output(ah_run_out *o)
 {
 	if (o->http == 200 || !o->out || o->out_len <= FAILED_OUTPUT_MAX)
 		return;
@@ -438,7 +352,7 @@ void ah_invocation_account(ah_req *r, ah_invocation *inv)
 	inv->cost = ah_money_text(r->arena, pico);
 }
 
-static int reply(ah_req *r, const run_out *o, const ah_invocation *inv)
+static int reply(ah_req *r, const ah_run_out *o, const ah_invocation *inv)
 {
 	json_object *res = ah_invocation_json(r, inv, false);
 	json_object_object_add(res, "files", o->files ? json_object_get(o->files) : json_object_new_array());
@@ -455,7 +369,7 @@ static int invoke(ah_req *r)
 	const ah_agent *a;
 	invoke_in in = {0};
 	json_object *env;
-	run_out o = {0};
+	ah_run_out o = {0};
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0 || (rc = read_input(r, a, &in)) != 0)
 		return rc;

@@ -53,8 +53,8 @@ static sb_keeper_conf K;
 
 typedef struct exec_req {
 	sb_msg m;
-	char *argv[1024];
-	char *envp[1024];
+	char *argv[SB_EXEC_ARGS_MAX];
+	char *envp[SB_EXEC_ARGS_MAX];
 	int fds[3];
 } exec_req;
 
@@ -152,27 +152,6 @@ static int reaper_entry(void *arg)
 	reaper_main(a->r, a->status_fd);
 }
 
-static int parse_exec(exec_req *r, size_t blen)
-{
-	char *p = body_buf, *end = body_buf + blen;
-	if (r->m.argc < 1 || r->m.argc >= 1024 || r->m.envc < 0 || r->m.envc >= 1024)
-		return -1;
-	for (int i = 0; i < r->m.argc + r->m.envc; i++) {
-		char *z = memchr(p, '\0', (size_t)(end - p));
-		if (!z)
-			return -1;
-		if (i < r->m.argc)
-			r->argv[i] = p;
-		else
-			r->envp[i - r->m.argc] = p;
-		p = z + 1;
-	}
-	r->argv[r->m.argc] = NULL;
-	r->envp[r->m.envc] = NULL;
-	r->m.msg[sizeof r->m.msg - 1] = '\0';
-	return 0;
-}
-
 /* Waits for the agent's status from the reaper while honouring KILL from the
  * runner; returns it (a killed reaper reads as SIGKILL). */
 static int supervise(int exec_fd, pid_t reaper, int status_fd)
@@ -201,7 +180,7 @@ static int supervise(int exec_fd, pid_t reaper, int status_fd)
 static void run_one(int exec_fd, exec_req *r, size_t blen)
 {
 	int sp[2] = { -1, -1 };
-	if (parse_exec(r, blen) < 0) {
+	if (sb_exec_parse(&r->m, body_buf, blen, r->argv, r->envp) < 0) {
 		sb_error_reply(exec_fd, EINVAL, "bad exec request");
 		goto done;
 	}
@@ -343,13 +322,10 @@ static int serve_one(const sb_msg *m, int fd, const char *body, size_t blen, con
 {
 	if (m->op == SB_MOUNT_APP)
 		return sb_mounts_app(fd, what);
-	char path[256];
+	char path[SB_BIND_PATH_MAX];
 	*what = "bad bind path";
-	if (blen < 2 || blen > sizeof path || body[blen - 1] != '\0' || body[0] != '/') {
-		errno = EINVAL;
+	if (sb_bind_path(body, blen, path) < 0)
 		return -1;
-	}
-	memcpy(path, body, blen);
 	return sb_mounts_bind(fd, path, what);
 }
 

@@ -136,6 +136,16 @@ int sb_send(int fd, const sb_msg *m, const void *body, size_t blen, const int *f
  * Returns 1 on a message, 0 on EOF, -1 on error. */
 int sb_recv(int fd, sb_msg *m, void *body, size_t bcap, size_t *blen, int *fds, int *nfds);
 int sb_error_reply(int fd, int err, const char *what);
+
+/* ---- msg.c: request bodies, as the processes inside read them ---- */
+#define SB_EXEC_ARGS_MAX 1024
+#define SB_BIND_PATH_MAX 256
+/* EXEC's body: m->argc then m->envc NUL-terminated strings → argv, envp
+ * (SB_EXEC_ARGS_MAX entries each, NULL-terminated); -1 if it does not hold
+ * them. Terminates m->msg (the working directory). */
+int sb_exec_parse(sb_msg *m, char *body, size_t blen, char **argv, char **envp);
+/* MOUNT_BIND's body: one absolute path, NUL-terminated; -1 (EINVAL) if not. */
+int sb_bind_path(const char *body, size_t blen, char out[SB_BIND_PATH_MAX]);
 int sb_write_file(const char *path, const char *data);
 
 /* ---- userns.c ---- */

@@ -1,0 +1,90 @@
+/* The runner's answer to a run → the invocation's outcome (see invoke_answer.h).
+ * Whatever the answer holds (missing fields, wrong types, a non-object), the
+ * outcome is one of 200, 500, 503 or 504 with an error and a detail. */
+#include "invoke_answer.h"
+#include "core/log.h"
+
+#include <signal.h>
+#include <sodium.h>
+#include <string.h>
+
+static json_object *get(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+	return json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+void ah_run_failed(ah_req *r, ah_run_out *o, const char *error)
+{
+	o->http = 500;
+	o->error = error;
+	o->detail = ah_sprintf(r->arena, "Invocation failed: %s", error);
+}
+
+/* The runner refused for now (the host at its sandbox memory or disk budget,
+ * or the runner at capacity): nothing ran, the client may retry. */
+static void busy(ah_req *r, ah_run_out *o, const char *why, long long retry_after)
+{
+	o->http = 503;
+	o->retry_after = retry_after < 1 ? 1 : retry_after > 600 ? 600 : retry_after;
+	o->error = why ? why : "the host is busy";
+	o->detail = ah_sprintf(r->arena, "No capacity to run the agent now (%s). Try again in "
+	                       "%lld seconds.", o->error, o->retry_after);
+}
+
+void ah_run_timed_out(ah_req *r, ah_run_out *o, long long secs)
+{
+	o->http = 504;
+	o->error = ah_sprintf(r->arena, "agent timed out after %lld seconds", secs);
+	o->detail = ah_sprintf(r->arena, "Invocation timed out after %lld seconds", secs);
+}
+
+static void decode_stdout(ah_req *r, json_object *ans, ah_run_out *o)
+{
+	const char *b64 = json_object_get_string(get(ans, "stdout_b64"));
+	size_t len = b64 ? strlen(b64) : 0;
+	o->out = ah_alloc(r->arena, len / 4 * 3 + 4);
+	o->out_len = 0;
+	if (len && sodium_base642bin((unsigned char *)o->out, len / 4 * 3 + 4, b64, len, NULL,
+	                             &o->out_len, NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
+		ah_log_error("runner sent stdout that is not base64");
+		o->out_len = 0;
+	}
+}
+
+/* The runner's answer → outcome, most specific cause first. */
+void ah_run_answer(ah_req *r, json_object *ans, long long timeout_s, long long out_cap,
+                   ah_run_out *o)
+{
+	if (!json_object_get_boolean(get(ans, "ok"))) {
+		const char *e = json_object_get_string(get(ans, "error"));
+		if (json_object_get_boolean(get(ans, "busy")))
+			busy(r, o, e, json_object_get_int64(get(ans, "retry_after")));
+		else
+			ah_run_failed(r, o, ah_sprintf(r->arena, "sandbox runner error: %s", e ? e : "unknown"));
+		return;
+	}
+	o->sandbox_id = json_object_get_string(get(ans, "sandbox_id"));
+	decode_stdout(r, ans, o);
+	if (get(ans, "model_input_tokens")) {
+		o->model_in = ah_sprintf(r->arena, "%lld",
+		                         (long long)json_object_get_int64(get(ans, "model_input_tokens")));
+		o->model_out = ah_sprintf(r->arena, "%lld",
+		                          (long long)json_object_get_int64(get(ans, "model_output_tokens")));
+	}
+	int code = json_object_get_int(get(ans, "exit_code"));
+	int sig = json_object_get_int(get(ans, "signal"));
+	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
+	if (json_object_get_boolean(get(ans, "timed_out")))
+		ah_run_timed_out(r, o, timeout_s);
+	else if (json_object_get_boolean(get(ans, "output_truncated")))
+		ah_run_failed(r, o, ah_sprintf(r->arena, "output exceeded %lld bytes", out_cap));
+	else if (json_object_get_boolean(get(ans, "oom_killed")))
+		ah_run_failed(r, o, ah_sprintf(r->arena, "killed by signal %d (out of memory)", sig ? sig : SIGKILL));
+	else if (sig > 0)
+		ah_run_failed(r, o, ah_sprintf(r->arena, "killed by signal %d (SIG%s)", sig, abbrev ? abbrev : "?"));
+	else if (code != 0)
+		ah_run_failed(r, o, ah_sprintf(r->arena, "agent exited with status %d", code));
+	else
+		o->http = 200;
+}
