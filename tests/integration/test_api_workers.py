@@ -145,14 +145,30 @@ def test_concurrent_requests_all_answered(client):
 @pytest.fixture
 def private_api():
     """An agenthost-api master of its own (same database, own sockets, 2+1
-    workers), so SIGTERM can be tested without touching the shared stack."""
-    with PrivateApi() as api:
+    workers, no identity provider: so no JWKS refresher beside them), so SIGTERM
+    can be tested without touching the shared stack."""
+    with PrivateApi(unset=["AGENTHOST_JWT_JWKS_URL"]) as api:
         yield api.proc, api.dir
 
 
 def children(pid):
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
     return sorted(int(x) for x in out)
+
+
+def test_sigterm_stops_the_jwks_refresher_with_the_workers():
+    """With an identity provider configured, the master also runs the JWKS
+    refresher (a fourth child); SIGTERM ends it with the workers, even while it
+    waits to retry a provider that does not answer."""
+    with PrivateApi(AGENTHOST_JWT_JWKS_URL="http://127.0.0.1:9/jwks.json") as api:
+        assert wait_until(lambda: len(children(api.proc.pid)) == 4, timeout=10)
+        kids = children(api.proc.pid)
+        t0 = time.monotonic()
+        api.proc.send_signal(signal.SIGTERM)
+        assert api.proc.wait(timeout=10) == 0
+        assert time.monotonic() - t0 < 5
+        for k in kids:
+            assert not os.path.exists(f"/proc/{k}") or open(f"/proc/{k}/stat").read().split()[2] == "Z"
 
 
 def test_sigterm_drains_and_busy_worker_finishes(private_api, client):
