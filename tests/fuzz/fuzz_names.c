@@ -4,7 +4,7 @@
  * Properties: a Content-Disposition has no control byte and no bare quote
  * (it goes into a response header); a normalised mount path stays under
  * /files/agent/ with no "..", "//" or trailing "/"; parsed tags are
- * ",a,b," shaped with no empty or repeated tag. */
+ * ",a,,b," shaped (each tag in commas), sorted, with no empty or repeated tag. */
 #include "files/files.h"
 
 #include <stdint.h>
@@ -28,14 +28,29 @@ static void mount_path(ah_arena *a, const char *s)
 		__builtin_trap();
 }
 
+/* The normal form wraps each tag in commas (",a,,b,": files.c matches a subset
+ * with one LIKE pattern): blocks of ",tag," with a non-empty tag, no comma
+ * inside, sorted and without repeats. */
 static void tags(ah_arena *a, const char *s)
 {
 	char *norm = NULL;
 	if (ah_tags_parse(a, s, &norm) != NULL || !norm || !*norm)
 		return;
-	size_t n = strlen(norm);
-	if (norm[0] != ',' || norm[n - 1] != ',' || strstr(norm, ",,"))
-		__builtin_trap();
+	const char *prev = NULL, *p = norm;
+	size_t prev_n = 0;
+	while (*p) {
+		const char *e = *p == ',' ? strchr(p + 1, ',') : NULL;
+		if (!e || e == p + 1)
+			__builtin_trap();
+		size_t n = (size_t)(e - p - 1);
+		if (prev) {
+			int c = memcmp(prev, p + 1, n < prev_n ? n : prev_n);
+			if (c > 0 || (c == 0 && prev_n >= n))
+				__builtin_trap();
+		}
+		prev = p + 1, prev_n = n;
+		p = e + 1;
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
