@@ -1,0 +1,241 @@
+// The dashboard in a real headless Chromium against the real stack (nginx,
+// API workers, MariaDB, runner): what a user does with it and sees in it.
+// Run by scripts/test: node --test tests/browser/ (env as for tests/integration).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { ORIGIN, launch, newUser, call, watch, signedIn, shot, tarball, ECHO_PROJECT } from './lib.mjs';
+
+let browser;
+const bag = { errors: [], dialogs: [] };
+const XSS = '<img src=x onerror=alert(1)>';
+const T = { timeout: 120000 };
+
+before(async () => { browser = await launch(); });
+after(async () => { await browser?.close(); });
+
+test('the page carries the security headers and caches only its hashed assets', async () => {
+  const r = await fetch(`${ORIGIN}/`);
+  assert.equal(r.status, 200);
+  const csp = r.headers.get('content-security-policy') || '';
+  for (const d of ["default-src 'none'", "script-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"]) assert.ok(csp.includes(d), `CSP lacks ${d}: ${csp}`);
+  assert.equal(r.headers.get('x-frame-options'), 'DENY');
+  assert.equal(r.headers.get('x-content-type-options'), 'nosniff');
+  assert.equal(r.headers.get('cache-control'), 'no-cache');
+  const html = await r.text();
+  const js = html.match(/src="(\/assets\/app\.[0-9a-f]+\.js)"/);
+  assert.ok(js, 'index.html names a hashed script');
+  assert.ok(!/<script(?![^>]*\ssrc=)/.test(html), 'no inline script');
+  const a = await fetch(ORIGIN + js[1]);
+  assert.equal(a.status, 200);
+  assert.match(a.headers.get('cache-control'), /max-age=31536000, immutable/);
+});
+
+test('sign in: a wrong key is refused in place, the right one opens the agents list; sign out forgets it', T, async () => {
+  const { key, email } = newUser();
+  const ctx = await browser.newContext();
+  const page = await ctx.newPage();
+  watch(page, bag);
+  await page.goto(`${ORIGIN}/`);
+  await shot(page, 'signin');
+  await page.getByLabel('API key').fill('ahk_AAAAAAAA_BBBBBBBBBB');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('alert').waitFor();
+  assert.match(await page.getByRole('alert').textContent(), /API key|Invalid|credential|not/i);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Agents', level: 1 }).waitFor();
+  assert.equal(new URL(page.url()).hash, '#/agents');
+  assert.ok(!page.url().includes(key), 'the key is never in the URL');
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('agenthost.key')), key);
+  assert.ok((await page.locator('.topnav').textContent()).includes(email));
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('agenthost.key')), null);
+  await ctx.close();
+});
+
+test('an agent named like markup shows as text, and no script of it runs', T, async () => {
+  const { key } = newUser();
+  assert.equal((await call(key, 'POST', '/agents', { name: XSS, source_type: 'local' })).status, 201);
+  const page = await signedIn(browser, bag, key);
+  const before = bag.dialogs.length;
+  await page.goto(`${ORIGIN}/#/agents`);
+  const link = page.locator('a.agent-name').first();
+  await link.waitFor();
+  assert.equal(await link.textContent(), XSS);
+  assert.equal(await page.locator('main img').count(), 0);
+  await link.click();
+  await page.getByRole('heading', { name: XSS, level: 1 }).waitFor();
+  assert.equal(await page.locator('main img').count(), 0);
+  await page.waitForTimeout(300);
+  assert.equal(bag.dialogs.length, before, `a dialog fired: ${bag.dialogs}`);
+  await page.context().close();
+});
+
+test('create → upload → deploy → invoke, all in the page; history shows the call', T, async () => {
+  const { key } = newUser();
+  const page = await signedIn(browser, bag, key);
+  await page.goto(`${ORIGIN}/#/agents`);
+  await page.locator('#agents-list table').waitFor();
+  await shot(page, 'agents-empty');
+  await page.getByLabel('Name').fill('Echo bot');
+  await page.getByLabel('Source').selectOption('local');
+  await page.getByRole('button', { name: 'Create agent' }).click();
+  await page.getByRole('heading', { name: 'Echo bot', level: 1 }).waitFor();
+  assert.equal(new URL(page.url()).hash, '#/agents/echo-bot');
+  assert.equal(await page.locator('#status .badge').textContent(), 'draft');
+  await page.locator('#code-file').setInputFiles({ name: 'echo.tar.gz', mimeType: 'application/gzip', buffer: ECHO_PROJECT() });
+  await page.locator('#upload-result', { hasText: 'Uploaded echo.tar.gz' }).waitFor();
+  await page.getByRole('button', { name: 'Deploy', exact: true }).click();
+  // The badge changes without a reload: the page polls the agent.
+  await page.locator('#status .badge', { hasText: /^(active|error)$/ }).waitFor({ timeout: 100000 });
+  assert.equal(await page.locator('#status .badge').textContent(), 'active', await page.locator('#status').textContent());
+  await page.getByLabel('Prompt').fill('hello from the browser');
+  await page.getByLabel('Session id (optional)').fill('browser-session-1');
+  await page.getByRole('button', { name: 'Invoke' }).click();
+  await page.locator('#invoke-response, #invoke-result .error').first().waitFor({ timeout: 60000 });
+  const facts = await page.locator('#invoke-result').textContent();
+  assert.match(facts, /echo: hello from the browser/, 'the invocation answered');
+  assert.match(facts, /\d+ in, \d+ out/);
+  assert.match(facts, /browser-session-1/);
+  assert.match(facts, /\$0\.\d+/);
+  await page.locator('#invocations').getByRole('button', { name: 'Refresh' }).click();
+  await page.locator('#invocations td', { hasText: /^hello from the browser$/ }).waitFor();
+  await page.locator('#sessions').getByRole('button', { name: 'Refresh' }).click();
+  await page.locator('#sessions code', { hasText: 'browser-session-1' }).waitFor();
+  assert.ok(!/\b(null|undefined|NaN)\b/.test(await page.locator('main').textContent()), 'no placeholder leaks into the page');
+  await shot(page, 'agent-detail');
+  await page.goto(`${ORIGIN}/#/agents`);
+  await page.locator('#agents-list .badge', { hasText: 'active' }).waitFor();
+  await shot(page, 'agents');
+  // Delete asks first; cancelling keeps the agent, confirming removes it (and its sandboxes).
+  await page.getByRole('link', { name: 'Echo bot' }).click();
+  await page.getByRole('button', { name: 'Delete agent' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
+  assert.equal((await call(key, 'GET', '/agents/echo-bot')).status, 200);
+  await page.getByRole('button', { name: 'Delete agent' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
+  await page.locator('#agents-list td.empty').waitFor();
+  assert.match(await page.locator('#notice').textContent(), /Deleted Echo bot/);
+  assert.equal((await call(key, 'GET', '/agents/echo-bot')).status, 404);
+  await page.context().close();
+});
+
+test('a failed deploy shows its status_message', T, async () => {
+  const { key } = newUser();
+  const page = await signedIn(browser, bag, key);
+  assert.equal((await call(key, 'POST', '/agents', { name: 'broken', source_type: 'local' })).status, 201);
+  await page.goto(`${ORIGIN}/#/agents/broken`);
+  await page.locator('#code-file').setInputFiles({ name: 'bad.tar.gz', mimeType: 'application/gzip', buffer: tarball({ 'index.js': 'x' }) });
+  await page.locator('#upload-result', { hasText: 'Uploaded' }).waitFor();
+  await page.getByRole('button', { name: 'Deploy', exact: true }).click();
+  await page.locator('#status .badge', { hasText: 'error' }).waitFor({ timeout: 100000 });
+  assert.match(await page.locator('#status-message').textContent(), /manifest|agent\.json/i);
+  await page.context().close();
+});
+
+test('a secret is set and listed by name; its value is never shown', T, async () => {
+  const { key } = newUser();
+  assert.equal((await call(key, 'POST', '/agents', { name: 'with secrets', source_type: 'local' })).status, 201);
+  const page = await signedIn(browser, bag, key);
+  await page.goto(`${ORIGIN}/#/agents/with-secrets`);
+  const form = page.locator('#secret-form');
+  await form.getByLabel('Name').fill('SERVICE_TOKEN');
+  await form.getByLabel('Value').fill('s3cr3t-value-xyz');
+  await form.getByRole('button', { name: 'Save secret' }).click();
+  await page.locator('#secrets code', { hasText: 'SERVICE_TOKEN' }).waitFor();
+  assert.ok(!(await page.content()).includes('s3cr3t-value-xyz'), 'the value stays out of the page');
+  const list = await call(key, 'GET', '/agents/with-secrets/secrets');
+  assert.deepEqual(list.data.map((s) => s.key), ['SERVICE_TOKEN']);
+  await page.locator('#secrets').getByRole('button', { name: 'Delete' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
+  await page.locator('#secrets td.empty').waitFor();
+  assert.equal((await call(key, 'GET', '/agents/with-secrets/secrets')).data.length, 0);
+  await page.context().close();
+});
+
+test('usage: the daily chart has one bar per day of the chosen period, and totals', T, async () => {
+  const { key } = newUser();
+  const page = await signedIn(browser, bag, key);
+  await page.goto(`${ORIGIN}/#/usage`);
+  await page.locator('#usage-chart').waitFor();
+  assert.equal(await page.locator('#usage-chart rect').count(), 30);
+  assert.match(await page.locator('#usage-chart > title').textContent(), /last 30 days/);
+  assert.match(await page.locator('#usage-totals').textContent(), /Invocations0/);
+  await page.getByRole('button', { name: '7 days' }).click();
+  await page.waitForFunction(() => document.querySelectorAll('#usage-chart rect').length === 7);
+  assert.equal(await page.getByRole('button', { name: '7 days' }).getAttribute('aria-pressed'), 'true');
+  await shot(page, 'usage');
+  await page.context().close();
+});
+
+test('API keys: a new key is shown once and works; revoking it makes it fail, and a tab using it returns to sign-in', T, async () => {
+  const { key } = newUser();
+  const page = await signedIn(browser, bag, key);
+  await page.goto(`${ORIGIN}/#/keys`);
+  await page.locator('#keys-list table').waitFor();
+  await page.locator('#create-key').getByLabel('Name', { exact: true }).fill('ci key');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const fresh = await page.locator('#new-key-value').inputValue();
+  assert.match(fresh, /^ahk_[A-Za-z0-9]{8}_[A-Za-z0-9]{10}$/);
+  assert.equal((await call(fresh, 'GET', '/users/me')).status, 200);
+  await page.locator('#keys-list tr', { hasText: 'ci key' }).waitFor();
+  await shot(page, 'keys');
+  await page.locator('#keys-list tr', { hasText: 'ci key' }).getByRole('button', { name: 'Revoke' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Revoke' }).click();
+  await page.locator('#keys-list tr', { hasText: 'ci key' }).waitFor({ state: 'detached' });
+  assert.equal((await call(fresh, 'GET', '/users/me')).status, 401);
+  // A tab signed in with the revoked key is sent back to sign-in with a reason.
+  const other = await signedIn(browser, bag, fresh);
+  await other.goto(`${ORIGIN}/#/agents`);
+  await other.getByRole('heading', { name: 'Sign in' }).waitFor();
+  assert.match(await other.locator('#notice').textContent(), /Sign in again/);
+  await other.context().close();
+  await page.context().close();
+});
+
+test('files: upload, list with usage, delete; buckets: register one', T, async () => {
+  const { key } = newUser();
+  const page = await signedIn(browser, bag, key);
+  await page.goto(`${ORIGIN}/#/files`);
+  await page.locator('#files-list table').waitFor();
+  await page.locator('#upload-file').getByLabel('File (up to 10 MB)').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('hello files') });
+  await page.locator('#upload-file').getByLabel('Description').fill('my notes');
+  await page.getByRole('button', { name: 'Upload' }).click();
+  await page.locator('#files-list td', { hasText: 'notes.txt' }).waitFor();
+  await page.locator('#files-usage', { hasText: /^1 files/ }).waitFor();
+  const dl = page.waitForEvent('download');
+  await page.locator('#files-list').getByRole('button', { name: 'Download' }).click();
+  assert.equal((await dl).suggestedFilename(), 'notes.txt');
+  await shot(page, 'files');
+  await page.locator('#files-list').getByRole('button', { name: 'Delete' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
+  await page.locator('#files-list td.empty').waitFor();
+  await page.goto(`${ORIGIN}/#/buckets`);
+  const f = page.locator('#create-bucket');
+  await f.getByLabel('Name', { exact: true }).fill('Team data');
+  await f.getByLabel('Bucket name').fill('team-data');
+  await f.getByLabel('Endpoint URL').fill('http://127.0.0.1:9');
+  await f.getByRole('button', { name: 'Add bucket' }).click();
+  await page.locator('#buckets-list td', { hasText: 'Team data' }).waitFor();
+  assert.equal((await call(key, 'GET', '/buckets')).data[0].slug, 'team-data');
+  await shot(page, 'buckets');
+  await page.context().close();
+});
+
+test('at 360 px wide the agents list needs no sideways scrolling', T, async () => {
+  const { key } = newUser();
+  await call(key, 'POST', '/agents', { name: 'a rather long agent name that has to wrap somewhere', source_type: 'local' });
+  const page = await signedIn(browser, bag, key, { width: 360, height: 740 });
+  await page.goto(`${ORIGIN}/#/agents`);
+  await page.locator('#agents-list table').waitFor();
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(width <= 360, `page is ${width}px wide`);
+  await shot(page, 'agents-360');
+  await page.context().close();
+});
+
+test('no console errors, uncaught exceptions or dialogs in any page', () => {
+  assert.deepEqual(bag.errors, []);
+  assert.deepEqual(bag.dialogs, []);
+});
