@@ -235,6 +235,29 @@ test('at 360 px wide the agents list needs no sideways scrolling', T, async () =
   await page.context().close();
 });
 
+test('over the rate limit the page says when to retry; offline it says the network is lost', T, async () => {
+  const { key } = newUser();
+  const page = await signedIn(browser, bag, key);
+  await page.goto(`${ORIGIN}/#/usage`);
+  await page.locator('#usage-chart').waitFor();
+  await page.context().setOffline(true);
+  await page.getByRole('button', { name: '90 days' }).click();
+  await page.getByRole('alert').filter({ hasText: /Network error/ }).waitFor();
+  await page.context().setOffline(false);
+  // Spend the user's requests for this minute (100), then ask once more.
+  let last;
+  for (let i = 0; i < 12 && last !== 429; i++) {
+    const rs = await Promise.all(Array.from({ length: 10 }, () => call(key, 'GET', '/users/me')));
+    last = rs.some((r) => r.status === 429) ? 429 : 200;
+  }
+  assert.equal(last, 429, 'the rate limit was reached');
+  await page.getByRole('button', { name: '7 days' }).click();
+  const alert = page.getByRole('alert').filter({ hasText: /Too many requests/ });
+  await alert.waitFor();
+  assert.match(await alert.textContent(), /Try again in \d+ seconds/);
+  await page.context().close();
+});
+
 test('no console errors, uncaught exceptions or dialogs in any page', () => {
   assert.deepEqual(bag.errors, []);
   assert.deepEqual(bag.dialogs, []);

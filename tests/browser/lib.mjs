@@ -44,10 +44,12 @@ export async function call(key, method, p, body) {
 
 // Everything the page logs as an error, or throws, and every dialog it opens.
 // "Failed to load resource" lines are the browser's network log of a non-2xx
-// response that the test provoked on purpose (a wrong key), not the app's.
+// response or of a lost network that a test provoked on purpose (a wrong key,
+// a rate limit, offline), not the app's.
 export function watch(page, bag) {
   page.on('console', (m) => {
-    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource: the server responded with a status of')) bag.errors.push(m.text());
+    const expected = /^Failed to load resource: (the server responded with a status of|net::ERR_INTERNET_DISCONNECTED)/;
+    if (m.type() === 'error' && !expected.test(m.text())) bag.errors.push(m.text());
   });
   page.on('pageerror', (e) => bag.errors.push(`uncaught: ${e.message}`));
   page.on('dialog', (d) => { bag.dialogs.push(d.message()); d.dismiss().catch(() => {}); });

@@ -60,6 +60,8 @@ export function button(label, onclick, cls) {
 }
 
 export function table(headers, rows, caption) {
+  // Each cell names its column, for the narrow-screen layout (app.css).
+  for (const tr of rows) [...tr.children].forEach((td, i) => { td.dataset.label = headers[i] || ''; });
   return h('div', { class: 'table-wrap', tabindex: '0', role: 'region', 'aria-label': caption || 'table' },
     h('table', {},
       caption ? h('caption', { class: 'sr-only' }, caption) : null,
