@@ -105,8 +105,11 @@ test('create → upload → deploy → invoke, all in the page; history shows th
   await page.locator('#sessions code', { hasText: 'browser-session-1' }).waitFor();
   assert.ok(!/\b(null|undefined|NaN)\b/.test(await page.locator('main').textContent()), 'no placeholder leaks into the page');
   await shot(page, 'agent-detail');
+  await page.getByRole('button', { name: 'Stop' }).click();
+  await page.locator('#status .badge', { hasText: 'stopped' }).waitFor();
+  assert.equal((await call(key, 'GET', '/agents/echo-bot')).data.status, 'stopped');
   await page.goto(`${ORIGIN}/#/agents`);
-  await page.locator('#agents-list .badge', { hasText: 'active' }).waitFor();
+  await page.locator('#agents-list .badge', { hasText: 'stopped' }).waitFor();
   await shot(page, 'agents');
   // Delete asks first; cancelling keeps the agent, confirming removes it (and its sandboxes).
   await page.getByRole('link', { name: 'Echo bot' }).click();
@@ -221,6 +224,76 @@ test('files: upload, list with usage, delete; buckets: register one', T, async (
   assert.equal((await call(key, 'GET', '/buckets')).data[0].slug, 'team-data');
   await shot(page, 'buckets');
   await page.context().close();
+});
+
+test("an agent's settings, attached files and bucket mounts are edited in its page", T, async () => {
+  const { key } = newUser();
+  assert.equal((await call(key, 'POST', '/agents', { name: 'Settings', source_type: 'local' })).status, 201);
+  const fd = new FormData();
+  fd.append('file', new Blob(['a,b\n1,2\n']), 'data.csv');
+  const up = await fetch(`${ORIGIN}/api/v1/files`, { method: 'POST', headers: { Authorization: `Bearer ${key}` }, body: fd });
+  assert.equal(up.status, 201);
+  assert.equal((await call(key, 'POST', '/buckets', { name: 'Lake', provider: 's3', bucket_name: 'lake', endpoint_url: 'http://127.0.0.1:9' })).status, 201);
+  const page = await signedIn(browser, bag, key);
+  await page.goto(`${ORIGIN}/#/agents/settings`);
+  const edit = page.locator('#edit');
+  await edit.getByLabel('Name').fill('Settings renamed');
+  await edit.getByLabel('Default timeout (seconds)').fill('45');
+  await edit.getByRole('button', { name: 'Save changes' }).click();
+  await page.getByRole('heading', { name: 'Settings renamed', level: 1 }).waitFor();
+  const a = (await call(key, 'GET', '/agents/settings')).data;
+  assert.equal(a.name, 'Settings renamed');
+  assert.equal(a.timeout_seconds, 45);
+  // The server's 422 is shown field by field (the browser's own check is
+  // turned off here, as an older browser would not have it).
+  await page.evaluate(() => { document.querySelector('#edit').noValidate = true; });
+  await edit.getByLabel('Default timeout (seconds)').fill('0');
+  await edit.getByRole('button', { name: 'Save changes' }).click();
+  await page.locator('#edit [role=alert]', { hasText: 'timeout_seconds' }).waitFor();
+  assert.equal((await call(key, 'GET', '/agents/settings')).data.timeout_seconds, 45);
+  const attach = page.locator('#attach-form');
+  assert.equal(await attach.locator('option').textContent(), 'data.csv (8 B)');
+  await attach.getByRole('button', { name: 'Attach' }).click();
+  await page.locator('#attachments code', { hasText: '/files/agent/data.csv' }).waitFor();
+  assert.equal((await call(key, 'GET', '/agents/settings/files')).data[0].filename, 'data.csv');
+  const mount = page.locator('#mounts form');
+  await mount.getByLabel('Bucket', { exact: true }).selectOption('lake');
+  await mount.getByLabel('Mount path').fill('/data/lake');
+  await mount.getByRole('button', { name: 'Add mount' }).click();
+  await page.locator('#mounts code', { hasText: '/data/lake' }).waitFor();
+  assert.equal((await call(key, 'GET', '/agents/settings/mounts')).data[0].mount_path, '/data/lake');
+  await mount.getByLabel('Mount path').fill('/proc/x');
+  await mount.getByRole('button', { name: 'Add mount' }).click();
+  await page.locator('#mounts [role=alert]', { hasText: 'mount_path' }).waitFor();
+  await shot(page, 'agent-settings');
+  // The bucket's test makes a real request, to a port where nothing listens.
+  await page.goto(`${ORIGIN}/#/buckets`);
+  await page.locator('#buckets-list').getByRole('button', { name: 'Test' }).click();
+  await page.locator('#buckets-list .test-result', { hasText: /^Failed: ./ }).waitFor({ timeout: 30000 });
+  await page.context().close();
+});
+
+test('every form control has a label and every button a name; sign-in works from the keyboard', T, async () => {
+  const { key } = newUser();
+  assert.equal((await call(key, 'POST', '/agents', { name: 'labelled', source_type: 'local' })).status, 201);
+  const ctx = await browser.newContext();
+  const page = await ctx.newPage();
+  watch(page, bag);
+  await page.goto(`${ORIGIN}/`);
+  await page.keyboard.type(key);
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { name: 'Agents', level: 1 }).waitFor();
+  for (const route of ['agents', 'agents/labelled', 'files', 'buckets', 'usage', 'keys']) {
+    await page.goto(`${ORIGIN}/#/${route}`);
+    await page.locator('main h1').waitFor();
+    await page.waitForLoadState('networkidle');
+    const bad = await page.evaluate(() => [
+      ...[...document.querySelectorAll('input, select, textarea')].filter((e) => !e.labels?.length && !e.getAttribute('aria-label')).map((e) => `control ${e.name}`),
+      ...[...document.querySelectorAll('button, a')].filter((e) => !e.textContent.trim() && !e.getAttribute('aria-label')).map((e) => `unnamed ${e.tagName}`),
+    ]);
+    assert.deepEqual(bad, [], `on #/${route}`);
+  }
+  await ctx.close();
 });
 
 test('at 360 px wide the agents list needs no sideways scrolling', T, async () => {

@@ -3,7 +3,7 @@
 import { h, fill, clear, field, input, table, fmtDate, fmtUsd, badge, button } from './dom.js';
 import { api, enc } from './api.js';
 import { errorSlot, act, pager, showError, confirmDialog, pollWithBackoff, notice, go } from './ui.js';
-import { mountsSection } from './storage.js';
+import { mountsSection, attachmentsSection } from './storage.js';
 
 export async function agentPage(main, [slug], ctx) {
   const path = `/agents/${enc(slug)}`;
@@ -23,7 +23,7 @@ export async function agentPage(main, [slug], ctx) {
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/agents' }, '← Agents')), title, status,
     h('div', { class: 'grid' }, codeSection(page), invokeSection(page)),
     secretsSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
-    mountsSection(page), editSection(page));
+    attachmentsSection(page), mountsSection(page), editSection(page));
   renderStatus(page);
   if (agent.status === 'deploying') watch(page);
 }

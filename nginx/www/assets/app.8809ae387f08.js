@@ -537,6 +537,51 @@ function mountsSection(page) {
     h('p', { class: 'muted' }, 'Changes apply at the next deploy.'), list, form, slot);
 }
 
+// The agent page's attached files: a file of the user's at /files/agent/… in
+// the agent's sandboxes.
+function attachmentsSection(page) {
+  const list = h('div', {});
+  const slot = errorSlot();
+  const file = h('select', { name: 'file_id', required: true });
+  const path = input('mount_path', { placeholder: '/files/agent/<file name>' });
+  const ro = h('input', { type: 'checkbox', name: 'read_only', checked: true, id: 'attach-ro' });
+  const btn = h('button', { type: 'submit' }, 'Attach');
+  const load = async () => {
+    try {
+      const [a, f] = await Promise.all([api('GET', `${page.path}/files`, { query: { limit: 100 } }),
+        api('GET', '/files', { query: { limit: 100, scope: 'user' } })]);
+      const attached = new Set(a.data.map((x) => x.file_id));
+      const free = f.data.filter((x) => !attached.has(x.file_id) && x.status === 'confirmed');
+      fill(file, free.map((x) => h('option', { value: x.file_id }, `${x.filename} (${fmtBytes(x.size_bytes)})`)));
+      btn.disabled = !free.length;
+      fill(list, table(['File', 'Path in the sandbox', 'Access', ''], a.data.map((x) => {
+        const del = button('Detach', async () => {
+          if (!await confirmDialog(`Detach ${x.filename} from this agent? The file itself stays.`, 'Detach')) return;
+          act(del, slot, async () => { await api('DELETE', `${page.path}/files/${enc(x.file_id)}`); load(); });
+        }, 'danger small');
+        return h('tr', {}, h('td', {}, x.filename), h('td', {}, h('code', {}, x.mount_path)),
+          h('td', {}, x.read_only ? 'read-only' : 'read-write'), h('td', {}, del));
+      }), 'Attached files'), free.length || a.data.length ? null : h('p', { class: 'muted' }, h('a', { href: '#/files' }, 'Upload a file'), ' to attach one.'));
+    } catch (e) { showError(e, list); }
+  };
+  const form = h('form', { class: 'inline-form', id: 'attach-form' }, field('File', file), field('Path (optional)', path),
+    h('div', { class: 'field check' }, ro, h('label', { for: ro.id }, 'Read-only')), btn);
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    act(btn, slot, async () => {
+      const body = { file_id: file.value, read_only: ro.checked };
+      if (path.value) body.mount_path = path.value;
+      await api('POST', `${page.path}/files`, { json: body });
+      path.value = '';
+      load();
+      page.refresh((await api('GET', page.path)).data);
+    });
+  });
+  load();
+  return h('section', { class: 'card', id: 'attachments', 'aria-labelledby': 'attachments-h' }, h('h2', { id: 'attachments-h' }, 'Attached files'),
+    h('p', { class: 'muted' }, 'Files of yours the agent reads under /files/agent/.'), list, form, slot);
+}
+
 // ---- agent.js
 // One agent: status with live polling, deploy/stop/delete, edit, code upload,
 // the invoke console, secrets, sessions, invocation history and bucket mounts.
@@ -559,7 +604,7 @@ async function agentPage(main, [slug], ctx) {
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/agents' }, '← Agents')), title, status,
     h('div', { class: 'grid' }, codeSection(page), invokeSection(page)),
     secretsSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
-    mountsSection(page), editSection(page));
+    attachmentsSection(page), mountsSection(page), editSection(page));
   renderStatus(page);
   if (agent.status === 'deploying') watch(page);
 }
