@@ -121,6 +121,15 @@ test('create → upload → deploy → invoke, all in the page; history shows th
   await page.locator('#agents-list td.empty').waitFor();
   assert.match(await page.locator('#notice').textContent(), /Deleted Echo bot/);
   assert.equal((await call(key, 'GET', '/agents/echo-bot')).status, 404);
+  // The call stays in the user's usage: one day with a bar, in every measure.
+  await page.goto(`${ORIGIN}/#/usage`);
+  await page.locator('#usage-chart').waitFor();
+  assert.match(await page.locator('#usage-totals').textContent(), /Invocations1Input tokens[1-9]/);
+  assert.equal(await page.locator('#usage-chart rect.bar:not(.zero)').count(), 1);
+  await page.getByRole('button', { name: 'Cost' }).click();
+  await page.locator('#usage-chart > title', { hasText: /^Cost per day over the last 30 days: \$0\.0*[1-9]/ }).waitFor({ state: 'attached' });
+  assert.equal(await page.locator('#usage-chart rect.bar:not(.zero)').count(), 1);
+  await shot(page, 'usage-with-calls');
   await page.context().close();
 });
 

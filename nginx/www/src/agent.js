@@ -19,7 +19,17 @@ export async function agentPage(main, [slug], ctx) {
   const status = h('section', { class: 'card', id: 'status', 'aria-labelledby': 'status-h', 'aria-live': 'polite' });
   const title = h('h1', {}, agent.name);
   const page = { slug, path, ctx, agent, status, title, refresh: null };
-  page.refresh = (a) => { page.agent = a; title.textContent = a.name; renderStatus(page); };
+  page.refresh = (a) => {
+    // Polls bring the same record most of the time: redrawing it would only
+    // take the keyboard focus away from the buttons.
+    if (JSON.stringify(a) === JSON.stringify(page.agent) && status.firstChild) return;
+    page.agent = a;
+    title.textContent = a.name;
+    const focused = status.contains(document.activeElement) ? document.activeElement.textContent : null;
+    renderStatus(page);
+    const again = focused && [...status.querySelectorAll('button')].find((b) => b.textContent === focused && !b.disabled);
+    if (again) again.focus();
+  };
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/agents' }, '← Agents')), title, status,
     h('div', { class: 'grid' }, codeSection(page), invokeSection(page)),
     secretsSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
@@ -181,7 +191,7 @@ function historySection(page, kind) {
       if (!page.ctx.alive()) return;
       const rows = kind === 'invocations'
         ? r.data.map((i) => h('tr', {}, h('td', {}, fmtDate(i.created_at)), h('td', {}, badge(i.status)),
-          h('td', { class: 'clip' }, i.prompt || ''), h('td', { class: 'clip' }, i.error || i.response_content || ''),
+          clip(i.prompt), clip(i.error || i.response_content),
           h('td', {}, `${i.input_tokens}/${i.output_tokens}`), h('td', {}, fmtUsd(i.total_cost_usd)), h('td', {}, `${i.duration_ms} ms`)))
         : r.data.map((s) => {
           const del = button('End', async () => {
@@ -200,6 +210,12 @@ function historySection(page, kind) {
   load(0);
   return h('section', { class: 'card', id: kind, 'aria-labelledby': `${kind}-h` },
     h('div', { class: 'page-head' }, h('h2', { id: `${kind}-h` }, kind === 'invocations' ? 'Invocation history' : 'Sessions'), reload), box);
+}
+
+// A long prompt or answer is cut in the table; the whole text is in its tooltip.
+function clip(text) {
+  const t = text || '';
+  return h('td', { class: 'clip', title: t.length > 160 ? t.slice(0, 2000) : null }, t.length > 160 ? `${t.slice(0, 160)}…` : t);
 }
 
 function editSection(page) {

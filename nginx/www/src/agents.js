@@ -1,20 +1,26 @@
 // The agents list: status badges, pagination by X-Total-Count, and the create form.
 import { h, fill, clear, field, input, table, fmtDate, badge } from './dom.js';
 import { api, enc } from './api.js';
-import { errorSlot, act, pager, showError } from './ui.js';
+import { errorSlot, act, pager, showError, pollWithBackoff } from './ui.js';
 
 const LIMIT = 20;
 
 export function agentsPage(main, _params, ctx) {
   const list = h('div', { id: 'agents-list', 'aria-busy': 'true' });
   main.append(h('div', { class: 'page-head' }, h('h1', {}, 'Agents')), list, createForm());
-  loadAgents(list, 0, ctx);
+  const state = { offset: 0 };
+  const load = () => loadAgents(list, state, ctx, (o) => { state.offset = o; load(); });
+  // While a deploy runs, the list follows it (back-off polling, see ui.js).
+  load().then((deploying) => {
+    if (deploying) pollWithBackoff(async () => !(await load()), ctx.alive);
+  });
 }
 
-async function loadAgents(list, offset, ctx) {
+// Draws one page of the list; true when one of its agents is deploying.
+async function loadAgents(list, state, ctx, go) {
   try {
-    const r = await api('GET', '/agents', { query: { limit: LIMIT, offset } });
-    if (!ctx.alive()) return;
+    const r = await api('GET', '/agents', { query: { limit: LIMIT, offset: state.offset } });
+    if (!ctx.alive()) return false;
     const rows = r.data.map((a) => h('tr', {},
       h('td', {}, h('a', { href: `#/agents/${enc(a.slug)}`, class: 'agent-name' }, a.name)),
       h('td', {}, h('code', {}, a.slug)),
@@ -22,13 +28,15 @@ async function loadAgents(list, offset, ctx) {
       h('td', {}, a.source_type),
       h('td', {}, fmtDate(a.updated_at))));
     fill(list, table(['Name', 'Slug', 'Status', 'Source', 'Updated'], rows, 'Your agents'),
-      pager(r.total, offset, LIMIT, (o) => loadAgents(list, o, ctx)));
+      pager(r.total, state.offset, LIMIT, go));
     list.setAttribute('aria-busy', 'false');
     // For scripts/bench-dashboard: the list is on screen and its links work.
     if (!performance.getEntriesByName('agents-ready').length) performance.mark('agents-ready');
     document.body.dataset.ready = 'agents';
+    return r.data.some((a) => a.status === 'deploying');
   } catch (e) {
     showError(e, list);
+    return false;
   }
 }
 

@@ -27,7 +27,7 @@ function signinPage(main) {
   const form = h('form', { class: 'card narrow', 'aria-labelledby': 'signin-title' },
     h('h1', { id: 'signin-title', tabindex: '-1' }, 'Sign in'),
     h('p', {}, 'Paste an API key (ahk_…). It is kept in this browser tab only and forgotten when the tab closes.'),
-    field('API key', key), slot, btn);
+    field('API key', key, 'scripts/run prints the first user\'s key; scripts/admin key create EMAIL makes more, as does the API keys page once you are in.'), slot, btn);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     act(btn, slot, async () => {

@@ -5,9 +5,10 @@ import { h, clear } from './dom.js';
 export function notice(msg, kind) {
   const box = document.getElementById('notice');
   clear(box);
+  box.className = '';
   if (!msg) return;
   box.className = `notice notice-${kind || 'info'}`;
-  box.append(h('span', {}, msg), h('button', { type: 'button', class: 'link', 'aria-label': 'Dismiss message', onclick: () => clear(box) }, '×'));
+  box.append(h('span', {}, msg), h('button', { type: 'button', class: 'link', 'aria-label': 'Dismiss message', onclick: () => notice('') }, '×'));
 }
 
 // Navigates to hash; a message given here survives the navigation (which

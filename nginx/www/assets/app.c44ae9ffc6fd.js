@@ -176,9 +176,10 @@ const enc = encodeURIComponent;
 function notice(msg, kind) {
   const box = document.getElementById('notice');
   clear(box);
+  box.className = '';
   if (!msg) return;
   box.className = `notice notice-${kind || 'info'}`;
-  box.append(h('span', {}, msg), h('button', { type: 'button', class: 'link', 'aria-label': 'Dismiss message', onclick: () => clear(box) }, '×'));
+  box.append(h('span', {}, msg), h('button', { type: 'button', class: 'link', 'aria-label': 'Dismiss message', onclick: () => notice('') }, '×'));
 }
 
 // Navigates to hash; a message given here survives the navigation (which
@@ -285,13 +286,19 @@ const LIMIT = 20;
 function agentsPage(main, _params, ctx) {
   const list = h('div', { id: 'agents-list', 'aria-busy': 'true' });
   main.append(h('div', { class: 'page-head' }, h('h1', {}, 'Agents')), list, createForm());
-  loadAgents(list, 0, ctx);
+  const state = { offset: 0 };
+  const load = () => loadAgents(list, state, ctx, (o) => { state.offset = o; load(); });
+  // While a deploy runs, the list follows it (back-off polling, see ui.js).
+  load().then((deploying) => {
+    if (deploying) pollWithBackoff(async () => !(await load()), ctx.alive);
+  });
 }
 
-async function loadAgents(list, offset, ctx) {
+// Draws one page of the list; true when one of its agents is deploying.
+async function loadAgents(list, state, ctx, go) {
   try {
-    const r = await api('GET', '/agents', { query: { limit: LIMIT, offset } });
-    if (!ctx.alive()) return;
+    const r = await api('GET', '/agents', { query: { limit: LIMIT, offset: state.offset } });
+    if (!ctx.alive()) return false;
     const rows = r.data.map((a) => h('tr', {},
       h('td', {}, h('a', { href: `#/agents/${enc(a.slug)}`, class: 'agent-name' }, a.name)),
       h('td', {}, h('code', {}, a.slug)),
@@ -299,13 +306,15 @@ async function loadAgents(list, offset, ctx) {
       h('td', {}, a.source_type),
       h('td', {}, fmtDate(a.updated_at))));
     fill(list, table(['Name', 'Slug', 'Status', 'Source', 'Updated'], rows, 'Your agents'),
-      pager(r.total, offset, LIMIT, (o) => loadAgents(list, o, ctx)));
+      pager(r.total, state.offset, LIMIT, go));
     list.setAttribute('aria-busy', 'false');
     // For scripts/bench-dashboard: the list is on screen and its links work.
     if (!performance.getEntriesByName('agents-ready').length) performance.mark('agents-ready');
     document.body.dataset.ready = 'agents';
+    return r.data.some((a) => a.status === 'deploying');
   } catch (e) {
     showError(e, list);
+    return false;
   }
 }
 
@@ -600,7 +609,17 @@ async function agentPage(main, [slug], ctx) {
   const status = h('section', { class: 'card', id: 'status', 'aria-labelledby': 'status-h', 'aria-live': 'polite' });
   const title = h('h1', {}, agent.name);
   const page = { slug, path, ctx, agent, status, title, refresh: null };
-  page.refresh = (a) => { page.agent = a; title.textContent = a.name; renderStatus(page); };
+  page.refresh = (a) => {
+    // Polls bring the same record most of the time: redrawing it would only
+    // take the keyboard focus away from the buttons.
+    if (JSON.stringify(a) === JSON.stringify(page.agent) && status.firstChild) return;
+    page.agent = a;
+    title.textContent = a.name;
+    const focused = status.contains(document.activeElement) ? document.activeElement.textContent : null;
+    renderStatus(page);
+    const again = focused && [...status.querySelectorAll('button')].find((b) => b.textContent === focused && !b.disabled);
+    if (again) again.focus();
+  };
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/agents' }, '← Agents')), title, status,
     h('div', { class: 'grid' }, codeSection(page), invokeSection(page)),
     secretsSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
@@ -762,7 +781,7 @@ function historySection(page, kind) {
       if (!page.ctx.alive()) return;
       const rows = kind === 'invocations'
         ? r.data.map((i) => h('tr', {}, h('td', {}, fmtDate(i.created_at)), h('td', {}, badge(i.status)),
-          h('td', { class: 'clip' }, i.prompt || ''), h('td', { class: 'clip' }, i.error || i.response_content || ''),
+          clip(i.prompt), clip(i.error || i.response_content),
           h('td', {}, `${i.input_tokens}/${i.output_tokens}`), h('td', {}, fmtUsd(i.total_cost_usd)), h('td', {}, `${i.duration_ms} ms`)))
         : r.data.map((s) => {
           const del = button('End', async () => {
@@ -781,6 +800,12 @@ function historySection(page, kind) {
   load(0);
   return h('section', { class: 'card', id: kind, 'aria-labelledby': `${kind}-h` },
     h('div', { class: 'page-head' }, h('h2', { id: `${kind}-h` }, kind === 'invocations' ? 'Invocation history' : 'Sessions'), reload), box);
+}
+
+// A long prompt or answer is cut in the table; the whole text is in its tooltip.
+function clip(text) {
+  const t = text || '';
+  return h('td', { class: 'clip', title: t.length > 160 ? t.slice(0, 2000) : null }, t.length > 160 ? `${t.slice(0, 160)}…` : t);
 }
 
 function editSection(page) {
@@ -813,56 +838,75 @@ function editSection(page) {
 // Usage (a daily chart drawn as SVG, with totals) and API keys (create: the key
 // shown once with a copy button; revoke).
 
+const METRICS = {
+  invocations: { label: 'Invocations', of: (d) => d.invocations, fmt: String },
+  tokens: { label: 'Tokens', of: (d) => d.input_tokens + d.output_tokens, fmt: String },
+  cost: { label: 'Cost', of: (d) => Number(d.total_cost_usd), fmt: fmtUsd },
+};
+
 function usagePage(main, _p, ctx) {
   const box = h('div', {});
-  const choices = [7, 30, 90].map((d) => h('button', { type: 'button', 'aria-pressed': d === 30 ? 'true' : 'false', onclick: () => show(d) }, `${d} days`));
-  const show = async (days) => {
-    choices.forEach((c) => c.setAttribute('aria-pressed', String(c.textContent === `${days} days`)));
+  const view = { days: 30, metric: 'invocations', data: null };
+  const group = (label, values, key, text) => h('div', { class: 'row', role: 'group', 'aria-label': label },
+    values.map((v) => h('button', { type: 'button', 'data-value': String(v), 'aria-pressed': String(view[key] === v),
+      onclick: () => { view[key] = v; show(key === 'days'); } }, text(v))));
+  const days = group('Period', [7, 30, 90], 'days', (d) => `${d} days`);
+  const metric = group('Measure', Object.keys(METRICS), 'metric', (m) => METRICS[m].label);
+  const show = async (reload) => {
+    for (const [g, key] of [[days, 'days'], [metric, 'metric']]) {
+      g.querySelectorAll('button').forEach((b) => b.setAttribute('aria-pressed', String(b.dataset.value === String(view[key]))));
+    }
     try {
-      const [tot, daily] = await Promise.all([api('GET', '/usage', { query: { days } }), api('GET', '/usage/daily', { query: { days } })]);
+      if (reload || !view.data) {
+        const q = { query: { days: view.days } };
+        const [tot, daily] = await Promise.all([api('GET', '/usage', q), api('GET', '/usage/daily', q)]);
+        view.data = { totals: tot.data, items: daily.data.items };
+      }
       if (!ctx.alive()) return;
-      const t = tot.data;
+      const { totals: t, items } = view.data;
       fill(box,
         h('dl', { class: 'totals', id: 'usage-totals' },
           h('div', {}, h('dt', {}, 'Invocations'), h('dd', {}, String(t.total_invocations))),
           h('div', {}, h('dt', {}, 'Input tokens'), h('dd', {}, String(t.input_tokens))),
           h('div', {}, h('dt', {}, 'Output tokens'), h('dd', {}, String(t.output_tokens))),
           h('div', {}, h('dt', {}, 'Cost'), h('dd', {}, fmtUsd(t.total_cost_usd)))),
-        chart(daily.data.items, days),
+        chart(items, view.days, METRICS[view.metric]),
         h('details', {}, h('summary', {}, 'The same data as a table'),
           table(['Date', 'Invocations', 'Input tokens', 'Output tokens', 'Cost'],
-            daily.data.items.slice().reverse().map((d) => h('tr', {}, h('td', {}, d.date), h('td', {}, String(d.invocations)),
+            items.slice().reverse().map((d) => h('tr', {}, h('td', {}, d.date), h('td', {}, String(d.invocations)),
               h('td', {}, String(d.input_tokens)), h('td', {}, String(d.output_tokens)), h('td', {}, fmtUsd(d.total_cost_usd)))), 'Daily usage')));
     } catch (e) { showError(e, box); }
   };
-  main.append(h('h1', {}, 'Usage'), h('div', { class: 'row', role: 'group', 'aria-label': 'Period' }, choices), box);
-  show(30);
+  main.append(h('h1', {}, 'Usage'), h('div', { class: 'row spread' }, days, metric), box);
+  show(true);
 }
 
-// Bars of invocations per day. Readable without colour: every bar has a value
-// in its <title>, the axis carries numbers and dates, and days with calls get a
-// dark outline besides the fill.
-function chart(items, days) {
-  const W = 720, H = 220, L = 40, B = 30, T = 10;
-  const max = Math.max(1, ...items.map((d) => d.invocations));
+// Bars of one measure per day. Readable without colour: every bar has its
+// value in a <title>, the axis carries numbers and dates, bars of days with
+// use have a dark outline besides the fill, and a table follows.
+function chart(items, days, m) {
+  const W = 720, H = 220, L = 84, B = 30, T = 10;
+  const vals = items.map(m.of);
+  const max = Math.max(...vals) || 1;
   const bw = (W - L - 10) / Math.max(1, items.length);
   const y = (v) => H - B - ((H - B - T) * v) / max;
   const bars = items.map((d, i) => svg('rect', {
-    x: (L + i * bw + bw * 0.15).toFixed(1), y: y(d.invocations).toFixed(1), width: Math.max(1, bw * 0.7).toFixed(1),
-    height: (H - B - y(d.invocations)).toFixed(1), class: d.invocations ? 'bar' : 'bar zero',
+    x: (L + i * bw + bw * 0.15).toFixed(1), y: y(vals[i]).toFixed(1), width: Math.max(1, bw * 0.7).toFixed(1),
+    height: (H - B - y(vals[i])).toFixed(1), class: vals[i] ? 'bar' : 'bar zero',
   }, svg('title', {}, `${d.date}: ${d.invocations} invocations, ${d.input_tokens + d.output_tokens} tokens, ${fmtUsd(d.total_cost_usd)}`)));
-  const ticks = [0, Math.ceil(max / 2), max].map((v) => [
+  const steps = m.fmt === String && max < 2 ? [0, max] : [0, max / 2, max];
+  const ticks = steps.map((v) => [
     svg('line', { x1: L - 4, x2: W - 10, y1: y(v), y2: y(v), class: 'grid' }),
-    svg('text', { x: L - 8, y: y(v) + 4, 'text-anchor': 'end' }, String(v))]);
+    svg('text', { x: L - 8, y: y(v) + 4, 'text-anchor': 'end' }, m.fmt(m.fmt === String ? Math.round(v) : v))]);
   const step = Math.ceil(items.length / 6);
   const labels = items.map((d, i) => (i % step === 0 || i === items.length - 1)
     ? svg('text', { x: L + i * bw + bw / 2, y: H - 10, 'text-anchor': 'middle' }, d.date.slice(5)) : null).filter(Boolean);
-  const total = items.reduce((s, d) => s + d.invocations, 0);
+  const total = vals.reduce((s, v) => s + v, 0);
   return h('figure', { class: 'chart' },
     svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-labelledby': 'chart-title', id: 'usage-chart' },
-      svg('title', { id: 'chart-title' }, `Invocations per day over the last ${days} days: ${total} in all, at most ${max} on one day`),
+      svg('title', { id: 'chart-title' }, `${m.label} per day over the last ${days} days: ${m.fmt(total)} in all, at most ${m.fmt(Math.max(...vals))} on one day`),
       ticks, bars, labels),
-    h('figcaption', {}, `Invocations per day, last ${days} days. Each bar's tooltip gives its day; the table below lists them all.`));
+    h('figcaption', {}, `${m.label} per day, last ${days} days. Each bar's tooltip gives its day; the table below lists them all.`));
 }
 
 function keysPage(main, _p, ctx) {
@@ -925,7 +969,7 @@ function signinPage(main) {
   const form = h('form', { class: 'card narrow', 'aria-labelledby': 'signin-title' },
     h('h1', { id: 'signin-title', tabindex: '-1' }, 'Sign in'),
     h('p', {}, 'Paste an API key (ahk_…). It is kept in this browser tab only and forgotten when the tab closes.'),
-    field('API key', key), slot, btn);
+    field('API key', key, 'scripts/run prints the first user\'s key; scripts/admin key create EMAIL makes more, as does the API keys page once you are in.'), slot, btn);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     act(btn, slot, async () => {
