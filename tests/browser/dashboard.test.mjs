@@ -1,6 +1,6 @@
 // The dashboard in a real headless Chromium against the real stack (nginx,
 // API workers, MariaDB, runner): what a user does with it and sees in it.
-// Run by scripts/test: node --test tests/browser/ (env as for tests/integration).
+// Run by scripts/test: node --test tests/browser/*.test.mjs (env as for tests/integration).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ORIGIN, launch, newUser, call, watch, signedIn, shot, tarball, ECHO_PROJECT } from './lib.mjs';
