@@ -138,8 +138,15 @@ test('a failed deploy shows its status_message', T, async () => {
   const page = await signedIn(browser, bag, key);
   assert.equal((await call(key, 'POST', '/agents', { name: 'broken', source_type: 'local' })).status, 201);
   await page.goto(`${ORIGIN}/#/agents/broken`);
-  await page.locator('#code-file').setInputFiles({ name: 'bad.tar.gz', mimeType: 'application/gzip', buffer: tarball({ 'index.js': 'x' }) });
-  await page.locator('#upload-result', { hasText: 'Uploaded' }).waitFor();
+  // Dropped on the drop zone this time, as a file dragged from the desktop.
+  const bytes = [...tarball({ 'index.js': 'x' })];
+  const dt = await page.evaluateHandle((b) => {
+    const d = new DataTransfer();
+    d.items.add(new File([new Uint8Array(b)], 'bad.tar.gz', { type: 'application/gzip' }));
+    return d;
+  }, bytes);
+  await page.locator('#dropzone').dispatchEvent('drop', { dataTransfer: dt });
+  await page.locator('#upload-result', { hasText: `Uploaded bad.tar.gz: ${bytes.length} bytes` }).waitFor();
   await page.getByRole('button', { name: 'Deploy', exact: true }).click();
   await page.locator('#status .badge', { hasText: 'error' }).waitFor({ timeout: 100000 });
   assert.match(await page.locator('#status-message').textContent(), /manifest|agent\.json/i);
@@ -277,6 +284,14 @@ test("an agent's settings, attached files and bucket mounts are edited in its pa
   await shot(page, 'agent-settings');
   // The bucket's test makes a real request, to a port where nothing listens.
   await page.goto(`${ORIGIN}/#/buckets`);
+  await page.locator('#buckets-list').getByRole('button', { name: 'Set credentials' }).click();
+  const dlg = page.getByRole('dialog');
+  await dlg.getByLabel('Access key id').fill('AKIDEXAMPLE');
+  await dlg.getByLabel('Secret access key').fill('wJalrXUtnFEMI-secret');
+  await dlg.getByRole('button', { name: 'Save' }).click();
+  await page.locator('#buckets-list td', { hasText: /^set$/ }).waitFor();
+  assert.equal((await call(key, 'GET', '/buckets/lake')).data.has_credentials, true);
+  assert.ok(!(await page.content()).includes('wJalrXUtnFEMI-secret'));
   await page.locator('#buckets-list').getByRole('button', { name: 'Test' }).click();
   await page.locator('#buckets-list .test-result', { hasText: /^Failed: ./ }).waitFor({ timeout: 30000 });
   await page.context().close();
@@ -303,6 +318,22 @@ test('every form control has a label and every button a name; sign-in works from
     assert.deepEqual(bad, [], `on #/${route}`);
   }
   await ctx.close();
+});
+
+test('long lists are paged by X-Total-Count', T, async () => {
+  const { key } = newUser();
+  for (let i = 1; i <= 22; i++) assert.equal((await call(key, 'POST', '/agents', { name: `paged ${i}`, source_type: 'local' })).status, 201);
+  const page = await signedIn(browser, bag, key);
+  await page.goto(`${ORIGIN}/#/agents`);
+  const pager = page.locator('#agents-list .pager');
+  await pager.getByText('1–20 of 22').waitFor();
+  assert.equal(await page.locator('#agents-list tbody tr').count(), 20);
+  assert.equal(await pager.getByRole('button', { name: '‹ Previous' }).isDisabled(), true);
+  await pager.getByRole('button', { name: 'Next ›' }).click();
+  await pager.getByText('21–22 of 22').waitFor();
+  assert.equal(await page.locator('#agents-list tbody tr').count(), 2);
+  assert.equal(await pager.getByRole('button', { name: 'Next ›' }).isDisabled(), true);
+  await page.context().close();
 });
 
 test('at 360 px wide the agents list needs no sideways scrolling', T, async () => {
