@@ -133,6 +133,29 @@ test('create → upload → deploy → invoke, all in the page; history shows th
   await page.context().close();
 });
 
+test('a git agent is created with its repository and branch, and edited as one', T, async () => {
+  const { key } = newUser();
+  const page = await signedIn(browser, bag, key);
+  await page.goto(`${ORIGIN}/#/agents`);
+  const form = page.locator('#create-agent');
+  assert.equal(await form.getByLabel('Git repository URL').isVisible(), false);
+  await form.getByLabel('Name').fill('From git');
+  await form.getByLabel('Source').selectOption('git');
+  await form.getByLabel('Git repository URL').fill('https://git.example.com/team/agent.git');
+  await form.getByLabel('Branch or tag').fill('release');
+  await form.getByRole('button', { name: 'Create agent' }).click();
+  await page.getByRole('heading', { name: 'From git', level: 1 }).waitFor();
+  assert.match(await page.locator('#status').textContent(), /git https:\/\/git\.example\.com\/team\/agent\.git release/);
+  const a = (await call(key, 'GET', '/agents/from-git')).data;
+  assert.equal(a.source_type, 'git');
+  assert.equal(a.git_branch, 'release');
+  await page.locator('#edit').getByLabel('Branch or tag').fill('main');
+  await page.locator('#edit').getByRole('button', { name: 'Save changes' }).click();
+  await page.locator('#status', { hasText: 'agent.git main' }).waitFor();
+  assert.equal((await call(key, 'GET', '/agents/from-git')).data.git_branch, 'main');
+  await page.context().close();
+});
+
 test('a failed deploy shows its status_message', T, async () => {
   const { key } = newUser();
   const page = await signedIn(browser, bag, key);
@@ -336,15 +359,20 @@ test('long lists are paged by X-Total-Count', T, async () => {
   await page.context().close();
 });
 
-test('at 360 px wide the agents list needs no sideways scrolling', T, async () => {
+test('at 360 px wide no page needs sideways scrolling', T, async () => {
   const { key } = newUser();
   await call(key, 'POST', '/agents', { name: 'a rather long agent name that has to wrap somewhere', source_type: 'local' });
   const page = await signedIn(browser, bag, key, { width: 360, height: 740 });
   await page.goto(`${ORIGIN}/#/agents`);
   await page.locator('#agents-list table').waitFor();
-  const width = await page.evaluate(() => document.documentElement.scrollWidth);
-  assert.ok(width <= 360, `page is ${width}px wide`);
-  await shot(page, 'agents-360');
+  for (const [route, name] of [['agents', 'agents-360'], ['agents/a-rather-long-agent-name-that-has-to-wrap-somewhere', 'agent-360'], ['usage', 'usage-360'], ['keys', 'keys-360']]) {
+    await page.goto(`${ORIGIN}/#/${route}`);
+    await page.locator('main h1').waitFor();
+    await page.waitForLoadState('networkidle');
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(width <= 360, `#/${route} is ${width}px wide`);
+    await shot(page, name);
+  }
   await page.context().close();
 });
 

@@ -86,7 +86,13 @@ export async function pollWithBackoff(fn, alive) {
   let wait = 500;
   while (alive()) {
     let done = false;
-    try { done = await fn(); } catch (e) { showError(e); }
+    try {
+      done = await fn();
+    } catch (e) {
+      showError(e);
+      // Gone, or no longer ours to see: asking again will not change that.
+      if (e.status >= 400 && e.status < 500 && e.status !== 429) return;
+    }
     if (done || !alive()) return;
     await new Promise((r) => setTimeout(r, wait));
     wait = Math.min(5000, Math.round(wait * 1.5));
