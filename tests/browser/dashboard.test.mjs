@@ -3,6 +3,7 @@
 // Run by scripts/test: node --test tests/browser/*.test.mjs (env as for tests/integration).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
 import { ORIGIN, launch, newUser, call, watch, signedIn, shot, tarball, ECHO_PROJECT } from './lib.mjs';
 
 let browser;
@@ -236,12 +237,12 @@ test('API keys: a new key is shown once and works; revoking it makes it fail, an
   await page.context().close();
 });
 
-test('files: upload, list with usage, delete; buckets: register one', T, async () => {
+test('files: upload (over 10 MB by presigned upload), list with usage, download, delete; buckets: register one', T, async () => {
   const { key } = newUser();
   const page = await signedIn(browser, bag, key);
   await page.goto(`${ORIGIN}/#/files`);
   await page.locator('#files-list table').waitFor();
-  await page.locator('#upload-file').getByLabel('File (up to 10 MB)').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('hello files') });
+  await page.locator('#upload-file').getByLabel('File', { exact: true }).setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('hello files') });
   await page.locator('#upload-file').getByLabel('Description').fill('my notes');
   await page.getByRole('button', { name: 'Upload' }).click();
   await page.locator('#files-list td', { hasText: 'notes.txt' }).waitFor();
@@ -253,6 +254,15 @@ test('files: upload, list with usage, delete; buckets: register one', T, async (
   await page.locator('#files-list').getByRole('button', { name: 'Delete' }).click();
   await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
   await page.locator('#files-list td.empty').waitFor();
+  // Over 10 MB the page takes the presigned way: reserve, PUT, confirm by hash.
+  const big = randomBytes(11 * 1024 * 1024 + 3);
+  await page.locator('#upload-file').getByLabel('File', { exact: true }).setInputFiles({ name: 'big.bin', mimeType: 'application/octet-stream', buffer: big });
+  await page.getByRole('button', { name: 'Upload' }).click();
+  await page.locator('#files-list td', { hasText: 'big.bin' }).waitFor({ timeout: 60000 });
+  const rec = (await call(key, 'GET', '/files')).data[0];
+  assert.equal(rec.status, 'confirmed');
+  assert.equal(rec.size_bytes, big.length);
+  assert.equal(rec.sha256_hash, createHash('sha256').update(big).digest('hex'));
   await page.goto(`${ORIGIN}/#/buckets`);
   const f = page.locator('#create-bucket');
   await f.getByLabel('Name', { exact: true }).fill('Team data');

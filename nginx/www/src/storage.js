@@ -3,6 +3,7 @@
 import { h, fill, clear, field, input, table, fmtDate, fmtBytes, button } from './dom.js';
 import { api, enc } from './api.js';
 import { errorSlot, act, showError, confirmDialog, pager, notice } from './ui.js';
+import { sha256File } from './sha256.js';
 
 export function filesPage(main, _p, ctx) {
   const LIMIT = 20;
@@ -40,18 +41,27 @@ export function filesPage(main, _p, ctx) {
   const desc = input('description');
   const tags = input('tags', { placeholder: 'comma,separated' });
   const btn = h('button', { type: 'submit', class: 'primary' }, 'Upload');
-  const up = h('form', { class: 'card', id: 'upload-file' }, h('h2', {}, 'Upload a file'), field('File (up to 10 MB)', file),
-    field('Description', desc), field('Tags', tags), slot, btn);
+  const progress = h('p', { class: 'muted', id: 'upload-progress', 'aria-live': 'polite' });
+  const up = h('form', { class: 'card', id: 'upload-file' }, h('h2', {}, 'Upload a file'),
+    field('File', file, 'Over 10 MB it goes by a presigned upload: sent straight to storage, then checked by its SHA-256.'),
+    field('Description', desc), field('Tags', tags), progress, slot, btn);
   up.addEventListener('submit', (e) => {
     e.preventDefault();
     act(btn, slot, async () => {
-      const fd = new FormData();
-      fd.append('file', file.files[0]);
-      if (desc.value) fd.append('description', desc.value);
-      if (tags.value) fd.append('tags', tags.value);
-      await api('POST', '/files', { body: fd });
+      const f = file.files[0];
+      if (f.size > DIRECT_LIMIT) {
+        await presignedUpload(f, desc.value, tags.value, progress);
+      } else {
+        const fd = new FormData();
+        fd.append('file', f);
+        if (desc.value) fd.append('description', desc.value);
+        if (tags.value) fd.append('tags', tags.value);
+        progress.textContent = `Uploading ${f.name}…`;
+        await api('POST', '/files', { body: fd });
+      }
+      progress.textContent = '';
       up.reset();
-      notice('Uploaded.', 'info');
+      notice(`Uploaded ${f.name}.`, 'info');
       load(0);
       loadUsage();
     });
@@ -59,6 +69,36 @@ export function filesPage(main, _p, ctx) {
   main.append(h('h1', {}, 'Files'), usage, searchForm, list, up);
   loadUsage();
   load(0);
+}
+
+const DIRECT_LIMIT = 10 * 1024 * 1024;
+
+// POST /files takes 10 MB; larger files: reserve, PUT the bytes to the signed
+// URL (no bearer key), confirm with their SHA-256 (computed meanwhile).
+async function presignedUpload(f, description, tags, progress) {
+  const body = { filename: f.name, size_bytes: f.size, content_type: f.type || 'application/octet-stream' };
+  if (description) body.description = description;
+  if (tags) body.tags = tags;
+  const p = (await api('POST', '/files/presigned-upload', { json: body })).data;
+  if (new URL(p.upload_url, location.href).origin !== location.origin) {
+    await api('DELETE', `/files/${enc(p.file_id)}`).catch(() => {});
+    throw new Error('This server keeps files in a bucket at another address, which the dashboard may not contact: upload files over 10 MB with the command-line client (agenthost files upload).');
+  }
+  progress.textContent = `Uploading ${f.name} (${fmtBytes(f.size)})…`;
+  const put = fetch(p.upload_url, { method: 'PUT', body: f, headers: { 'Content-Type': body.content_type } });
+  const [res, hash] = await Promise.all([put.catch(() => null), sha256File(f)]);
+  if (!res) throw new Error('Network error: the upload did not reach the server.');
+  if (!res.ok) {
+    const text = await res.text();
+    let detail = `HTTP ${res.status}`;
+    try {
+      const d = JSON.parse(text).detail;
+      if (typeof d === 'string') detail = d;
+    } catch { /* not JSON: keep the status */ }
+    throw new Error(`Upload failed: ${detail}`);
+  }
+  progress.textContent = `Checking ${f.name}…`;
+  await api('POST', `/files/${enc(p.file_id)}/confirm`, { json: { sha256_hash: hash } });
 }
 
 // The download needs the bearer key, so it goes through fetch and a blob URL.
