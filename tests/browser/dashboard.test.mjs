@@ -52,6 +52,11 @@ test('sign in: a wrong key is refused in place, the right one opens the agents l
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByRole('heading', { name: 'Sign in' }).waitFor();
   assert.equal(await page.evaluate(() => sessionStorage.getItem('agenthost.key')), null);
+  // A bookmarked page asks for the key first, then opens.
+  await page.goto(`${ORIGIN}/#/usage`);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Usage', level: 1 }).waitFor();
   await ctx.close();
 });
 

@@ -35,7 +35,9 @@ function signinPage(main) {
       const me = await api('GET', '/users/me', { key: k, noRedirect: true });
       setKey(k);
       sessionStorage.setItem('agenthost.email', me.data.email || '');
-      location.hash = '#/agents';
+      // Where the user was headed (a bookmarked #/usage), else the agents.
+      const wanted = location.hash && location.hash !== '#/signin' ? location.hash : '#/agents';
+      go(wanted);
     });
   });
   main.append(form);
