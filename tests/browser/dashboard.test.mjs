@@ -105,8 +105,9 @@ test('create → upload → deploy → invoke, all in the page; history shows th
   assert.match(facts, /\d+ in, \d+ out/);
   assert.match(facts, /browser-session-1/);
   assert.match(facts, /\$0\.\d+/);
-  await page.locator('#invocations').getByRole('button', { name: 'Refresh' }).click();
+  // History and sessions show the call without a reload.
   await page.locator('#invocations td', { hasText: /^hello from the browser$/ }).waitFor();
+  await page.locator('#sessions code', { hasText: 'browser-session-1' }).waitFor();
   await page.locator('#sessions').getByRole('button', { name: 'Refresh' }).click();
   await page.locator('#sessions code', { hasText: 'browser-session-1' }).waitFor();
   assert.ok(!/\b(null|undefined|NaN)\b/.test(await page.locator('main').textContent()), 'no placeholder leaks into the page');

@@ -729,7 +729,7 @@ async function agentPage(main, [slug], ctx) {
   if (!ctx.alive()) return;
   const status = h('section', { class: 'card', id: 'status', 'aria-labelledby': 'status-h', 'aria-live': 'polite' });
   const title = h('h1', {}, agent.name);
-  const page = { slug, path, ctx, agent, status, title, refresh: null };
+  const page = { slug, path, ctx, agent, status, title, refresh: null, afterInvoke: [] };
   page.refresh = (a) => {
     // Polls bring the same record most of the time: redrawing it would only
     // take the keyboard focus away from the buttons.
@@ -841,6 +841,8 @@ function invokeSection(page) {
         if (!(err.body && err.body.invocation)) throw err;
         showResult(out, err.body.invocation, err.message);
       }
+      // The call is in the history now (failed ones too), and maybe a new session.
+      page.afterInvoke.forEach((fn) => fn());
     });
   });
   return form;
@@ -918,6 +920,7 @@ function historySection(page, kind) {
     } catch (e) { showError(e, box); }
   };
   const reload = button('Refresh', () => load(0), 'small');
+  page.afterInvoke.push(() => load(0));
   load(0);
   return h('section', { class: 'card', id: kind, 'aria-labelledby': `${kind}-h` },
     h('div', { class: 'page-head' }, h('h2', { id: `${kind}-h` }, kind === 'invocations' ? 'Invocation history' : 'Sessions'), reload), box);
