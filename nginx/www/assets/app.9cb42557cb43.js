@@ -460,7 +460,7 @@ function filesPage(main, _p, ctx) {
         }, 'danger small');
         return h('tr', {}, h('td', {}, f.filename, f.description ? h('small', { class: 'muted block' }, f.description) : null),
           h('td', {}, fmtBytes(f.size_bytes)), h('td', {}, f.scope, f.agent_slug ? ` (${f.agent_slug})` : ''),
-          h('td', {}, f.status), h('td', {}, fmtDate(f.created_at)), h('td', { class: 'row' }, dl, del));
+          h('td', {}, f.status), h('td', {}, fmtDate(f.created_at)), h('td', {}, h('div', { class: 'row' }, dl, del)));
       }), 'Files'), pager(r.total, offset, LIMIT, load));
     } catch (e) { showError(e, list); }
   };
