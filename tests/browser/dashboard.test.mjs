@@ -183,6 +183,33 @@ test('a failed deploy shows its status_message', T, async () => {
   await page.context().close();
 });
 
+test('a failing invocation shows its detail, its partial output and its cost', T, async () => {
+  const { key } = newUser();
+  assert.equal((await call(key, 'POST', '/agents', { name: 'crasher', source_type: 'local' })).status, 201);
+  const code = tarball({
+    'agent.json': JSON.stringify({ name: 'crasher', version: '1.0.0', entrypoint: 'index.js', runtime: 'node' }),
+    'index.js': "process.stdin.resume();process.stdin.on('end',()=>{process.stdout.write('partial output');process.exit(3);});\n",
+  });
+  const put = await fetch(`${ORIGIN}/api/v1/agents/crasher/code`, { method: 'PUT', headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/gzip' }, body: code });
+  assert.equal(put.status, 200);
+  assert.equal((await call(key, 'POST', '/agents/crasher/deploy')).status, 202);
+  const page = await signedIn(browser, bag, key);
+  await page.goto(`${ORIGIN}/#/agents/crasher`);
+  await page.locator('#status .badge', { hasText: /^(active|error)$/ }).waitFor({ timeout: 100000 });
+  await page.getByLabel('Prompt').fill('go');
+  await page.getByRole('button', { name: 'Invoke' }).click();
+  const alert = page.locator('#invoke-result [role=alert]');
+  await alert.waitFor({ timeout: 60000 });
+  assert.equal(await alert.textContent(), 'Invocation failed: agent exited with status 3');
+  assert.match(await page.locator('#invoke-result').textContent(), /Cost\$0\.0*[1-9]/);
+  assert.equal(await page.locator('#invoke-response').textContent(), 'partial output');
+  assert.equal(await page.locator('#invoke-result .badge').textContent(), 'failed');
+  await page.locator('#invocations .badge', { hasText: 'failed' }).waitFor();
+  await shot(page, 'invoke-failed');
+  assert.equal((await call(key, 'DELETE', '/agents/crasher')).status, 204);
+  await page.context().close();
+});
+
 test('a secret is set and listed by name; its value is never shown', T, async () => {
   const { key } = newUser();
   assert.equal((await call(key, 'POST', '/agents', { name: 'with secrets', source_type: 'local' })).status, 201);

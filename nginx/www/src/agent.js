@@ -138,8 +138,10 @@ function invokeSection(page) {
 }
 
 function showResult(out, r, error) {
+  // The response's detail usually quotes the record's error already.
+  const msg = [error, r.error].filter((x, i, all) => x && !(i === 1 && all[0] && all[0].includes(x))).join(' — ');
   fill(out,
-    error || r.error ? h('p', { class: 'error', role: 'alert' }, error || '', r.error ? ` — ${r.error}` : '') : null,
+    msg ? h('p', { class: 'error', role: 'alert' }, msg) : null,
     h('h3', {}, 'Response'), h('pre', { class: 'response', id: 'invoke-response' }, r.response_content || ''),
     h('dl', { class: 'facts' },
       h('dt', {}, 'Status'), h('dd', {}, badge(r.status)),
