@@ -277,9 +277,21 @@ test('files: upload (over 10 MB by presigned upload), list with usage, download,
   await page.locator('#files-list table').waitFor();
   await page.locator('#upload-file').getByLabel('File', { exact: true }).setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('hello files') });
   await page.locator('#upload-file').getByLabel('Description').fill('my notes');
+  await page.locator('#upload-file').getByLabel('Tags').fill('q4,notes');
   await page.getByRole('button', { name: 'Upload' }).click();
   await page.locator('#files-list td', { hasText: 'notes.txt' }).waitFor();
   await page.locator('#files-usage', { hasText: /^1 files/ }).waitFor();
+  // The filters reach the API: a tag the file lacks finds nothing, its own tag finds it.
+  const search = page.locator('#files-search');
+  await search.getByLabel('Tags').fill('q3');
+  await search.getByRole('button', { name: 'Search' }).click();
+  await page.locator('#files-list td.empty').waitFor();
+  await search.getByLabel('Tags').fill('q4');
+  await search.getByLabel('Scope').selectOption('user');
+  await search.getByRole('button', { name: 'Search' }).click();
+  await page.locator('#files-list td', { hasText: 'tags: notes, q4' }).waitFor();
+  await search.getByLabel('Tags').fill('');
+  await search.getByRole('button', { name: 'Search' }).click();
   const dl = page.waitForEvent('download');
   await page.locator('#files-list').getByRole('button', { name: 'Download' }).click();
   assert.equal((await dl).suggestedFilename(), 'notes.txt');

@@ -21,7 +21,7 @@ export function filesPage(main, _p, ctx) {
   const load = async (o) => {
     offset = o;
     try {
-      const r = await api('GET', '/files', { query: { limit: LIMIT, offset, search: search.value } });
+      const r = await api('GET', '/files', { query: { limit: LIMIT, offset, search: search.value, scope: scope.value, tags: tagFilter.value } });
       if (!ctx.alive()) return;
       fill(list, table(['Name', 'Size', 'Scope', 'Status', 'Uploaded', ''], r.data.map((f) => {
         const dl = button('Download', () => act(dl, slot, () => download(f)), 'small');
@@ -29,13 +29,18 @@ export function filesPage(main, _p, ctx) {
           if (!await confirmDialog(`Delete the file ${f.filename}?`)) return;
           act(del, slot, async () => { await api('DELETE', `/files/${enc(f.file_id)}`); load(offset); loadUsage(); });
         }, 'danger small');
-        return h('tr', {}, h('td', {}, f.filename, f.description ? h('small', { class: 'muted block' }, f.description) : null),
+        return h('tr', {}, h('td', {}, f.filename, f.description ? h('small', { class: 'muted block' }, f.description) : null,
+          f.tags && f.tags.length ? h('small', { class: 'muted block' }, `tags: ${f.tags.join(', ')}`) : null),
           h('td', {}, fmtBytes(f.size_bytes)), h('td', {}, f.scope, f.agent_slug ? ` (${f.agent_slug})` : ''),
           h('td', {}, f.status), h('td', {}, fmtDate(f.created_at)), h('td', {}, h('div', { class: 'row' }, dl, del)));
       }), 'Files'), pager(r.total, offset, LIMIT, load));
     } catch (e) { showError(e, list); }
   };
-  const searchForm = h('form', { class: 'inline-form', role: 'search' }, field('Search names and descriptions', search), h('button', { type: 'submit' }, 'Search'));
+  const scope = h('select', { name: 'scope' }, [['', 'All'], ['user', 'Yours'], ['agent', "Agents'"], ['session', "Sessions'"]]
+    .map(([v, t]) => h('option', { value: v }, t)));
+  const tagFilter = input('tags', { placeholder: 'all of: a,b' });
+  const searchForm = h('form', { class: 'inline-form', role: 'search', id: 'files-search' }, field('Search names and descriptions', search),
+    field('Scope', scope), field('Tags', tagFilter), h('button', { type: 'submit' }, 'Search'));
   searchForm.addEventListener('submit', (e) => { e.preventDefault(); load(0); });
   const file = h('input', { type: 'file', name: 'file', required: true });
   const desc = input('description');
