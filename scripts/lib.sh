@@ -193,7 +193,7 @@ nginx_conf() {
     mkdir -p "$snip" "$d/logs" "$d/tmp"
     local subst="s|@LISTEN@|127.0.0.1:$PORT|g; s|@API_SOCKET@|$VAR/run/api.sock|g;
                  s|@INVOKE_SOCKET@|$VAR/run/api-invoke.sock|g; s|@SNIPPETS@|$snip|g;
-                 s|@FILES_DIR@|$VAR/files|g;
+                 s|@FILES_DIR@|$VAR/files|g; s|@WWW@|$ROOT/nginx/www|g;
                  s|@FLOOD_RATE@|${AGENTHOST_FLOOD_RATE:-2000r/s}|g"
     for f in "$ROOT"/nginx/snippets/*.conf; do sed "$subst" "$f" >"$snip/$(basename "$f")"; done
     sed "$subst" "$ROOT/nginx/agenthost.conf" >"$d/site.conf"

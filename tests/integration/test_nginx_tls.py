@@ -37,7 +37,7 @@ def tls_nginx():
              "@API_SOCKET@": os.path.join(VAR, "run", "api.sock"),
              "@INVOKE_SOCKET@": os.path.join(VAR, "run", "api-invoke.sock"),
              "@SNIPPETS@": snip, "@CERT@": cert, "@KEY@": key, "@FLOOD_RATE@": "100r/s",
-             "@FILES_DIR@": os.path.join(VAR, "files")}
+             "@FILES_DIR@": os.path.join(VAR, "files"), "@WWW@": os.path.join(ROOT, "nginx", "www")}
 
     def render(src, dst):
         text = open(src).read()
