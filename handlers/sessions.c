@@ -26,19 +26,34 @@ static const ah_col SESSION_COLUMNS[] = {
 	AH_COL_I("invocation_count", ah_session, invocation_count, 0),
 };
 #define SESSION_NCOLS (sizeof(SESSION_COLUMNS) / sizeof(SESSION_COLUMNS[0]))
+#define SESSION_COLS_S "s.id, s.sandbox_id, s.created_at, s.last_invoked_at, s.invocation_count"
+enum { S_ID, S_SANDBOX, S_CREATED };
 
+/* Newest first by (created_at, id): offset pages take the ids from the
+ * index alone and read only the page's rows (a deferred join), cursor pages
+ * start right after the cursor's key. */
+#define SESSIONS_ORDER " ORDER BY s.created_at DESC, s.id DESC"
 static const char SQL_SESSIONS[] =
-	"SELECT " SESSION_COLS " FROM sessions"
-	" WHERE agent_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
-static const char SQL_SESSIONS_COUNT[] = "SELECT COUNT(*) FROM sessions WHERE agent_id = ?";
+	"SELECT " SESSION_COLS_S " FROM (SELECT agent_id, id FROM sessions WHERE agent_id = ?"
+	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) k"
+	" JOIN sessions s ON s.agent_id = k.agent_id AND s.id = k.id" SESSIONS_ORDER;
+static const char SQL_SESSIONS_AFTER[] =
+	"SELECT " SESSION_COLS_S " FROM sessions s WHERE s.agent_id = ?"
+	" AND (s.created_at < ? OR (s.created_at = ? AND s.id < ?))" SESSIONS_ORDER " LIMIT ?";
 static const char SQL_SESSION_GET[] = "SELECT 1 FROM sessions WHERE agent_id = ? AND id = ?";
 static const char SQL_SESSION_DELETE[] = "DELETE FROM sessions WHERE agent_id = ? AND id = ?";
+#define HISTORY_COLS                                                                    \
+	"i.id, i.session_id, i.sandbox_id, i.prompt, i.response_content, i.input_tokens,"  \
+	" i.output_tokens, i.total_cost_usd, i.duration_ms, i.status, i.error, i.created_at," \
+	" i.model_input_tokens, i.model_output_tokens"
+#define HISTORY_ORDER " ORDER BY i.created_at DESC, i.id DESC"
 static const char SQL_HISTORY[] =
-	"SELECT id, session_id, sandbox_id, prompt, response_content, input_tokens, output_tokens,"
-	" total_cost_usd, duration_ms, status, error, created_at, model_input_tokens,"
-	" model_output_tokens FROM invocations"
-	" WHERE agent_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
-static const char SQL_HISTORY_COUNT[] = "SELECT COUNT(*) FROM invocations WHERE agent_id = ?";
+	"SELECT " HISTORY_COLS " FROM (SELECT id FROM invocations WHERE agent_id = ?"
+	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) k"
+	" JOIN invocations i ON i.id = k.id" HISTORY_ORDER;
+static const char SQL_HISTORY_AFTER[] =
+	"SELECT " HISTORY_COLS " FROM invocations i WHERE i.agent_id = ?"
+	" AND (i.created_at < ? OR (i.created_at = ? AND i.id < ?))" HISTORY_ORDER " LIMIT ?";
 
 enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_DURATION,
        H_STATUS, H_ERROR, H_CREATED, H_MODEL_IN, H_MODEL_OUT };
@@ -111,7 +126,9 @@ static int list_sessions(ah_req *r)
 {
 	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
-	return rc ? rc : ah_list_reply(r, SQL_SESSIONS_COUNT, SQL_SESSIONS, a->id, session_json);
+	static const ah_list list = {SQL_SESSIONS, SQL_SESSIONS_AFTER, NULL, "ses", S_CREATED, S_ID,
+	                             session_json};
+	return rc ? rc : ah_list_keyset(r, &list, a->id, NULL, 0);
 }
 
 /* Asks the runner to destroy the session's sandbox; 0 when it did. */
@@ -166,7 +183,9 @@ static int list_invocations(ah_req *r)
 {
 	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
-	return rc ? rc : ah_list_reply(r, SQL_HISTORY_COUNT, SQL_HISTORY, a->id, history_json);
+	static const ah_list list = {SQL_HISTORY, SQL_HISTORY_AFTER, NULL, "inv", H_CREATED, H_ID,
+	                             history_json};
+	return rc ? rc : ah_list_keyset(r, &list, a->id, NULL, 0);
 }
 
 const ah_route ah_sessions_routes[] = {

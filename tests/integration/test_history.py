@@ -1,0 +1,245 @@
+"""Issue 14: history, counts and lists that stay flat as the data grows.
+
+Keyset pages (?cursor, Link rel="next", X-Next-Cursor) against concurrent
+inserts, X-Total-Count from the list_counts counters (exact after inserts,
+deletes and agent deletion), 422s for bad cursors. Invocation rows are seeded
+straight into the stack's MariaDB (the runner is not what is under test here):
+the same INSERT the API makes, so the same triggers run.
+"""
+import base64
+import re
+import threading
+import uuid
+
+import pytest
+
+from conftest import assert_422, db_query, new_client, BASE_URL
+
+LINK_RE = re.compile(r'^<(/api/v1/[^>]*)>; rel="next"$')
+
+
+def agent_of(c):
+    r = c.post("/agents", json={"name": "h " + uuid.uuid4().hex[:8], "source_type": "local"})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def agent_id(c, slug):
+    uid = c.get("/users/me").json()["id"]
+    return db_query(f"SELECT id FROM agents WHERE user_id = '{uid}' AND slug = '{slug}'")[0][0], uid
+
+
+def seed_invocations(aid, uid, n, when="NOW(3)", prefix=None):
+    """n invocation rows in one INSERT; `when` is an SQL time expression (i the
+    row number is in scope as @i through the literal below)."""
+    prefix = prefix or "inv_" + uuid.uuid4().hex[:10]
+    ids = [f"{prefix}{i:05d}" for i in range(n)]
+    values = ",".join(
+        f"('{x}','{aid}','{uid}','ses_{x}',x'7b7d','completed',{when.replace('@i', str(i))},"
+        f"3,4,0.000001)" for i, x in enumerate(ids))
+    db_query("INSERT INTO invocations (id, agent_id, user_id, session_id, prompt, status,"
+             " created_at, input_tokens, output_tokens, total_cost_usd) VALUES " + values)
+    return ids
+
+
+def walk(c, path, limit, between=None):
+    """Every page of a list by following Link: rel="next"; returns the pages.
+    between() runs after each page: writes that land between two requests."""
+    pages = []
+    r = c.get(f"{path}?limit={limit}")
+    while True:
+        assert r.status_code == 200, r.text
+        pages.append(r.json())
+        link = r.headers.get("Link")
+        if not link:
+            assert "X-Next-Cursor" not in r.headers
+            return pages, r
+        if between:
+            between()
+        m = LINK_RE.match(link)
+        assert m, link
+        assert f"cursor={r.headers['X-Next-Cursor']}" in m.group(1)
+        assert f"limit={limit}" in m.group(1)
+        url = BASE_URL.rsplit("/api/v1", 1)[0] + m.group(1)
+        r = c.s.get(url, timeout=30)
+
+
+def test_cursor_pages_are_stable_under_concurrent_inserts():
+    c = new_client("pro")
+    a = agent_of(c)
+    aid, uid = agent_id(c, a["slug"])
+    # 30 rows in one millisecond (the id breaks the tie) and 45 spread over time.
+    same = seed_invocations(aid, uid, 30, when="'2026-01-02 03:04:05.678'")
+    spread = seed_invocations(aid, uid, 45, when="TIMESTAMPADD(SECOND, -@i, '2026-03-01 00:00:00')")
+    seeded = set(same) | set(spread)
+    newer, older, racing = [], [], []
+
+    def between():
+        # Between pages: rows above the first page (which offset paging
+        # would shift everything by) and rows older than all before them,
+        # which the walk must reach.
+        newer.extend(seed_invocations(aid, uid, 3))
+        older.extend(seed_invocations(
+            aid, uid, 2, when=f"TIMESTAMPADD(SECOND, -{len(older)}, '2025-06-01 00:00:00')"))
+
+    stop = threading.Event()
+
+    def writer():
+        # And a writer of its own, racing the requests themselves.
+        while not stop.is_set():
+            racing.extend(seed_invocations(aid, uid, 2))
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        pages, _ = walk(c, f"/agents/{a['slug']}/invocations", 7, between)
+    finally:
+        stop.set()
+        t.join()
+    ids = [x["invocation_id"] for p in pages for x in p]
+    assert len(ids) == len(set(ids)), "a row was repeated across cursor pages"
+    assert set(ids) == seeded | set(older), "cursor pages skipped or invented rows"
+    times = [(x["created_at"], x["invocation_id"]) for p in pages for x in p]
+    assert times == sorted(times, reverse=True)
+    assert all(len(p) == 7 for p in pages[:-1])
+    # The counter saw every row, the concurrent ones too.
+    r = c.get(f"/agents/{a['slug']}/invocations?limit=1")
+    total = len(seeded) + len(newer) + len(older) + len(racing)
+    assert int(r.headers["X-Total-Count"]) == total
+
+
+def test_offset_pages_unchanged_and_link_keeps_filters():
+    c = new_client("pro")
+    a = agent_of(c)
+    aid, uid = agent_id(c, a["slug"])
+    seed_invocations(aid, uid, 25, when="TIMESTAMPADD(SECOND, -@i, '2026-03-01 00:00:00')")
+    path = f"/agents/{a['slug']}/invocations"
+    full = [x["invocation_id"] for x in c.get(path + "?limit=100").json()]
+    assert len(full) == 25
+    r = c.get(path + "?limit=10&offset=10")
+    assert [x["invocation_id"] for x in r.json()] == full[10:20]
+    assert r.headers["X-Total-Count"] == "25"
+    # The next page after an offset page is a cursor page that continues it.
+    nxt = c.get(path, params={"cursor": r.headers["X-Next-Cursor"], "limit": 10})
+    assert [x["invocation_id"] for x in nxt.json()] == full[20:]
+    assert "Link" not in nxt.headers and "X-Next-Cursor" not in nxt.headers
+    # A last page exactly full has no next link either.
+    assert "Link" not in c.get(path + "?limit=5&offset=20").headers
+    # Every history row is the contract's invocation with its prompt.
+    row = c.get(path + "?limit=1").json()[0]
+    assert row["prompt"] == "{}" and row["status"] == "completed" and row["input_tokens"] == 3
+    # /files keeps its filters in the Link; paging parameters are replaced.
+    for i in range(3):
+        up = c.post("/files", files={"file": (f"f{i}.txt", b"x%d" % i, "text/plain")},
+                    data={"tags": "keep"})
+        assert up.status_code == 201, up.text
+    r = c.get("/files?tags=keep&scope=user&limit=2&offset=0")
+    link = LINK_RE.match(r.headers["Link"]).group(1)
+    assert link.startswith("/api/v1/files?") and "tags=keep" in link and "scope=user" in link
+    assert "offset" not in link and link.count("limit=") == 1
+    assert r.headers["X-Total-Count"] == "3"
+
+
+@pytest.mark.parametrize("cursor", [
+    "!!!", "a", base64.urlsafe_b64encode(b"2026-01-01 00:00:00.000").decode().rstrip("="),
+    base64.urlsafe_b64encode(b"2026-01-01 00:00:00|agt_x").decode().rstrip("="),
+    base64.urlsafe_b64encode(b"2026-01-01 00:00:00.000|a b").decode().rstrip("="),
+    base64.urlsafe_b64encode(b"2026-01-01 00:00:00.000|x' OR 1=1 -- ").decode().rstrip("="),
+    "x" * 5000,
+])
+def test_bad_cursor_is_422(cursor):
+    c = new_client()
+    r = c.get("/agents", params={"cursor": cursor})
+    assert_422(r, ("query", "cursor"))
+
+
+def test_cursor_with_offset_is_422_on_every_keyset_list():
+    c = new_client()
+    a = agent_of(c)
+    good = c.get("/agents?limit=1")  # one agent: no next page, make a cursor by hand
+    assert "Link" not in good.headers
+    cur = base64.urlsafe_b64encode(b"2026-01-01 00:00:00.000|agt_x").decode().rstrip("=")
+    for path in ["/agents", "/api-keys", "/files", f"/agents/{a['slug']}/invocations",
+                 f"/agents/{a['slug']}/sessions", f"/agents/{a['slug']}/files"]:
+        r = c.get(path, params={"cursor": cur, "offset": 0})
+        assert_422(r, ("query", "cursor"))
+        r = c.get(path, params={"cursor": cur})
+        assert r.status_code == 200 and r.json() == [], (path, r.text)
+
+
+def counts_drift():
+    """list_counts rows that differ from a count of the rows themselves."""
+    return db_query("""
+        SELECT k.kind, k.owner_id, k.n, k.actual FROM (
+          SELECT 'inv' kind, agent_id owner_id, COUNT(*) actual FROM invocations GROUP BY agent_id
+          UNION ALL SELECT 'ses', agent_id, COUNT(*) FROM sessions GROUP BY agent_id
+          UNION ALL SELECT 'att', agent_id, COUNT(*) FROM agent_files GROUP BY agent_id
+          UNION ALL SELECT 'agt', user_id, COUNT(*) FROM agents GROUP BY user_id
+          UNION ALL SELECT 'key', user_id, COUNT(*) FROM api_keys GROUP BY user_id
+          UNION ALL SELECT 'file', user_id, COUNT(*) FROM files GROUP BY user_id
+          UNION ALL SELECT CONCAT('file:', scope), user_id, COUNT(*) FROM files GROUP BY user_id, scope
+        ) a RIGHT JOIN (SELECT kind, owner_id, n, NULL actual FROM list_counts) k
+          ON k.kind = a.kind AND k.owner_id = a.owner_id
+        WHERE k.n <> COALESCE(a.actual, 0)
+        UNION ALL
+        SELECT a.kind, a.owner_id, NULL, a.actual FROM (
+          SELECT 'inv' kind, agent_id owner_id, COUNT(*) actual FROM invocations GROUP BY agent_id
+          UNION ALL SELECT 'agt', user_id, COUNT(*) FROM agents GROUP BY user_id
+          UNION ALL SELECT 'key', user_id, COUNT(*) FROM api_keys GROUP BY user_id
+          UNION ALL SELECT 'file', user_id, COUNT(*) FROM files GROUP BY user_id
+        ) a LEFT JOIN list_counts k ON k.kind = a.kind AND k.owner_id = a.owner_id
+        WHERE k.n IS NULL""")
+
+
+def test_counts_exact_after_inserts_deletes_and_agent_deletion():
+    c = new_client("pro")
+    a1, a2 = agent_of(c), agent_of(c)
+    aid1, uid = agent_id(c, a1["slug"])
+    aid2, _ = agent_id(c, a2["slug"])
+    assert c.get("/agents").headers["X-Total-Count"] == "2"
+    seed_invocations(aid1, uid, 12)
+    seed_invocations(aid2, uid, 5)
+    db_query(f"INSERT INTO sessions (agent_id, id, created_at) VALUES ('{aid1}', 's1', NOW(3)),"
+             f" ('{aid1}', 's2', NOW(3)), ('{aid2}', 's3', NOW(3))")
+    assert c.get(f"/agents/{a1['slug']}/invocations").headers["X-Total-Count"] == "12"
+    assert c.get(f"/agents/{a1['slug']}/sessions").headers["X-Total-Count"] == "2"
+    db_query(f"DELETE FROM invocations WHERE agent_id = '{aid1}' ORDER BY created_at LIMIT 4")
+    assert c.get(f"/agents/{a1['slug']}/invocations").headers["X-Total-Count"] == "8"
+    # Keys: the user's first key plus two, one deleted.
+    k1 = c.post("/api-keys", json={"name": "k1"}).json()["api_key"]
+    c.post("/api-keys", json={"name": "k2"})
+    assert c.get("/api-keys").headers["X-Total-Count"] == "3"
+    assert c.delete(f"/api-keys/{k1['id']}").status_code == 204
+    assert c.get("/api-keys").headers["X-Total-Count"] == "2"
+    # Files: per scope and in all; an attachment counted, and uncounted when its file goes.
+    f1 = c.post("/files", files={"file": ("a.txt", b"aa", "text/plain")}).json()
+    f2 = c.post("/files", files={"file": ("b.txt", b"bb", "text/plain")},
+                data={"agent_slug": a2["slug"]}).json()
+    assert f2["scope"] == "agent"
+    assert c.get("/files").headers["X-Total-Count"] == "2"
+    assert c.get("/files?scope=user").headers["X-Total-Count"] == "1"
+    assert c.get("/files?scope=agent").headers["X-Total-Count"] == "1"
+    assert c.get("/files?search=a.t").headers["X-Total-Count"] == "1"  # filtered: counted
+    r = c.post(f"/agents/{a1['slug']}/files", json={"file_id": f1["file_id"]})
+    assert r.status_code in (200, 201), r.text
+    assert c.get(f"/agents/{a1['slug']}/files").headers["X-Total-Count"] == "1"
+    assert c.delete(f"/files/{f1['file_id']}").status_code == 204
+    assert c.get(f"/agents/{a1['slug']}/files").headers["X-Total-Count"] == "0"
+    assert c.get("/files?scope=user").headers["X-Total-Count"] == "0"
+    # Deleting an agent: its history, sessions and agent files go, counts with them.
+    assert c.delete(f"/agents/{a2['slug']}").status_code == 204
+    assert c.get("/agents").headers["X-Total-Count"] == "1"
+    assert c.get("/files").headers["X-Total-Count"] == "0"
+    assert db_query(f"SELECT COUNT(*) FROM list_counts WHERE owner_id = '{aid2}'") == [["0"]]
+    assert counts_drift() == []
+    # Deleting the user (by cascade) leaves no counts behind.
+    db_query(f"DELETE FROM users WHERE id = '{uid}'")
+    assert db_query(f"SELECT COUNT(*) FROM list_counts WHERE owner_id IN ('{uid}', '{aid1}')") == [["0"]]
+
+
+def test_deep_offset_reads_only_the_page():
+    """The offset page is a deferred join: the inner query walks the index."""
+    plan = db_query("EXPLAIN SELECT id FROM invocations WHERE agent_id = 'agt_x'"
+                    " ORDER BY created_at DESC, id DESC LIMIT 21 OFFSET 1000")
+    assert plan[0][5] == "invocations_agent", plan  # key
+    assert "Using index" in plan[0][-1] and "filesort" not in plan[0][-1], plan
