@@ -28,6 +28,9 @@ CREATE TABLE list_counts (
 -- their primary keys (agent_id, id) order by id only.
 ALTER TABLE sessions ADD KEY sessions_agent_created (agent_id, created_at);
 ALTER TABLE agent_files ADD KEY agent_files_agent_created (agent_id, created_at);
+-- Retention (history_retention_days) deletes the oldest invocations in small
+-- batches: a range walk on this index, far from where new rows are added.
+ALTER TABLE invocations ADD KEY invocations_created (created_at);
 
 CREATE TRIGGER invocations_count_ins AFTER INSERT ON invocations FOR EACH ROW
   INSERT INTO list_counts (kind, owner_id, n) VALUES ('inv', NEW.agent_id, 1)

@@ -34,11 +34,12 @@ def seed_invocations(aid, uid, n, when="NOW(3)", prefix=None):
     row number is in scope as @i through the literal below)."""
     prefix = prefix or "inv_" + uuid.uuid4().hex[:10]
     ids = [f"{prefix}{i:05d}" for i in range(n)]
-    values = ",".join(
-        f"('{x}','{aid}','{uid}','ses_{x}',x'7b7d','completed',{when.replace('@i', str(i))},"
-        f"3,4,0.000001)" for i, x in enumerate(ids))
-    db_query("INSERT INTO invocations (id, agent_id, user_id, session_id, prompt, status,"
-             " created_at, input_tokens, output_tokens, total_cost_usd) VALUES " + values)
+    for start in range(0, n, 250):  # one argv of mariadb each: stay far below ARG_MAX
+        values = ",".join(
+            f"('{x}','{aid}','{uid}','ses_{x}',x'7b7d','completed',{when.replace('@i', str(i))},"
+            f"3,4,0.000001)" for i, x in enumerate(ids) if start <= i < start + 250)
+        db_query("INSERT INTO invocations (id, agent_id, user_id, session_id, prompt, status,"
+                 " created_at, input_tokens, output_tokens, total_cost_usd) VALUES " + values)
     return ids
 
 
@@ -69,8 +70,9 @@ def test_cursor_pages_are_stable_under_concurrent_inserts():
     a = agent_of(c)
     aid, uid = agent_id(c, a["slug"])
     # 30 rows in one millisecond (the id breaks the tie) and 45 spread over time.
-    same = seed_invocations(aid, uid, 30, when="'2026-01-02 03:04:05.678'")
-    spread = seed_invocations(aid, uid, 45, when="TIMESTAMPADD(SECOND, -@i, '2026-03-01 00:00:00')")
+    # (Within history_retention_days: the runner's purge must leave them be.)
+    same = seed_invocations(aid, uid, 30, when="TIMESTAMP(CURDATE() - INTERVAL 2 DAY, '03:04:05.678')")
+    spread = seed_invocations(aid, uid, 45, when="TIMESTAMPADD(SECOND, -@i, CURDATE() - INTERVAL 1 DAY)")
     seeded = set(same) | set(spread)
     newer, older, racing = [], [], []
 
@@ -80,7 +82,7 @@ def test_cursor_pages_are_stable_under_concurrent_inserts():
         # which the walk must reach.
         newer.extend(seed_invocations(aid, uid, 3))
         older.extend(seed_invocations(
-            aid, uid, 2, when=f"TIMESTAMPADD(SECOND, -{len(older)}, '2025-06-01 00:00:00')"))
+            aid, uid, 2, when=f"TIMESTAMPADD(SECOND, -{len(older)}, CURDATE() - INTERVAL 30 DAY)"))
 
     stop = threading.Event()
 
@@ -116,7 +118,7 @@ def test_offset_pages_unchanged_and_link_keeps_filters():
     c = new_client("pro")
     a = agent_of(c)
     aid, uid = agent_id(c, a["slug"])
-    seed_invocations(aid, uid, 25, when="TIMESTAMPADD(SECOND, -@i, '2026-03-01 00:00:00')")
+    seed_invocations(aid, uid, 25, when="TIMESTAMPADD(SECOND, -@i, CURDATE() - INTERVAL 1 DAY)")
     path = f"/agents/{a['slug']}/invocations"
     full = [x["invocation_id"] for x in c.get(path + "?limit=100").json()]
     assert len(full) == 25
@@ -259,3 +261,54 @@ def test_openapi_documents_cursor_and_link_on_every_keyset_list(anon):
         assert {"$ref": "#/components/parameters/Cursor"} in op["parameters"], path
         headers = op["responses"]["200"]["headers"]
         assert {"Link", "X-Next-Cursor", "X-Total-Count"} <= set(headers), path
+
+
+def usage_of(uid):
+    return db_query(f"SELECT COALESCE(SUM(invocations), 0), COALESCE(SUM(input_tokens), 0),"
+                    f" COALESCE(SUM(total_cost_usd), 0) FROM usage_daily WHERE user_id = '{uid}'")[0]
+
+
+def test_purge_history_keeps_usage_and_never_blocks_recording():
+    from conftest import admin, VAR
+    import os
+    import subprocess
+    c = new_client("pro")
+    a = agent_of(c)
+    aid, uid = agent_id(c, a["slug"])
+    # 2,600 rows past the retention (six batches), 7 within it.
+    for k in range(2):
+        seed_invocations(aid, uid, 1300, when=f"TIMESTAMPADD(MINUTE, -@i, NOW(3) - INTERVAL {200 + k * 5} DAY)")
+    recent = set(seed_invocations(aid, uid, 7, when="NOW(3) - INTERVAL 10 DAY"))
+    before = usage_of(uid)
+    assert before[0] == "2607"
+    # Recording goes on during the purge, on the same agent (its count row is
+    # the one the purge's triggers update) in a session that gives up on any
+    # lock wait over a second: a wait that long is an error, not a slow call.
+    prefix = "inv_rec" + uuid.uuid4().hex[:8]
+    inserts = "".join(
+        f"INSERT INTO invocations (id, agent_id, user_id, session_id, prompt, status, created_at,"
+        f" input_tokens) VALUES ('{prefix}{i:04d}', '{aid}', '{uid}', 'ses_r', x'00', 'completed',"
+        f" NOW(3), 1);\n" for i in range(300))
+    recorder = subprocess.Popen(
+        ["mariadb", "--no-defaults", f"--socket={os.path.join(VAR, 'run', 'mysql.sock')}", "-uroot",
+         "agenthost"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    recorder.stdin.write("SET SESSION innodb_lock_wait_timeout = 1;\n" + inserts)
+    recorder.stdin.flush()
+    out = admin("purge-history", "--days", "90")
+    reads = [c.get(f"/agents/{a['slug']}/invocations?limit=5").status_code for _ in range(5)]
+    _, err = recorder.communicate(timeout=120)  # closes its stdin: it ends after the last
+    assert recorder.returncode == 0, err  # no lock wait over a second
+    assert reads == [200] * 5
+    assert re.match(r"purged \d+ invocations older than 90 days", out.stdout), out.stdout
+    rows = {r[0] for r in db_query(f"SELECT id FROM invocations WHERE agent_id = '{aid}'")}
+    assert rows == recent | {f"{prefix}{i:04d}" for i in range(300)}
+    # usage keeps what was consumed, the purged rows' share included.
+    after = usage_of(uid)
+    assert int(after[0]) == 2607 + 300 and int(after[1]) == int(before[1]) + 300
+    assert after[2] == before[2]
+    r = c.get(f"/agents/{a['slug']}/invocations?limit=1")
+    assert r.headers["X-Total-Count"] == str(7 + 300)
+    assert counts_drift() == []
+    # 0 keeps everything.
+    assert "kept forever" in admin("purge-history", "--days", "0").stdout
+    assert admin("purge-history", "--days", "-1", check=False).returncode == 2
