@@ -30,7 +30,7 @@ static const char SQL_LIST[] =
 	" JOIN files f ON f.id = af.file_id" ATT_ORDER;
 static const char SQL_LIST_AFTER[] =
 	"SELECT " ATT_COLS " FROM agent_files af JOIN files f ON f.id = af.file_id"
-	" WHERE af.agent_id = ? AND (af.created_at > ? OR (af.created_at = ? AND af.file_id > ?))"
+	" WHERE af.agent_id = ? AND af.created_at >= ? AND (af.created_at > ? OR af.file_id > ?)"
 	ATT_ORDER " LIMIT ?";
 static const char SQL_GET[] =
 	"SELECT " ATT_COLS " FROM agent_files af JOIN files f ON f.id = af.file_id"
@@ -82,8 +82,8 @@ static json_object *att_json(ah_req *r, const ah_rows *rows, size_t i)
 
 static int list_attachments(ah_req *r)
 {
-	static const ah_list list = {SQL_LIST, SQL_LIST_AFTER, NULL, "att", ATT_CREATED, ATT_FILE_ID,
-	                             att_json};
+	static const ah_list list = {.page_sql = SQL_LIST, .after_sql = SQL_LIST_AFTER, .count_kind = "att",
+	                             .time_col = ATT_CREATED, .id_col = ATT_FILE_ID, .to_json = att_json};
 	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
 	return rc ? rc : ah_list_keyset(r, &list, a->id, NULL, 0);

@@ -22,10 +22,13 @@
 static const char SQL_LIST[] =
 	"SELECT " AH_AGENT_COLS " FROM (SELECT id FROM agents WHERE user_id = ?"
 	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) k JOIN agents a ON a.id = k.id" LIST_ORDER;
+static const char SQL_LIST_REV[] =
+	"SELECT " AH_AGENT_COLS " FROM (SELECT id FROM agents WHERE user_id = ?"
+	" ORDER BY created_at, id LIMIT ? OFFSET ?) k JOIN agents a ON a.id = k.id" LIST_ORDER;
 enum { COL_ID = 0, COL_CREATED = 12 }; /* in AH_AGENT_COLS */
 static const char SQL_LIST_AFTER[] =
 	"SELECT " AH_AGENT_COLS " FROM agents a WHERE a.user_id = ?"
-	" AND (a.created_at < ? OR (a.created_at = ? AND a.id < ?))" LIST_ORDER " LIMIT ?";
+	" AND a.created_at <= ? AND (a.created_at < ? OR a.id < ?)" LIST_ORDER " LIMIT ?";
 static const char SQL_SLUG_TAKEN[] = "SELECT 1 FROM agents WHERE user_id = ? AND slug = ?";
 static const char SQL_INSERT[] =
 	"INSERT INTO agents (id, user_id, name, slug, description, source_type, git_repo_url,"
@@ -96,8 +99,9 @@ static json_object *agent_row_json(ah_req *r, const ah_rows *rows, size_t i)
 
 static int list_agents(ah_req *r)
 {
-	static const ah_list list = {SQL_LIST, SQL_LIST_AFTER, NULL, "agt", COL_CREATED, COL_ID,
-	                             agent_row_json};
+	static const ah_list list = {.page_sql = SQL_LIST, .after_sql = SQL_LIST_AFTER, .rev_sql = SQL_LIST_REV,
+	                             .count_kind = "agt", .time_col = COL_CREATED, .id_col = COL_ID,
+	                             .to_json = agent_row_json};
 	return ah_list_keyset(r, &list, r->user->id, NULL, 0);
 }
 

@@ -33,7 +33,7 @@ static const char SQL_LIST[] =
 	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) p JOIN api_keys k ON k.id = p.id" LIST_ORDER;
 static const char SQL_LIST_AFTER[] =
 	"SELECT " APIKEY_COLS_K " FROM api_keys k WHERE k.user_id = ?"
-	" AND (k.created_at < ? OR (k.created_at = ? AND k.id < ?))" LIST_ORDER " LIMIT ?";
+	" AND k.created_at <= ? AND (k.created_at < ? OR k.id < ?)" LIST_ORDER " LIMIT ?";
 static const char SQL_GET[] = "SELECT " APIKEY_COLS " FROM api_keys WHERE id = ?";
 static const char SQL_INSERT[] =
 	"INSERT INTO api_keys (id, user_id, name, key_id, key_hash, created_at)"
@@ -62,7 +62,8 @@ static json_object *key_row_json(ah_req *r, const ah_rows *rows, size_t i)
 
 static int list_keys(ah_req *r)
 {
-	static const ah_list list = {SQL_LIST, SQL_LIST_AFTER, NULL, "key", K_CREATED, K_ID, key_row_json};
+	static const ah_list list = {.page_sql = SQL_LIST, .after_sql = SQL_LIST_AFTER, .count_kind = "key",
+	                             .time_col = K_CREATED, .id_col = K_ID, .to_json = key_row_json};
 	return ah_list_keyset(r, &list, r->user->id, NULL, 0);
 }
 

@@ -39,11 +39,18 @@ static const char SQL_USAGE[] =
 #define LIST_ORDER " ORDER BY f.created_at DESC, f.id DESC"
 #define LIST_PAGE LIST_ORDER " LIMIT ? OFFSET ?) k JOIN files f ON f.id = k.id" \
 	" LEFT JOIN agents a ON a.id = f.agent_id" LIST_ORDER
-#define LIST_AFTER " AND (f.created_at < ? OR (f.created_at = ? AND f.id < ?))" LIST_ORDER " LIMIT ?"
+#define LIST_AFTER " AND f.created_at <= ? AND (f.created_at < ? OR f.id < ?)" LIST_ORDER " LIMIT ?"
 static const char SQL_LIST[] =
 	"SELECT " AH_FILE_COLS " FROM (SELECT f.id FROM files f" LIST_WHERE LIST_PAGE;
 static const char SQL_LIST_SCOPE[] =
 	"SELECT " AH_FILE_COLS " FROM (SELECT f.id FROM files f" LIST_WHERE " AND f.scope = ?" LIST_PAGE;
+/* An offset past half of an unfiltered (so counted) list, from the other end. */
+#define LIST_REV " ORDER BY f.created_at, f.id LIMIT ? OFFSET ?) k JOIN files f ON f.id = k.id" \
+	" LEFT JOIN agents a ON a.id = f.agent_id" LIST_ORDER
+static const char SQL_LIST_REV[] =
+	"SELECT " AH_FILE_COLS " FROM (SELECT f.id FROM files f" LIST_WHERE LIST_REV;
+static const char SQL_LIST_SCOPE_REV[] =
+	"SELECT " AH_FILE_COLS " FROM (SELECT f.id FROM files f" LIST_WHERE " AND f.scope = ?" LIST_REV;
 static const char SQL_LIST_AFTER[] = "SELECT " AH_FILE_COLS AH_FILE_FROM LIST_WHERE LIST_AFTER;
 static const char SQL_LIST_SCOPE_AFTER[] =
 	"SELECT " AH_FILE_COLS AH_FILE_FROM LIST_WHERE " AND f.scope = ?" LIST_AFTER;
@@ -181,8 +188,11 @@ static int list_files(ah_req *r)
 	/* 422 entries recorded here are answered by ah_list_keyset with the paging's. */
 	list_filters(r, &scope, &tags, &search);
 	bool filtered = strcmp(tags, "%") != 0 || strcmp(search, "%") != 0;
-	ah_list l = {scope ? SQL_LIST_SCOPE : SQL_LIST, scope ? SQL_LIST_SCOPE_AFTER : SQL_LIST_AFTER,
-	             scope ? SQL_COUNT_SCOPE : SQL_COUNT, NULL, FILE_CREATED, FILE_ID, file_row_json};
+	ah_list l = {.page_sql = scope ? SQL_LIST_SCOPE : SQL_LIST,
+	             .after_sql = scope ? SQL_LIST_SCOPE_AFTER : SQL_LIST_AFTER,
+	             .rev_sql = scope ? SQL_LIST_SCOPE_REV : SQL_LIST_REV,
+	             .count_sql = scope ? SQL_COUNT_SCOPE : SQL_COUNT, .time_col = FILE_CREATED,
+	             .id_col = FILE_ID, .to_json = file_row_json};
 	if (!filtered)
 		l.count_kind = scope ? ah_sprintf(r->arena, "file:%s", scope) : "file";
 	const char *filters[] = {tags, search, search, scope};

@@ -185,6 +185,26 @@ static void check_cursor(ah_req *r, char **t, char **id)
 		        "value_error");
 }
 
+/* An offset past half of the list as a walk from its other end: rows
+ * [offset, offset + limit] counted from the top are, from the bottom, the
+ * limit + 1 rows that start at total - offset - limit - 1 (the one row more,
+ * nearest the bottom, tells a next page). 0 with the paging of rev_sql, or -1
+ * when the page is better read from the top. */
+static int reverse_paging(const ah_list *l, long long total, long long limit, long long offset,
+                          long long paging[2])
+{
+	if (!l->rev_sql || !l->count_kind || offset <= total / 2)
+		return -1;
+	long long first = total - offset - limit - 1, n = limit + 1;
+	if (first < 0) {
+		n += first;
+		first = 0;
+	}
+	paging[0] = n > 0 ? n : 0;
+	paging[1] = first;
+	return 0;
+}
+
 int ah_list_keyset(ah_req *r, const ah_list *l, const char *owner, const char *const *filters,
                    size_t nfilters)
 {
@@ -198,16 +218,22 @@ int ah_list_keyset(ah_req *r, const ah_list *l, const char *owner, const char *c
 	for (size_t i = 0; i < nfilters; i++)
 		args[1 + i] = filters[i];
 	size_t n = 1 + nfilters;
+	if (count_of(r, l, args, n, &total) != 0)
+		return AH_EFAIL;
 	/* One row more than the page tells whether there is a next one. */
 	long long paging[2] = {limit + 1, offset};
 	int rc;
 	if (t) {
 		args[n] = t, args[n + 1] = t, args[n + 2] = id;
 		rc = query_args(r, &rows, l->after_sql, args, n + 3, paging, 1);
+	} else if (reverse_paging(l, total, limit, offset, paging) == 0) {
+		rc = paging[0] ? query_args(r, &rows, l->rev_sql, args, n, paging, 2) : 0;
+		if (!paging[0])
+			rows.n = 0;
 	} else {
 		rc = query_args(r, &rows, l->page_sql, args, n, paging, 2);
 	}
-	if (rc != 0 || count_of(r, l, args, n, &total) != 0)
+	if (rc != 0)
 		return AH_EFAIL;
 	if (rows.n > (size_t)limit) {
 		rows.n = (size_t)limit;

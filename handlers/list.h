@@ -22,14 +22,20 @@ int ah_list_reply(ah_req *r, const char *count_sql, const char *list_sql, const 
  *   page_sql   LIMIT ? OFFSET ?   — a deferred join: the ids from the covering
  *                                   index first, the rows for those ids after;
  *   after_sql  ? ? ? LIMIT ?      — (time, time, id) of the cursor, as
- *                                   "(t < ? OR (t = ? AND id < ?))" (or > for
- *                                   an ascending list);
+ *                                   "t <= ? AND (t < ? OR id < ?)" (>= and > for
+ *                                   an ascending list): the first term is the
+ *                                   index range, the rest skips the cursor's row
+ *                                   and its ties up to it;
+ *   rev_sql    LIMIT ? OFFSET ?   — optional: page_sql with the inner order
+ *                                   reversed (the outer one kept), for an offset
+ *                                   past half of a counted list: the index walk
+ *                                   starts from the end nearer to it;
  *   count_sql  (nothing)          — used when count_kind is NULL.
  * count_kind names the list_counts row (schema/014_list_counts.sql) keyed by the
  * owner. time_col and id_col are the sort key's columns in the rows. */
 #define AH_LIST_MAX_FILTERS 4
 typedef struct ah_list {
-	const char *page_sql, *after_sql, *count_sql, *count_kind;
+	const char *page_sql, *after_sql, *count_sql, *count_kind, *rev_sql;
 	size_t time_col, id_col;
 	ah_row_json_fn to_json;
 } ah_list;

@@ -37,9 +37,13 @@ static const char SQL_SESSIONS[] =
 	"SELECT " SESSION_COLS_S " FROM (SELECT agent_id, id FROM sessions WHERE agent_id = ?"
 	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) k"
 	" JOIN sessions s ON s.agent_id = k.agent_id AND s.id = k.id" SESSIONS_ORDER;
+static const char SQL_SESSIONS_REV[] =
+	"SELECT " SESSION_COLS_S " FROM (SELECT agent_id, id FROM sessions WHERE agent_id = ?"
+	" ORDER BY created_at, id LIMIT ? OFFSET ?) k"
+	" JOIN sessions s ON s.agent_id = k.agent_id AND s.id = k.id" SESSIONS_ORDER;
 static const char SQL_SESSIONS_AFTER[] =
 	"SELECT " SESSION_COLS_S " FROM sessions s WHERE s.agent_id = ?"
-	" AND (s.created_at < ? OR (s.created_at = ? AND s.id < ?))" SESSIONS_ORDER " LIMIT ?";
+	" AND s.created_at <= ? AND (s.created_at < ? OR s.id < ?)" SESSIONS_ORDER " LIMIT ?";
 static const char SQL_SESSION_GET[] = "SELECT 1 FROM sessions WHERE agent_id = ? AND id = ?";
 static const char SQL_SESSION_DELETE[] = "DELETE FROM sessions WHERE agent_id = ? AND id = ?";
 #define HISTORY_COLS                                                                    \
@@ -51,9 +55,13 @@ static const char SQL_HISTORY[] =
 	"SELECT " HISTORY_COLS " FROM (SELECT id FROM invocations WHERE agent_id = ?"
 	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) k"
 	" JOIN invocations i ON i.id = k.id" HISTORY_ORDER;
+static const char SQL_HISTORY_REV[] =
+	"SELECT " HISTORY_COLS " FROM (SELECT id FROM invocations WHERE agent_id = ?"
+	" ORDER BY created_at, id LIMIT ? OFFSET ?) k"
+	" JOIN invocations i ON i.id = k.id" HISTORY_ORDER;
 static const char SQL_HISTORY_AFTER[] =
 	"SELECT " HISTORY_COLS " FROM invocations i WHERE i.agent_id = ?"
-	" AND (i.created_at < ? OR (i.created_at = ? AND i.id < ?))" HISTORY_ORDER " LIMIT ?";
+	" AND i.created_at <= ? AND (i.created_at < ? OR i.id < ?)" HISTORY_ORDER " LIMIT ?";
 
 enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_DURATION,
        H_STATUS, H_ERROR, H_CREATED, H_MODEL_IN, H_MODEL_OUT };
@@ -126,8 +134,9 @@ static int list_sessions(ah_req *r)
 {
 	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
-	static const ah_list list = {SQL_SESSIONS, SQL_SESSIONS_AFTER, NULL, "ses", S_CREATED, S_ID,
-	                             session_json};
+	static const ah_list list = {.page_sql = SQL_SESSIONS, .after_sql = SQL_SESSIONS_AFTER,
+	                             .rev_sql = SQL_SESSIONS_REV, .count_kind = "ses", .time_col = S_CREATED,
+	                             .id_col = S_ID, .to_json = session_json};
 	return rc ? rc : ah_list_keyset(r, &list, a->id, NULL, 0);
 }
 
@@ -183,8 +192,9 @@ static int list_invocations(ah_req *r)
 {
 	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
-	static const ah_list list = {SQL_HISTORY, SQL_HISTORY_AFTER, NULL, "inv", H_CREATED, H_ID,
-	                             history_json};
+	static const ah_list list = {.page_sql = SQL_HISTORY, .after_sql = SQL_HISTORY_AFTER,
+	                             .rev_sql = SQL_HISTORY_REV, .count_kind = "inv", .time_col = H_CREATED,
+	                             .id_col = H_ID, .to_json = history_json};
 	return rc ? rc : ah_list_keyset(r, &list, a->id, NULL, 0);
 }
 

@@ -129,8 +129,15 @@ def test_offset_pages_unchanged_and_link_keeps_filters():
     nxt = c.get(path, params={"cursor": r.headers["X-Next-Cursor"], "limit": 10})
     assert [x["invocation_id"] for x in nxt.json()] == full[20:]
     assert "Link" not in nxt.headers and "X-Next-Cursor" not in nxt.headers
-    # A last page exactly full has no next link either.
-    assert "Link" not in c.get(path + "?limit=5&offset=20").headers
+    # Every offset, those past half the list (read from its other end) too,
+    # is the same slice of the list, with a next link exactly when rows follow.
+    for off in range(0, 27, 2):
+        r = c.get(path + f"?limit=6&offset={off}")
+        assert [x["invocation_id"] for x in r.json()] == full[off:off + 6], off
+        assert ("Link" in r.headers) == (off + 6 < 25), off
+        if off + 6 < 25:
+            nxt = c.get(path, params={"cursor": r.headers["X-Next-Cursor"], "limit": 6}).json()
+            assert [x["invocation_id"] for x in nxt] == full[off + 6:off + 12], off
     # Every history row is the contract's invocation with its prompt.
     row = c.get(path + "?limit=1").json()[0]
     assert row["prompt"] == "{}" and row["status"] == "completed" and row["input_tokens"] == 3
