@@ -29,8 +29,8 @@ static const char SQL_LIST[] =
 	" JOIN agent_files af ON af.agent_id = k.agent_id AND af.file_id = k.file_id"
 	" JOIN files f ON f.id = af.file_id" ATT_ORDER;
 static const char SQL_LIST_AFTER[] =
-	"SELECT " ATT_COLS " FROM agent_files af JOIN files f ON f.id = af.file_id"
-	" WHERE af.agent_id = ? AND af.created_at >= ? AND (af.created_at > ? OR af.file_id > ?)"
+	"SELECT " ATT_COLS " FROM agent_files af FORCE INDEX (agent_files_agent_created)"
+	" JOIN files f ON f.id = af.file_id WHERE af.agent_id = ? AND af.created_at >= ? AND (af.created_at > ? OR af.file_id > ?)"
 	ATT_ORDER " LIMIT ?";
 static const char SQL_GET[] =
 	"SELECT " ATT_COLS " FROM agent_files af JOIN files f ON f.id = af.file_id"

@@ -27,7 +27,7 @@ static const char SQL_LIST_REV[] =
 	" ORDER BY created_at, id LIMIT ? OFFSET ?) k JOIN agents a ON a.id = k.id" LIST_ORDER;
 enum { COL_ID = 0, COL_CREATED = 12 }; /* in AH_AGENT_COLS */
 static const char SQL_LIST_AFTER[] =
-	"SELECT " AH_AGENT_COLS " FROM agents a WHERE a.user_id = ?"
+	"SELECT " AH_AGENT_COLS " FROM agents a FORCE INDEX (agents_user_created) WHERE a.user_id = ?"
 	" AND a.created_at <= ? AND (a.created_at < ? OR a.id < ?)" LIST_ORDER " LIMIT ?";
 static const char SQL_SLUG_TAKEN[] = "SELECT 1 FROM agents WHERE user_id = ? AND slug = ?";
 static const char SQL_INSERT[] =

@@ -32,7 +32,7 @@ static const char SQL_LIST[] =
 	"SELECT " APIKEY_COLS_K " FROM (SELECT id FROM api_keys WHERE user_id = ?"
 	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) p JOIN api_keys k ON k.id = p.id" LIST_ORDER;
 static const char SQL_LIST_AFTER[] =
-	"SELECT " APIKEY_COLS_K " FROM api_keys k WHERE k.user_id = ?"
+	"SELECT " APIKEY_COLS_K " FROM api_keys k FORCE INDEX (api_keys_user) WHERE k.user_id = ?"
 	" AND k.created_at <= ? AND (k.created_at < ? OR k.id < ?)" LIST_ORDER " LIMIT ?";
 static const char SQL_GET[] = "SELECT " APIKEY_COLS " FROM api_keys WHERE id = ?";
 static const char SQL_INSERT[] =

@@ -51,9 +51,12 @@ static const char SQL_LIST_REV[] =
 	"SELECT " AH_FILE_COLS " FROM (SELECT f.id FROM files f" LIST_WHERE LIST_REV;
 static const char SQL_LIST_SCOPE_REV[] =
 	"SELECT " AH_FILE_COLS " FROM (SELECT f.id FROM files f" LIST_WHERE " AND f.scope = ?" LIST_REV;
-static const char SQL_LIST_AFTER[] = "SELECT " AH_FILE_COLS AH_FILE_FROM LIST_WHERE LIST_AFTER;
+static const char SQL_LIST_AFTER[] =
+	"SELECT " AH_FILE_COLS " FROM files f FORCE INDEX (files_user_created)"
+	" LEFT JOIN agents a ON a.id = f.agent_id" LIST_WHERE LIST_AFTER;
 static const char SQL_LIST_SCOPE_AFTER[] =
-	"SELECT " AH_FILE_COLS AH_FILE_FROM LIST_WHERE " AND f.scope = ?" LIST_AFTER;
+	"SELECT " AH_FILE_COLS " FROM files f FORCE INDEX (files_user_scope)"
+	" LEFT JOIN agents a ON a.id = f.agent_id" LIST_WHERE " AND f.scope = ?" LIST_AFTER;
 enum { FILE_ID = 0, FILE_CREATED = 15 }; /* in AH_FILE_COLS */
 static const char SQL_COUNT[] = "SELECT COUNT(*) FROM files f" LIST_WHERE;
 static const char SQL_COUNT_SCOPE[] = "SELECT COUNT(*) FROM files f" LIST_WHERE " AND f.scope = ?";

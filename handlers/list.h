@@ -25,7 +25,11 @@ int ah_list_reply(ah_req *r, const char *count_sql, const char *list_sql, const 
  *                                   "t <= ? AND (t < ? OR id < ?)" (>= and > for
  *                                   an ascending list): the first term is the
  *                                   index range, the rest skips the cursor's row
- *                                   and its ties up to it;
+ *                                   and its ties up to it. FORCE INDEX the
+ *                                   (owner, time) index: with ORDER BY … LIMIT
+ *                                   MariaDB 10.11 otherwise trades the range
+ *                                   for a ref walk from the newest row (1 s
+ *                                   instead of 10 ms 150,000 rows deep);
  *   rev_sql    LIMIT ? OFFSET ?   — optional: page_sql with the inner order
  *                                   reversed (the outer one kept), for an offset
  *                                   past half of a counted list: the index walk

@@ -42,7 +42,7 @@ static const char SQL_SESSIONS_REV[] =
 	" ORDER BY created_at, id LIMIT ? OFFSET ?) k"
 	" JOIN sessions s ON s.agent_id = k.agent_id AND s.id = k.id" SESSIONS_ORDER;
 static const char SQL_SESSIONS_AFTER[] =
-	"SELECT " SESSION_COLS_S " FROM sessions s WHERE s.agent_id = ?"
+	"SELECT " SESSION_COLS_S " FROM sessions s FORCE INDEX (sessions_agent_created) WHERE s.agent_id = ?"
 	" AND s.created_at <= ? AND (s.created_at < ? OR s.id < ?)" SESSIONS_ORDER " LIMIT ?";
 static const char SQL_SESSION_GET[] = "SELECT 1 FROM sessions WHERE agent_id = ? AND id = ?";
 static const char SQL_SESSION_DELETE[] = "DELETE FROM sessions WHERE agent_id = ? AND id = ?";
@@ -60,7 +60,7 @@ static const char SQL_HISTORY_REV[] =
 	" ORDER BY created_at, id LIMIT ? OFFSET ?) k"
 	" JOIN invocations i ON i.id = k.id" HISTORY_ORDER;
 static const char SQL_HISTORY_AFTER[] =
-	"SELECT " HISTORY_COLS " FROM invocations i WHERE i.agent_id = ?"
+	"SELECT " HISTORY_COLS " FROM invocations i FORCE INDEX (invocations_agent) WHERE i.agent_id = ?"
 	" AND i.created_at <= ? AND (i.created_at < ? OR i.id < ?)" HISTORY_ORDER " LIMIT ?";
 
 enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_DURATION,
