@@ -2,10 +2,12 @@
  * sandboxes keep state between calls, and the invocation history, newest first.
  * Also the contract's invocation result, shared with invoke.c. */
 #include "agents.h"
+#include "files.h"
 #include "invocations.h"
 #include "list.h"
 #include "routes.h"
 #include "runner_client/runner_client.h"
+#include "core/log.h"
 #include "core/util.h"
 #include "db/record.h"
 
@@ -49,7 +51,7 @@ static const char SQL_SESSION_DELETE[] = "DELETE FROM sessions WHERE agent_id = 
 #define HISTORY_COLS                                                                    \
 	"i.id, i.session_id, i.sandbox_id, i.prompt, i.response_content, i.input_tokens,"  \
 	" i.output_tokens, i.total_cost_usd, i.duration_ms, i.status, i.error, i.created_at," \
-	" i.model_input_tokens, i.model_output_tokens"
+	" i.model_input_tokens, i.model_output_tokens, i.prompt_sha256, i.response_sha256"
 #define HISTORY_ORDER " ORDER BY i.created_at DESC, i.id DESC"
 static const char SQL_HISTORY[] =
 	"SELECT " HISTORY_COLS " FROM (SELECT id FROM invocations WHERE agent_id = ?"
@@ -64,7 +66,7 @@ static const char SQL_HISTORY_AFTER[] =
 	" AND i.created_at <= ? AND (i.created_at < ? OR i.id < ?)" HISTORY_ORDER " LIMIT ?";
 
 enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_DURATION,
-       H_STATUS, H_ERROR, H_CREATED, H_MODEL_IN, H_MODEL_OUT };
+       H_STATUS, H_ERROR, H_CREATED, H_MODEL_IN, H_MODEL_OUT, H_PROMPT_SHA, H_RESPONSE_SHA };
 
 /* ---- the invocation result ---- */
 
@@ -173,6 +175,22 @@ static int delete_session(ah_req *r)
 	return ah_reply_no_content(r);
 }
 
+/* A prompt or response kept in the file store (invoke_record.c), read back;
+ * "" (logged) when its blob cannot be read. */
+static void unspill(ah_req *r, const char *sha, const char **bytes, size_t *len)
+{
+	ah_err err = {0};
+	const ah_store *s = ah_files_store();
+	char *b = s ? ah_history_blob_get(s, r->arena, sha, len, &err) : NULL;
+	if (b) {
+		*bytes = b;
+		return;
+	}
+	ah_log_error("history blob %s: %s", sha, s ? err.msg : "no file store");
+	*bytes = "";
+	*len = 0;
+}
+
 static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 {
 	char **v = rows->v[i];
@@ -185,6 +203,10 @@ static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 		.duration_ms = ah_cell_ll(v[H_DURATION]),
 		.model_input_tokens = v[H_MODEL_IN], .model_output_tokens = v[H_MODEL_OUT],
 	};
+	if (v[H_PROMPT_SHA])
+		unspill(r, v[H_PROMPT_SHA], &inv.prompt, &inv.prompt_len);
+	if (v[H_RESPONSE_SHA])
+		unspill(r, v[H_RESPONSE_SHA], &inv.response, &inv.response_len);
 	return ah_invocation_json(r, &inv, true);
 }
 

@@ -99,3 +99,20 @@ INSERT INTO list_counts (kind, owner_id, n)
   SELECT 'file', user_id, COUNT(*) FROM files GROUP BY user_id;
 INSERT INTO list_counts (kind, owner_id, n)
   SELECT CONCAT('file:', scope), user_id, COUNT(*) FROM files GROUP BY user_id, scope;
+
+-- Prompts and responses over 64 KB live in the file store (lib/files/history.c):
+-- the row keeps an empty value and the blob's hash, history_blobs one
+-- reference per (invocation, blob) in file_blobs' refcount. Its rows are
+-- written before their invocation's and released by a sweep once the
+-- invocation is gone (retention, the agent deleted): no trigger can reach the
+-- store, and a cascade fires none.
+ALTER TABLE invocations ADD COLUMN prompt_sha256 CHAR(64) NULL,
+  ADD COLUMN response_sha256 CHAR(64) NULL;
+CREATE TABLE history_blobs (
+  invocation_id  VARCHAR(32)  NOT NULL,
+  sha256         CHAR(64)     NOT NULL,
+  agent_id       VARCHAR(32)  NOT NULL,
+  created_at     DATETIME(3)  NOT NULL,
+  PRIMARY KEY (invocation_id, sha256),
+  KEY history_blobs_agent (agent_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -319,3 +319,39 @@ def test_purge_history_keeps_usage_and_never_blocks_recording():
     # 0 keeps everything.
     assert "kept forever" in admin("purge-history", "--days", "0").stdout
     assert admin("purge-history", "--days", "-1", check=False).returncode == 2
+
+
+def test_large_prompts_and_responses_live_in_the_file_store():
+    import os
+    from agent_code import ECHO_JS, deployed_agent, runner_available, config_get
+    from conftest import VAR
+    if not runner_available():
+        pytest.skip("no runner")
+    c = new_client("pro")
+    a = deployed_agent(c, js=ECHO_JS)
+    aid, _ = agent_id(c, a["slug"])
+    big = "é" + "x" * 100_000  # over 64 KB; the echo answers the same bytes
+    r = c.post(f"/agents/{a['slug']}/invoke", json={"prompt": big}, timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["response_content"] == big
+    small = c.post(f"/agents/{a['slug']}/invoke", json={"prompt": "small"}, timeout=120)
+    assert small.status_code == 200, small.text
+    rows = db_query(f"SELECT id, LENGTH(prompt), LENGTH(response_content), prompt_sha256,"
+                    f" response_sha256 FROM invocations WHERE agent_id = '{aid}' ORDER BY created_at")
+    assert len(rows) == 2
+    inv, plen, rlen, psha, rsha = rows[0]
+    assert (plen, rlen) == ("0", "0") and psha == rsha and len(psha) == 64  # one blob, not in the row
+    assert rows[1][3:] == ["NULL", "NULL"] and rows[1][1] == "5"         # small: in the row
+    assert db_query(f"SELECT COUNT(*) FROM history_blobs WHERE agent_id = '{aid}'") == [["1"]]
+    files_dir = config_get("files_dir", os.path.join(VAR, "files"))
+    blob = os.path.join(files_dir, "blobs", psha[:2], psha)
+    assert os.path.getsize(blob) == len(big.encode())
+    # The history returns it exactly as it returns a small one.
+    hist = c.get(f"/agents/{a['slug']}/invocations").json()
+    assert [h["prompt"] for h in hist] == ["small", big]
+    assert [h["response_content"] for h in hist] == ["small", big]
+    # Deleting the agent removes them (unless a managed file shares the bytes).
+    assert c.delete(f"/agents/{a['slug']}").status_code == 204
+    assert db_query(f"SELECT COUNT(*) FROM history_blobs WHERE agent_id = '{aid}'") == [["0"]]
+    assert db_query(f"SELECT COUNT(*) FROM file_blobs WHERE sha256 = '{psha}'") == [["0"]]
+    assert not os.path.exists(blob)
