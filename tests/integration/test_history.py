@@ -324,7 +324,7 @@ def test_purge_history_keeps_usage_and_never_blocks_recording():
 def test_large_prompts_and_responses_live_in_the_file_store():
     import os
     from agent_code import ECHO_JS, deployed_agent, runner_available, config_get
-    from conftest import VAR
+    from conftest import VAR, admin
     if not runner_available():
         pytest.skip("no runner")
     c = new_client("pro")
@@ -350,6 +350,18 @@ def test_large_prompts_and_responses_live_in_the_file_store():
     hist = c.get(f"/agents/{a['slug']}/invocations").json()
     assert [h["prompt"] for h in hist] == ["small", big]
     assert [h["response_content"] for h in hist] == ["small", big]
+    # Retention releases them: an old call's blob goes with its row.
+    old = "y" * 70_000
+    assert c.post(f"/agents/{a['slug']}/invoke", json={"prompt": old}, timeout=120).status_code == 200
+    osha = db_query(f"SELECT prompt_sha256 FROM invocations WHERE agent_id = '{aid}'"
+                    f" AND prompt_sha256 <> '{psha}'")[0][0]
+    db_query(f"UPDATE invocations SET created_at = NOW(3) - INTERVAL 200 DAY WHERE prompt_sha256 = '{osha}'")
+    db_query(f"UPDATE history_blobs SET created_at = NOW(3) - INTERVAL 20 MINUTE WHERE sha256 = '{osha}'")
+    out = admin("purge-history", "--days", "90").stdout
+    assert re.search(r"released [1-9]\d* prompts and responses", out), out
+    assert db_query(f"SELECT COUNT(*) FROM file_blobs WHERE sha256 = '{osha}'") == [["0"]]
+    assert not os.path.exists(os.path.join(files_dir, "blobs", osha[:2], osha))
+    assert os.path.exists(blob)
     # Deleting the agent removes them (unless a managed file shares the bytes).
     assert c.delete(f"/agents/{a['slug']}").status_code == 204
     assert db_query(f"SELECT COUNT(*) FROM history_blobs WHERE agent_id = '{aid}'") == [["0"]]
