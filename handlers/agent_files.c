@@ -12,6 +12,7 @@
 #include "agents.h"
 #include "files.h"
 #include "routes.h"
+#include "list.h"
 #include "core/util.h"
 
 #include <string.h>
@@ -19,10 +20,18 @@
 #define ATT_COLS                                                                       \
 	"af.file_id, f.filename, f.size_bytes, f.content_type, af.mount_path, af.read_only," \
 	" af.created_at"
+/* Oldest first: a deferred join for offset pages, a key range for cursors. */
+enum { ATT_FILE_ID = 0, ATT_CREATED = 6 };
+#define ATT_ORDER " ORDER BY af.created_at, af.file_id"
 static const char SQL_LIST[] =
-	"SELECT " ATT_COLS " FROM agent_files af JOIN files f ON f.id = af.file_id"
-	" WHERE af.agent_id = ? ORDER BY af.created_at, af.file_id LIMIT ? OFFSET ?";
-static const char SQL_COUNT[] = "SELECT COUNT(*) FROM agent_files af WHERE af.agent_id = ?";
+	"SELECT " ATT_COLS " FROM (SELECT agent_id, file_id FROM agent_files WHERE agent_id = ?"
+	" ORDER BY created_at, file_id LIMIT ? OFFSET ?) k"
+	" JOIN agent_files af ON af.agent_id = k.agent_id AND af.file_id = k.file_id"
+	" JOIN files f ON f.id = af.file_id" ATT_ORDER;
+static const char SQL_LIST_AFTER[] =
+	"SELECT " ATT_COLS " FROM agent_files af FORCE INDEX (agent_files_agent_created)"
+	" JOIN files f ON f.id = af.file_id WHERE af.agent_id = ? AND af.created_at >= ? AND (af.created_at > ? OR af.file_id > ?)"
+	ATT_ORDER " LIMIT ?";
 static const char SQL_GET[] =
 	"SELECT " ATT_COLS " FROM agent_files af JOIN files f ON f.id = af.file_id"
 	" WHERE af.agent_id = ? AND af.file_id = ?";
@@ -73,21 +82,11 @@ static json_object *att_json(ah_req *r, const ah_rows *rows, size_t i)
 
 static int list_attachments(ah_req *r)
 {
+	static const ah_list list = {.page_sql = SQL_LIST, .after_sql = SQL_LIST_AFTER, .count_kind = "att",
+	                             .time_col = ATT_CREATED, .id_col = ATT_FILE_ID, .to_json = att_json};
 	const ah_agent *a;
-	long long limit, offset;
-	ah_rows rows, count;
 	int rc = ah_agent_load(r, &a);
-	if (rc != 0)
-		return rc;
-	if (ah_page(r, &limit, &offset) != 0)
-		return AH_EDONE;
-	if (ah_db_query(r->db, r->arena, &count, SQL_COUNT, "s", a->id) != 0 ||
-	    ah_db_query(r->db, r->arena, &rows, SQL_LIST, "sii", a->id, limit, offset) != 0)
-		return AH_EFAIL;
-	json_object *arr = json_object_new_array();
-	for (size_t i = 0; i < rows.n; i++)
-		json_object_array_add(arr, att_json(r, &rows, i));
-	return ah_reply_list(r, arr, ah_cell_ll(ah_cell(&count, 0, 0)));
+	return rc ? rc : ah_list_keyset(r, &list, a->id, NULL, 0);
 }
 
 static int attach(ah_req *r)

@@ -16,10 +16,19 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Newest first; offset pages as a deferred join (ids from the index, then
+ * the page's rows), cursor pages right after the cursor's (created_at, id). */
+#define LIST_ORDER " ORDER BY a.created_at DESC, a.id DESC"
 static const char SQL_LIST[] =
-	"SELECT " AH_AGENT_COLS " FROM agents a WHERE a.user_id = ?"
-	" ORDER BY a.created_at DESC, a.id DESC LIMIT ? OFFSET ?";
-static const char SQL_COUNT[] = "SELECT COUNT(*) FROM agents WHERE user_id = ?";
+	"SELECT " AH_AGENT_COLS " FROM (SELECT id FROM agents WHERE user_id = ?"
+	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) k JOIN agents a ON a.id = k.id" LIST_ORDER;
+static const char SQL_LIST_REV[] =
+	"SELECT " AH_AGENT_COLS " FROM (SELECT id FROM agents WHERE user_id = ?"
+	" ORDER BY created_at, id LIMIT ? OFFSET ?) k JOIN agents a ON a.id = k.id" LIST_ORDER;
+enum { COL_ID = 0, COL_CREATED = 12 }; /* in AH_AGENT_COLS */
+static const char SQL_LIST_AFTER[] =
+	"SELECT " AH_AGENT_COLS " FROM agents a FORCE INDEX (agents_user_created) WHERE a.user_id = ?"
+	" AND a.created_at <= ? AND (a.created_at < ? OR a.id < ?)" LIST_ORDER " LIMIT ?";
 static const char SQL_SLUG_TAKEN[] = "SELECT 1 FROM agents WHERE user_id = ? AND slug = ?";
 static const char SQL_INSERT[] =
 	"INSERT INTO agents (id, user_id, name, slug, description, source_type, git_repo_url,"
@@ -90,7 +99,10 @@ static json_object *agent_row_json(ah_req *r, const ah_rows *rows, size_t i)
 
 static int list_agents(ah_req *r)
 {
-	return ah_list_reply(r, SQL_COUNT, SQL_LIST, r->user->id, agent_row_json);
+	static const ah_list list = {.page_sql = SQL_LIST, .after_sql = SQL_LIST_AFTER, .rev_sql = SQL_LIST_REV,
+	                             .count_kind = "agt", .time_col = COL_CREATED, .id_col = COL_ID,
+	                             .to_json = agent_row_json};
+	return ah_list_keyset(r, &list, r->user->id, NULL, 0);
 }
 
 static int create_agent(ah_req *r)
@@ -187,6 +199,17 @@ static int delete_agent(ah_req *r)
 	ah_err err;
 	if (ah_files_delete_for_agent(r->db, ah_files_store(), r->arena, a->id, &err) != 0)
 		ah_log_error("files of deleted agent %s: %s", a->id, err.msg);
+	/* Its history's prompts and responses kept in the file store (the rows
+	 * went by cascade); what one call leaves, the runner's sweep takes. */
+	for (int round = 0; round < 10; round++) {
+		int released = 0;
+		if (ah_history_blobs_sweep(r->db, ah_files_store(), r->arena, a->id, 100, &released, &err) != 0) {
+			ah_log_error("history blobs of deleted agent %s: %s", a->id, err.msg);
+			break;
+		}
+		if (released < 100)
+			break;
+	}
 	return ah_reply_no_content(r);
 }
 

@@ -24,10 +24,16 @@ static const ah_col APIKEY_COLUMNS[] = {
 };
 #define APIKEY_NCOLS (sizeof(APIKEY_COLUMNS) / sizeof(APIKEY_COLUMNS[0]))
 
+/* Newest first: a deferred join for offset pages, a key range for cursors. */
+#define APIKEY_COLS_K "k.id, k.name, k.key_id, k.created_at, k.last_used_at"
+enum { K_ID, K_NAME, K_KEY_ID, K_CREATED };
+#define LIST_ORDER " ORDER BY k.created_at DESC, k.id DESC"
 static const char SQL_LIST[] =
-	"SELECT " APIKEY_COLS " FROM api_keys WHERE user_id = ?"
-	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
-static const char SQL_COUNT[] = "SELECT COUNT(*) FROM api_keys WHERE user_id = ?";
+	"SELECT " APIKEY_COLS_K " FROM (SELECT id FROM api_keys WHERE user_id = ?"
+	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) p JOIN api_keys k ON k.id = p.id" LIST_ORDER;
+static const char SQL_LIST_AFTER[] =
+	"SELECT " APIKEY_COLS_K " FROM api_keys k FORCE INDEX (api_keys_user) WHERE k.user_id = ?"
+	" AND k.created_at <= ? AND (k.created_at < ? OR k.id < ?)" LIST_ORDER " LIMIT ?";
 static const char SQL_GET[] = "SELECT " APIKEY_COLS " FROM api_keys WHERE id = ?";
 static const char SQL_INSERT[] =
 	"INSERT INTO api_keys (id, user_id, name, key_id, key_hash, created_at)"
@@ -56,7 +62,9 @@ static json_object *key_row_json(ah_req *r, const ah_rows *rows, size_t i)
 
 static int list_keys(ah_req *r)
 {
-	return ah_list_reply(r, SQL_COUNT, SQL_LIST, r->user->id, key_row_json);
+	static const ah_list list = {.page_sql = SQL_LIST, .after_sql = SQL_LIST_AFTER, .count_kind = "key",
+	                             .time_col = K_CREATED, .id_col = K_ID, .to_json = key_row_json};
+	return ah_list_keyset(r, &list, r->user->id, NULL, 0);
 }
 
 static int create_key(ah_req *r)

@@ -5,6 +5,7 @@
  * short-lived presigned GET, so Range, sendfile and slow clients are nginx's
  * or S3's business, not a worker's. */
 #include "files.h"
+#include "list.h"
 #include "core/log.h"
 #include "core/util.h"
 
@@ -32,10 +33,31 @@ static const char SQL_USAGE[] =
 	" WHERE f.user_id = ? AND f.tags LIKE ?"                                           \
 	" AND (f.filename COLLATE utf8mb4_general_ci LIKE ?"                   \
 	" OR f.description COLLATE utf8mb4_general_ci LIKE ?)"
-#define LIST_ORDER " ORDER BY f.created_at DESC, f.id DESC LIMIT ? OFFSET ?"
-static const char SQL_LIST[] = "SELECT " AH_FILE_COLS AH_FILE_FROM LIST_WHERE LIST_ORDER;
+/* Newest first. Offset pages are a deferred join: the ids that pass the
+ * filters first, then the page's rows; cursor pages start after the cursor's
+ * (created_at, id). Without filters the count is list_counts'. */
+#define LIST_ORDER " ORDER BY f.created_at DESC, f.id DESC"
+#define LIST_PAGE LIST_ORDER " LIMIT ? OFFSET ?) k JOIN files f ON f.id = k.id" \
+	" LEFT JOIN agents a ON a.id = f.agent_id" LIST_ORDER
+#define LIST_AFTER " AND f.created_at <= ? AND (f.created_at < ? OR f.id < ?)" LIST_ORDER " LIMIT ?"
+static const char SQL_LIST[] =
+	"SELECT " AH_FILE_COLS " FROM (SELECT f.id FROM files f" LIST_WHERE LIST_PAGE;
 static const char SQL_LIST_SCOPE[] =
-	"SELECT " AH_FILE_COLS AH_FILE_FROM LIST_WHERE " AND f.scope = ?" LIST_ORDER;
+	"SELECT " AH_FILE_COLS " FROM (SELECT f.id FROM files f" LIST_WHERE " AND f.scope = ?" LIST_PAGE;
+/* An offset past half of an unfiltered (so counted) list, from the other end. */
+#define LIST_REV " ORDER BY f.created_at, f.id LIMIT ? OFFSET ?) k JOIN files f ON f.id = k.id" \
+	" LEFT JOIN agents a ON a.id = f.agent_id" LIST_ORDER
+static const char SQL_LIST_REV[] =
+	"SELECT " AH_FILE_COLS " FROM (SELECT f.id FROM files f" LIST_WHERE LIST_REV;
+static const char SQL_LIST_SCOPE_REV[] =
+	"SELECT " AH_FILE_COLS " FROM (SELECT f.id FROM files f" LIST_WHERE " AND f.scope = ?" LIST_REV;
+static const char SQL_LIST_AFTER[] =
+	"SELECT " AH_FILE_COLS " FROM files f FORCE INDEX (files_user_created)"
+	" LEFT JOIN agents a ON a.id = f.agent_id" LIST_WHERE LIST_AFTER;
+static const char SQL_LIST_SCOPE_AFTER[] =
+	"SELECT " AH_FILE_COLS " FROM files f FORCE INDEX (files_user_scope)"
+	" LEFT JOIN agents a ON a.id = f.agent_id" LIST_WHERE " AND f.scope = ?" LIST_AFTER;
+enum { FILE_ID = 0, FILE_CREATED = 15 }; /* in AH_FILE_COLS */
 static const char SQL_COUNT[] = "SELECT COUNT(*) FROM files f" LIST_WHERE;
 static const char SQL_COUNT_SCOPE[] = "SELECT COUNT(*) FROM files f" LIST_WHERE " AND f.scope = ?";
 static const char SQL_PATCH[] =
@@ -155,33 +177,29 @@ static void list_filters(ah_req *r, const char **scope, const char **tags, const
 		*search = like_contains(r->arena, q);
 }
 
+static json_object *file_row_json(ah_req *r, const ah_rows *rows, size_t i)
+{
+	ah_file f;
+	ah_file_fill(&f, rows->v[i]);
+	return ah_file_json(r, &f);
+}
+
 static int list_files(ah_req *r)
 {
-	long long limit, offset;
 	const char *scope, *tags, *search;
-	ah_rows rows, count;
-	if (ah_page(r, &limit, &offset) != 0)
-		return AH_EDONE;
 	ah_files_sweep(r);
+	/* 422 entries recorded here are answered by ah_list_keyset with the paging's. */
 	list_filters(r, &scope, &tags, &search);
-	if (ah_verr_reply(r) != 0)
-		return AH_EDONE;
-	const char *u = r->user->id;
-	int rc = scope
-		? ah_db_query(r->db, r->arena, &count, SQL_COUNT_SCOPE, "sssss", u, tags, search, search, scope) ||
-		  ah_db_query(r->db, r->arena, &rows, SQL_LIST_SCOPE, "sssssii", u, tags, search, search, scope,
-		              limit, offset)
-		: ah_db_query(r->db, r->arena, &count, SQL_COUNT, "ssss", u, tags, search, search) ||
-		  ah_db_query(r->db, r->arena, &rows, SQL_LIST, "ssssii", u, tags, search, search, limit, offset);
-	if (rc)
-		return AH_EFAIL;
-	json_object *arr = json_object_new_array();
-	for (size_t i = 0; i < rows.n; i++) {
-		ah_file f;
-		ah_file_fill(&f, rows.v[i]);
-		json_object_array_add(arr, ah_file_json(r, &f));
-	}
-	return ah_reply_list(r, arr, ah_cell_ll(ah_cell(&count, 0, 0)));
+	bool filtered = strcmp(tags, "%") != 0 || strcmp(search, "%") != 0;
+	ah_list l = {.page_sql = scope ? SQL_LIST_SCOPE : SQL_LIST,
+	             .after_sql = scope ? SQL_LIST_SCOPE_AFTER : SQL_LIST_AFTER,
+	             .rev_sql = scope ? SQL_LIST_SCOPE_REV : SQL_LIST_REV,
+	             .count_sql = scope ? SQL_COUNT_SCOPE : SQL_COUNT, .time_col = FILE_CREATED,
+	             .id_col = FILE_ID, .to_json = file_row_json};
+	if (!filtered)
+		l.count_kind = scope ? ah_sprintf(r->arena, "file:%s", scope) : "file";
+	const char *filters[] = {tags, search, search, scope};
+	return ah_list_keyset(r, &l, r->user->id, filters, scope ? 4 : 3);
 }
 
 static int get_file(ah_req *r)

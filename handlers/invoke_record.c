@@ -1,18 +1,20 @@
 /* Recording an invocation: one INSERT into the history, whose trigger counts
  * the user's daily usage and touches the session in the same statement; the
  * usage alone when the history row cannot be written. */
+#include "files.h"
 #include "invocations.h"
 #include "core/log.h"
 #include "core/util.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 static const char SQL_RECORD[] =
 	"INSERT INTO invocations (id, agent_id, user_id, session_id, sandbox_id, prompt,"
 	" response_content, input_tokens, output_tokens, total_cost_usd, duration_ms, status, error,"
-	" created_at, model_input_tokens, model_output_tokens)"
-	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+	" created_at, model_input_tokens, model_output_tokens, prompt_sha256, response_sha256)"
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 /* Only for an invocation whose history row cannot be written (its agent was
  * deleted during the call); otherwise the invocations_rollup trigger (schema/
  * 004) counts the usage and touches the session within SQL_RECORD itself. */
@@ -29,23 +31,61 @@ static void usage_day(char out[11], const char *created_at)
 	snprintf(out, 11, "%.10s", created_at);
 }
 
-static int record_once(ah_req *r, const char *agent_id, const ah_invocation *v)
+/* The hashes of the prompt and response kept in the file store, or NULL. */
+typedef struct spilled {
+	const char *prompt, *response;
+} spilled;
+
+static int record_once(ah_req *r, const char *agent_id, const ah_invocation *v, const spilled *s)
 {
-	return ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisisssss", v->id, agent_id, r->user->id,
+	return ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisisssssss", v->id, agent_id, r->user->id,
 	                  v->session_id, v->sandbox_id, v->prompt, v->prompt_len, v->response,
 	                  v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
 	                  ah_invocation_status_names[v->status], v->error, v->created_at, v->model_input_tokens,
-	                  v->model_output_tokens);
+	                  v->model_output_tokens, s->prompt, s->response);
+}
+
+/* Bytes over AH_HISTORY_INLINE_MAX into the file store: the row keeps ""
+ * and the hash. Kept in the row when the store fails (logged): the history
+ * is never lost for it. */
+static const char *spill(ah_req *r, const char *agent_id, const char *inv_id, const char **bytes,
+                         size_t *len)
+{
+	char sha[65];
+	ah_err err = {0};
+	if (!*bytes || *len <= AH_HISTORY_INLINE_MAX || !ah_files_store())
+		return NULL;
+	if (ah_history_blob_put(r->db, ah_files_store(), r->arena, inv_id, agent_id, *bytes, *len, sha,
+	                        &err) != 0) {
+		ah_log_error("inv=%s: history kept in the row, the file store failed: %s", inv_id, err.msg);
+		return NULL;
+	}
+	*bytes = "";
+	*len = 0;
+	return ah_strdup(r->arena, sha);
 }
 
 /* One statement (its own transaction, usage and session included), retried:
  * a deadlock with the runner's session updates is possible and harmless to
  * repeat. If the history row cannot be written (the agent was deleted during
  * the call), the user's usage is still counted. */
-void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *v)
+void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *inv)
 {
+	ah_invocation w = *inv, *v = &w;
+	spilled s = {0};
+	/* An echo's response is its prompt: one blob, one reference. */
+	bool same = w.response && w.response_len == w.prompt_len && w.prompt &&
+	            memcmp(w.response, w.prompt, w.prompt_len) == 0;
+	s.prompt = spill(r, agent_id, w.id, &w.prompt, &w.prompt_len);
+	if (same && s.prompt) {
+		s.response = s.prompt;
+		w.response = "";
+		w.response_len = 0;
+	} else {
+		s.response = spill(r, agent_id, w.id, &w.response, &w.response_len);
+	}
 	for (int attempt = 0; attempt < 3; attempt++)
-		if (record_once(r, agent_id, v) == 0)
+		if (record_once(r, agent_id, v, &s) == 0)
 			return;
 	ah_log_error("inv=%s: cannot record the invocation: %s", v->id, ah_db_error(r->db));
 	char day[11];

@@ -2,6 +2,10 @@
 #include "list.h"
 #include "core/util.h"
 
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
 int ah_list_reply(ah_req *r, const char *count_sql, const char *list_sql, const char *owner,
                   ah_row_json_fn to_json)
 {
@@ -16,5 +20,228 @@ int ah_list_reply(ah_req *r, const char *count_sql, const char *list_sql, const 
 	for (size_t i = 0; i < rows.n; i++)
 		json_object_array_add(arr, to_json(r, &rows, i));
 	ah_parse_ll(&total, ah_cell(&count, 0, 0));
+	return ah_reply_list(r, arr, total);
+}
+
+/* ---- the cursor: base64url (no padding) of "<sort time>|<id>" ---- */
+
+#define CURSOR_MAX 200
+#define TIME_LEN 23 /* DATETIME(3) text: "YYYY-MM-DD HH:MM:SS.fff" */
+
+static bool time_ok(const char *t, size_t n)
+{
+	static const char shape[] = "dddd-dd-dd dd:dd:dd.ddd";
+	if (n != TIME_LEN)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (shape[i] == 'd' ? (t[i] < '0' || t[i] > '9') : t[i] != shape[i])
+			return false;
+	return true;
+}
+
+/* Ids are base62 with a prefix, or a client's session id ([A-Za-z0-9._:-]). */
+static bool id_ok(const char *s, size_t n)
+{
+	if (n < 1 || n > 128)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || strchr("._:-", s[i])))
+			return false;
+	return true;
+}
+
+static char *cursor_make(ah_arena *a, const char *t, const char *id)
+{
+	char *raw = ah_sprintf(a, "%s|%s", t, id);
+	size_t n = strlen(raw), cap = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	char *out = ah_alloc(a, cap);
+	return sodium_bin2base64(out, cap, (const unsigned char *)raw, n,
+	                         sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+}
+
+/* 0 with the sort key, or -1 for anything this code did not make. */
+static int cursor_parse(ah_arena *a, const char *c, char **t, char **id)
+{
+	unsigned char raw[CURSOR_MAX + 1];
+	size_t n;
+	if (strlen(c) > CURSOR_MAX * 4 / 3 + 4 ||
+	    sodium_base642bin(raw, CURSOR_MAX, c, strlen(c), NULL, &n, NULL,
+	                      sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0)
+		return -1;
+	raw[n] = '\0';
+	const char *bar = memchr(raw, '|', n);
+	if (!bar || !time_ok((const char *)raw, (size_t)(bar - (const char *)raw)) ||
+	    !id_ok(bar + 1, n - (size_t)(bar - (const char *)raw) - 1))
+		return -1;
+	*t = ah_strdup(a, (const char *)raw);
+	(*t)[TIME_LEN] = '\0';
+	*id = ah_strdup(a, bar + 1);
+	return 0;
+}
+
+/* ---- the Link header ---- */
+
+/* A key spelt with escapes ("curs%6Fr") is one of these for ah_query_get too,
+ * so such keys are never carried over: a Link with two cursors would repeat
+ * a page. */
+static bool is_paging(const char *seg, size_t len)
+{
+	const char *eq = memchr(seg, '=', len);
+	size_t kl = eq ? (size_t)(eq - seg) : len;
+	if (memchr(seg, '%', kl) || memchr(seg, '+', kl))
+		return true;
+	return (kl == 6 && (memcmp(seg, "cursor", 6) == 0 || memcmp(seg, "offset", 6) == 0)) ||
+	       (kl == 5 && memcmp(seg, "limit", 5) == 0);
+}
+
+/* The request's own query minus its paging, each byte that has no business
+ * inside <…> of a header percent-encoded. */
+static char *query_without_paging(ah_req *r)
+{
+	size_t qn = strlen(r->query), o = 0;
+	char *out = ah_alloc(r->arena, qn * 3 + 2);
+	for (const char *q = r->query; q && *q;) {
+		const char *amp = strchr(q, '&');
+		size_t len = amp ? (size_t)(amp - q) : strlen(q);
+		if (len && !is_paging(q, len)) {
+			for (size_t i = 0; i < len; i++) {
+				unsigned char ch = (unsigned char)q[i];
+				if (ch > 0x20 && ch < 0x7f && !strchr("<>\"\\^`{|}", ch))
+					out[o++] = (char)ch;
+				else {
+					out[o++] = '%';
+					out[o++] = "0123456789ABCDEF"[ch >> 4];
+					out[o++] = "0123456789ABCDEF"[ch & 15];
+				}
+			}
+			out[o++] = '&';
+		}
+		q = amp ? amp + 1 : NULL;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static void next_headers(ah_req *r, const char *cursor, long long limit)
+{
+	ah_header(r, "X-Next-Cursor", cursor);
+	ah_header(r, "Link", ah_sprintf(r->arena, "</api/v1%s?%scursor=%s&limit=%lld>; rel=\"next\"",
+	                                r->path, query_without_paging(r), cursor, limit));
+}
+
+/* ---- the page ---- */
+
+/* ah_db_query with the strings s[0..ns) then the integers i[0..ni) (ns ≤ 8,
+ * ni ≤ 2): the lists bind a varying number of filters. */
+static int query_args(ah_req *r, ah_rows *rows, const char *sql, const char **s, size_t ns,
+                      const long long *i, size_t ni)
+{
+	char fmt[16];
+	memset(fmt, 's', ns);
+	memset(fmt + ns, 'i', ni);
+	fmt[ns + ni] = '\0';
+	long long a = ni > 0 ? i[0] : 0, b = ni > 1 ? i[1] : 0;
+	/* Arguments past the format are never read. */
+	switch (ns) {
+	case 1: return ah_db_query(r->db, r->arena, rows, sql, fmt, s[0], a, b);
+	case 2: return ah_db_query(r->db, r->arena, rows, sql, fmt, s[0], s[1], a, b);
+	case 3: return ah_db_query(r->db, r->arena, rows, sql, fmt, s[0], s[1], s[2], a, b);
+	case 4: return ah_db_query(r->db, r->arena, rows, sql, fmt, s[0], s[1], s[2], s[3], a, b);
+	case 5: return ah_db_query(r->db, r->arena, rows, sql, fmt, s[0], s[1], s[2], s[3], s[4], a, b);
+	case 6: return ah_db_query(r->db, r->arena, rows, sql, fmt, s[0], s[1], s[2], s[3], s[4], s[5],
+	                           a, b);
+	case 7: return ah_db_query(r->db, r->arena, rows, sql, fmt, s[0], s[1], s[2], s[3], s[4], s[5],
+	                           s[6], a, b);
+	case 8: return ah_db_query(r->db, r->arena, rows, sql, fmt, s[0], s[1], s[2], s[3], s[4], s[5],
+	                           s[6], s[7], a, b);
+	default: return AH_EFAIL;
+	}
+}
+
+static int count_of(ah_req *r, const ah_list *l, const char **args, size_t nargs, long long *total)
+{
+	ah_rows rows;
+	int rc = l->count_kind
+		? ah_db_query(r->db, r->arena, &rows, "SELECT n FROM list_counts WHERE kind = ? AND owner_id = ?",
+		              "ss", l->count_kind, args[0])
+		: query_args(r, &rows, l->count_sql, args, nargs, NULL, 0);
+	/* No row yet: nothing was ever added to this list. */
+	*total = rc == 0 ? ah_cell_ll(ah_cell(&rows, 0, 0)) : 0;
+	return rc;
+}
+
+/* The cursor's sort key, or 422 entries for a bad one or one beside ?offset. */
+static void check_cursor(ah_req *r, char **t, char **id)
+{
+	const char *c = ah_query_get(r, "cursor");
+	*t = *id = NULL;
+	if (!c)
+		return;
+	if (ah_query_get(r, "offset"))
+		ah_verr(r, "query", "cursor", "Use either cursor or offset, not both", "value_error");
+	else if (cursor_parse(r->arena, c, t, id) != 0)
+		ah_verr(r, "query", "cursor", "Input should be a cursor from X-Next-Cursor or a Link header",
+		        "value_error");
+}
+
+/* An offset past half of the list as a walk from its other end: rows
+ * [offset, offset + limit] counted from the top are, from the bottom, the
+ * limit + 1 rows that start at total - offset - limit - 1 (the one row more,
+ * nearest the bottom, tells a next page). 0 with the paging of rev_sql, or -1
+ * when the page is better read from the top. */
+static int reverse_paging(const ah_list *l, long long total, long long limit, long long offset,
+                          long long paging[2])
+{
+	if (!l->rev_sql || !l->count_kind || offset <= total / 2)
+		return -1;
+	long long first = total - offset - limit - 1, n = limit + 1;
+	if (first < 0) {
+		n += first;
+		first = 0;
+	}
+	paging[0] = n > 0 ? n : 0;
+	paging[1] = first;
+	return 0;
+}
+
+int ah_list_keyset(ah_req *r, const ah_list *l, const char *owner, const char *const *filters,
+                   size_t nfilters)
+{
+	long long limit, offset, total;
+	char *t, *id;
+	const char *args[1 + AH_LIST_MAX_FILTERS + 3] = {owner};
+	ah_rows rows;
+	check_cursor(r, &t, &id);
+	if (ah_page(r, &limit, &offset) != 0 || nfilters > AH_LIST_MAX_FILTERS)
+		return AH_EDONE;
+	for (size_t i = 0; i < nfilters; i++)
+		args[1 + i] = filters[i];
+	size_t n = 1 + nfilters;
+	if (count_of(r, l, args, n, &total) != 0)
+		return AH_EFAIL;
+	/* One row more than the page tells whether there is a next one. */
+	long long paging[2] = {limit + 1, offset};
+	int rc;
+	if (t) {
+		args[n] = t, args[n + 1] = t, args[n + 2] = id;
+		rc = query_args(r, &rows, l->after_sql, args, n + 3, paging, 1);
+	} else if (reverse_paging(l, total, limit, offset, paging) == 0) {
+		rc = paging[0] ? query_args(r, &rows, l->rev_sql, args, n, paging, 2) : 0;
+		if (!paging[0])
+			rows.n = 0;
+	} else {
+		rc = query_args(r, &rows, l->page_sql, args, n, paging, 2);
+	}
+	if (rc != 0)
+		return AH_EFAIL;
+	if (rows.n > (size_t)limit) {
+		rows.n = (size_t)limit;
+		char **last = rows.v[rows.n - 1];
+		next_headers(r, cursor_make(r->arena, last[l->time_col], last[l->id_col]), limit);
+	}
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < rows.n; i++)
+		json_object_array_add(arr, l->to_json(r, &rows, i));
 	return ah_reply_list(r, arr, total);
 }

@@ -2,10 +2,12 @@
  * sandboxes keep state between calls, and the invocation history, newest first.
  * Also the contract's invocation result, shared with invoke.c. */
 #include "agents.h"
+#include "files.h"
 #include "invocations.h"
 #include "list.h"
 #include "routes.h"
 #include "runner_client/runner_client.h"
+#include "core/log.h"
 #include "core/util.h"
 #include "db/record.h"
 
@@ -26,22 +28,45 @@ static const ah_col SESSION_COLUMNS[] = {
 	AH_COL_I("invocation_count", ah_session, invocation_count, 0),
 };
 #define SESSION_NCOLS (sizeof(SESSION_COLUMNS) / sizeof(SESSION_COLUMNS[0]))
+#define SESSION_COLS_S "s.id, s.sandbox_id, s.created_at, s.last_invoked_at, s.invocation_count"
+enum { S_ID, S_SANDBOX, S_CREATED };
 
+/* Newest first by (created_at, id): offset pages take the ids from the
+ * index alone and read only the page's rows (a deferred join), cursor pages
+ * start right after the cursor's key. */
+#define SESSIONS_ORDER " ORDER BY s.created_at DESC, s.id DESC"
 static const char SQL_SESSIONS[] =
-	"SELECT " SESSION_COLS " FROM sessions"
-	" WHERE agent_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
-static const char SQL_SESSIONS_COUNT[] = "SELECT COUNT(*) FROM sessions WHERE agent_id = ?";
+	"SELECT " SESSION_COLS_S " FROM (SELECT agent_id, id FROM sessions WHERE agent_id = ?"
+	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) k"
+	" JOIN sessions s ON s.agent_id = k.agent_id AND s.id = k.id" SESSIONS_ORDER;
+static const char SQL_SESSIONS_REV[] =
+	"SELECT " SESSION_COLS_S " FROM (SELECT agent_id, id FROM sessions WHERE agent_id = ?"
+	" ORDER BY created_at, id LIMIT ? OFFSET ?) k"
+	" JOIN sessions s ON s.agent_id = k.agent_id AND s.id = k.id" SESSIONS_ORDER;
+static const char SQL_SESSIONS_AFTER[] =
+	"SELECT " SESSION_COLS_S " FROM sessions s FORCE INDEX (sessions_agent_created) WHERE s.agent_id = ?"
+	" AND s.created_at <= ? AND (s.created_at < ? OR s.id < ?)" SESSIONS_ORDER " LIMIT ?";
 static const char SQL_SESSION_GET[] = "SELECT 1 FROM sessions WHERE agent_id = ? AND id = ?";
 static const char SQL_SESSION_DELETE[] = "DELETE FROM sessions WHERE agent_id = ? AND id = ?";
+#define HISTORY_COLS                                                                    \
+	"i.id, i.session_id, i.sandbox_id, i.prompt, i.response_content, i.input_tokens,"  \
+	" i.output_tokens, i.total_cost_usd, i.duration_ms, i.status, i.error, i.created_at," \
+	" i.model_input_tokens, i.model_output_tokens, i.prompt_sha256, i.response_sha256"
+#define HISTORY_ORDER " ORDER BY i.created_at DESC, i.id DESC"
 static const char SQL_HISTORY[] =
-	"SELECT id, session_id, sandbox_id, prompt, response_content, input_tokens, output_tokens,"
-	" total_cost_usd, duration_ms, status, error, created_at, model_input_tokens,"
-	" model_output_tokens FROM invocations"
-	" WHERE agent_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
-static const char SQL_HISTORY_COUNT[] = "SELECT COUNT(*) FROM invocations WHERE agent_id = ?";
+	"SELECT " HISTORY_COLS " FROM (SELECT id FROM invocations WHERE agent_id = ?"
+	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) k"
+	" JOIN invocations i ON i.id = k.id" HISTORY_ORDER;
+static const char SQL_HISTORY_REV[] =
+	"SELECT " HISTORY_COLS " FROM (SELECT id FROM invocations WHERE agent_id = ?"
+	" ORDER BY created_at, id LIMIT ? OFFSET ?) k"
+	" JOIN invocations i ON i.id = k.id" HISTORY_ORDER;
+static const char SQL_HISTORY_AFTER[] =
+	"SELECT " HISTORY_COLS " FROM invocations i FORCE INDEX (invocations_agent) WHERE i.agent_id = ?"
+	" AND i.created_at <= ? AND (i.created_at < ? OR i.id < ?)" HISTORY_ORDER " LIMIT ?";
 
 enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_DURATION,
-       H_STATUS, H_ERROR, H_CREATED, H_MODEL_IN, H_MODEL_OUT };
+       H_STATUS, H_ERROR, H_CREATED, H_MODEL_IN, H_MODEL_OUT, H_PROMPT_SHA, H_RESPONSE_SHA };
 
 /* ---- the invocation result ---- */
 
@@ -111,7 +136,10 @@ static int list_sessions(ah_req *r)
 {
 	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
-	return rc ? rc : ah_list_reply(r, SQL_SESSIONS_COUNT, SQL_SESSIONS, a->id, session_json);
+	static const ah_list list = {.page_sql = SQL_SESSIONS, .after_sql = SQL_SESSIONS_AFTER,
+	                             .rev_sql = SQL_SESSIONS_REV, .count_kind = "ses", .time_col = S_CREATED,
+	                             .id_col = S_ID, .to_json = session_json};
+	return rc ? rc : ah_list_keyset(r, &list, a->id, NULL, 0);
 }
 
 /* Asks the runner to destroy the session's sandbox; 0 when it did. */
@@ -147,6 +175,22 @@ static int delete_session(ah_req *r)
 	return ah_reply_no_content(r);
 }
 
+/* A prompt or response kept in the file store (invoke_record.c), read back;
+ * "" (logged) when its blob cannot be read. */
+static void unspill(ah_req *r, const char *sha, const char **bytes, size_t *len)
+{
+	ah_err err = {0};
+	const ah_store *s = ah_files_store();
+	char *b = s ? ah_history_blob_get(s, r->arena, sha, len, &err) : NULL;
+	if (b) {
+		*bytes = b;
+		return;
+	}
+	ah_log_error("history blob %s: %s", sha, s ? err.msg : "no file store");
+	*bytes = "";
+	*len = 0;
+}
+
 static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 {
 	char **v = rows->v[i];
@@ -159,6 +203,10 @@ static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 		.duration_ms = ah_cell_ll(v[H_DURATION]),
 		.model_input_tokens = v[H_MODEL_IN], .model_output_tokens = v[H_MODEL_OUT],
 	};
+	if (v[H_PROMPT_SHA])
+		unspill(r, v[H_PROMPT_SHA], &inv.prompt, &inv.prompt_len);
+	if (v[H_RESPONSE_SHA])
+		unspill(r, v[H_RESPONSE_SHA], &inv.response, &inv.response_len);
 	return ah_invocation_json(r, &inv, true);
 }
 
@@ -166,7 +214,10 @@ static int list_invocations(ah_req *r)
 {
 	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);
-	return rc ? rc : ah_list_reply(r, SQL_HISTORY_COUNT, SQL_HISTORY, a->id, history_json);
+	static const ah_list list = {.page_sql = SQL_HISTORY, .after_sql = SQL_HISTORY_AFTER,
+	                             .rev_sql = SQL_HISTORY_REV, .count_kind = "inv", .time_col = H_CREATED,
+	                             .id_col = H_ID, .to_json = history_json};
+	return rc ? rc : ah_list_keyset(r, &list, a->id, NULL, 0);
 }
 
 const ah_route ah_sessions_routes[] = {

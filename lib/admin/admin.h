@@ -20,5 +20,8 @@ int ah_admin_user_set_disabled(ah_admin *ad, const char *email, int disabled);
 int ah_admin_user_identities(ah_admin *ad, const char *email);
 int ah_admin_user_unlink(ah_admin *ad, const char *email, const char *issuer, const char *subject);
 int ah_admin_key_create(ah_admin *ad, const char *email, const char *name);
+/* Deletes invocations older than days (NULL: history_retention_days) in
+ * batches until none is left; prints how many. */
+int ah_admin_purge_history(ah_admin *ad, const char *days);
 
 #endif

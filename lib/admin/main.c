@@ -5,6 +5,7 @@
  *   agenthost-admin user identities EMAIL
  *   agenthost-admin user unlink EMAIL ISSUER SUBJECT
  *   agenthost-admin key create EMAIL [--name NAME]
+ *   agenthost-admin purge-history [--days N]
  * `user create` and `key create` print the new API key as their last line, so
  * scripts can take it with `tail -n 1`. */
 #include "admin/admin.h"
@@ -21,7 +22,8 @@ static int usage(void)
 	      "       agenthost-admin user disable|enable EMAIL\n"
 	      "       agenthost-admin user identities EMAIL\n"
 	      "       agenthost-admin user unlink EMAIL ISSUER SUBJECT\n"
-	      "       agenthost-admin key create EMAIL [--name NAME]\n", stderr);
+	      "       agenthost-admin key create EMAIL [--name NAME]\n"
+	      "       agenthost-admin purge-history [--days N]\n", stderr);
 	return 2;
 }
 
@@ -50,6 +52,8 @@ static int dispatch(ah_admin *ad, int argc, char **argv)
 		return ah_admin_user_unlink(ad, argv[3], argv[4], argv[5]);
 	if (argc >= 4 && strcmp(argv[1], "key") == 0 && strcmp(argv[2], "create") == 0)
 		return ah_admin_key_create(ad, argv[3], opt(argc, argv, "--name", "Default"));
+	if (argc >= 2 && strcmp(argv[1], "purge-history") == 0)
+		return ah_admin_purge_history(ad, opt(argc, argv, "--days", NULL));
 	return usage();
 }
 

@@ -132,6 +132,20 @@ int ah_files_delete_for_agent(ah_db *db, const ah_store *s, ah_arena *a, const c
  * is no longer pending (a presigned PUT replayed after confirm). */
 int ah_files_sweep_expired(ah_db *db, const ah_store *s, ah_arena *a, int max, ah_err *err);
 
+/* ---- history blobs (history.c): prompts and responses over AH_HISTORY_INLINE_MAX ---- */
+#define AH_HISTORY_INLINE_MAX (64 * 1024)
+/* Stores bytes as a blob referenced by the invocation (history_blobs), in its
+ * own transaction, before the invocation's row is written; sha gets its hash. */
+int ah_history_blob_put(ah_db *db, const ah_store *s, ah_arena *a, const char *invocation_id,
+                        const char *agent_id, const void *bytes, size_t len, char sha[65],
+                        ah_err *err);
+/* The blob's bytes (NUL-terminated) from the arena, or NULL with err set. */
+char *ah_history_blob_get(const ah_store *s, ah_arena *a, const char *sha, size_t *len, ah_err *err);
+/* Releases up to max references whose invocation is gone (of one agent, or of
+ * all with agent_id NULL), removing blobs nothing else uses. */
+int ah_history_blobs_sweep(ah_db *db, const ah_store *s, ah_arena *a, const char *agent_id, int max,
+                           int *released, ah_err *err);
+
 /* ---- names (names.c): NULL when acceptable, else why not ---- */
 const char *ah_filename_problem(const char *name, size_t len);
 const char *ah_content_type_problem(const char *ct);

@@ -8,6 +8,8 @@
 #include "runner/fuse.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "db/history.h"
+#include "files/files.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -111,6 +113,35 @@ static void expire_session(const char *agent_id, const char *session, void *ctx)
 	           "WHERE agent_id = ? AND id = ? AND state = 'active'", "ss", agent_id, session);
 }
 
+/* A minute's share of retention: at most 20 batches, so a large backlog (the
+ * first start after upgrading, a lowered retention) is worked off over minutes
+ * without holding up the heartbeat. */
+static void purge_history(ah_db *db, const ah_config *cfg)
+{
+	static ah_store *store;
+	long long purged = 0;
+	int released = 0;
+	ah_err err = {0};
+	if (ah_history_purge(db, ah_cfg_int(cfg, AH_CFG_HISTORY_RETENTION_DAYS), AH_HISTORY_BATCH, 20,
+	                     &purged, &err) != 0)
+		ah_log_error("history retention: %s", err.msg);
+	else if (purged > 0)
+		ah_log_info("history retention: %lld invocations purged", purged);
+	/* The prompts and responses in the file store of invocations gone by
+	 * retention or with their agent or user. */
+	if (!store && ah_store_open(&store, cfg, &err) != 0) {
+		ah_log_error("history blobs: %s", err.msg);
+		store = NULL;
+		return;
+	}
+	ah_arena *a = ah_arena_new();
+	if (ah_history_blobs_sweep(db, store, a, NULL, 200, &released, &err) != 0)
+		ah_log_error("history blobs: %s", err.msg);
+	else if (released > 0)
+		ah_log_info("history blobs: %d released", released);
+	ah_arena_destroy(a);
+}
+
 void *ah_heartbeat_thread(void *arg)
 {
 	struct ah_runner *r = arg;
@@ -142,6 +173,7 @@ void *ah_heartbeat_thread(void *arg)
 		if (db && now >= next_sweep) {
 			sweep_lost_deploys(db);
 			gc_deleted_agents(db, r);
+			purge_history(db, r->cfg);
 			next_sweep = now + 60000;
 		}
 		usleep(200 * 1000);
