@@ -8,7 +8,8 @@ installed paths with the installed configuration layout: migrations against a
 throw-away MariaDB (on a private socket under var/), the API as the agenthost
 user, behind an nginx made of Debian's stock nginx.conf plus the package's two
 includes in an operator's own site, answering a user's key, storing and
-serving files. Removing keeps the configuration and the state, a reinstall
+serving files; the runner as root building and running an agent that the
+installed client deploys and invokes. Removing keeps the configuration and the state, a reinstall
 overwrites neither, and dpkg --purge leaves only the agenthost user. Whatever
 fails, the fixture stops what it started (by PID) and purges the packages.
 
@@ -123,6 +124,7 @@ class Host:
         self.debs = []
         self.src = None
         self.key = None
+        self.api = None
 
 
 def stop_nginx():
@@ -161,9 +163,11 @@ def host():
     finally:
         # Each step whatever the one before did: nothing may be left running
         # or installed.
-        steps = [stop_nginx, lambda: stop(h.pids.pop("api", None), 60),
+        steps = [stop_nginx, lambda: stop(h.pids.pop("runner", None), 90),
+                 lambda: stop(h.pids.pop("api", None), 60),
                  lambda: stop(h.pids.pop("mariadb", None), 60), purge_ours,
                  lambda: shutil.rmtree("/run/agenthost", ignore_errors=True),
+                 lambda: shutil.rmtree("/run/agenthost-runner", ignore_errors=True),
                  lambda: [shutil.rmtree(os.path.join(WORK, d), ignore_errors=True) for d in ("src", "mysql")]]
         errors = []
         for step in steps:
@@ -192,7 +196,7 @@ def test_build(host):
     with open(log, "w") as out:
         p = subprocess.run(["nice", "-n", "5", "dpkg-buildpackage", "-us", "-uc", "-b"], cwd=host.src,
                            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=900,
-                           env=clean_env(DEB_BUILD_OPTIONS="nocheck parallel=2"))
+                           env=clean_env(DEB_BUILD_OPTIONS="nocheck parallel=2 noddebs"))
     assert p.returncode == 0, open(log).read()[-4000:]
     arch = run(["dpkg", "--print-architecture"]).stdout.strip()
     host.debs = [os.path.join(WORK, "src", f"{pkg}_{version}_{arch}.deb")
@@ -387,10 +391,46 @@ def test_api_behind_stock_nginx(host):
     assert c.status_code == 200, c.text
     assert requests.get(URL + f"/api/v1/files/{fid}/download", headers=auth, timeout=30).content == big
 
+    host.api = api
+
+
+def test_runner_deploys_and_invokes_for_the_installed_client(host):
+    """The installed runner (root, its socket for the agenthost group, the
+    keeper from libexec) builds and runs an agent the installed client deploys
+    through nginx and the API (as agenthost, writing the code the runner reads)."""
+    os.makedirs("/run/agenthost-runner", exist_ok=True)   # systemd's RuntimeDirectory=
+    log = open(os.path.join(WORK, "runner.log"), "w")
+    # Small sandboxes and no pool: a good neighbour on a machine that runs other stacks.
+    env = clean_env(AGENTHOST_SANDBOX_POOL_SIZE="0", AGENTHOST_SANDBOX_MEMORY_MB="256",
+                    AGENTHOST_SANDBOX_DISK_MB="256", AGENTHOST_BUILD_DISK_MB="256")
+    runner = subprocess.Popen(["/usr/sbin/agenthost-runner"], stdin=subprocess.DEVNULL, stdout=log,
+                              stderr=log, start_new_session=True, env=env)
+    host.pids["runner"] = runner.pid
+    sock = "/run/agenthost-runner/runner.sock"
+    for _ in range(300):   # born root's, then given the configured group
+        if os.path.exists(sock) and mode(sock) == (0o660, "root", "agenthost"):
+            break
+        assert runner.poll() is None, open(os.path.join(WORK, "runner.log")).read()[-3000:]
+        time.sleep(0.1)
+    assert mode(sock) == (0o660, "root", "agenthost")
+
+    home = os.path.join(WORK, "home")
+    os.makedirs(home)
+    cli = clean_env(HOME=home, AGENTHOST_URL=URL + "/api/v1", AGENTHOST_API_KEY=host.key)
+    run(["/usr/bin/agenthost", "init", "pkg-agent"], cwd=home, env=cli)
+    run(["/usr/bin/agenthost", "deploy", "pkg-agent", "--create", "--wait", "240"], cwd=home, env=cli,
+        timeout=300)
+    out = run(["/usr/bin/agenthost", "invoke", "pkg-agent", "hello from the package"], cwd=home,
+              env=cli, timeout=120).stdout
+    assert "You said: hello from the package" in out, out
+
+    runner.send_signal(signal.SIGTERM)   # ends its sandboxes, then exits
+    assert runner.wait(timeout=90) == 0, open(os.path.join(WORK, "runner.log")).read()[-3000:]
+    host.pids.pop("runner")
     stop_nginx()
     # SIGTERM, as systemd stops it: the master drains its workers and exits.
-    api.send_signal(signal.SIGTERM)
-    assert api.wait(timeout=60) == 0, open(os.path.join(WORK, "api.log")).read()[-3000:]
+    host.api.send_signal(signal.SIGTERM)
+    assert host.api.wait(timeout=60) == 0, open(os.path.join(WORK, "api.log")).read()[-3000:]
     host.pids.pop("api")
 
 
