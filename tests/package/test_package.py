@@ -204,6 +204,15 @@ def test_build(host):
     host.changes = os.path.join(WORK, "src", f"agenthost_{version}_{arch}.changes")
     for deb in host.debs:
         assert os.path.isfile(deb), f"{deb} was not built"
+    # An upgrade (not exercised here: systemd is not PID 1) try-restarts the
+    # three units in one transaction, so migrations run first (Before=) and
+    # units not started stay stopped; a remove stops them.
+    ctl = os.path.join(WORK, "control")
+    run(["dpkg-deb", "-e", host.debs[0], ctl])
+    m = re.search(r"deb-systemd-invoke try-restart ([^>]+)>", open(os.path.join(ctl, "postinst")).read())
+    assert m and sorted(u.strip("'") for u in m[1].split()) == sorted(UNITS), m
+    prerm = open(os.path.join(ctl, "prerm")).read()
+    assert re.search(r'"\$1" = remove .*\n\s*deb-systemd-invoke stop agenthost-api.service', prerm), prerm
     client = run(["dpkg-deb", "-c", host.debs[1]]).stdout
     assert "./usr/bin/agenthost\n" in client and "agenthost.1.gz" in client
     assert "usr/sbin/agenthost-api" not in client
