@@ -25,6 +25,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -127,6 +128,15 @@ class Host:
         self.src = None
         self.key = None
         self.api = None
+        self.shared = None
+
+
+def ancestors(path):
+    out = [path]
+    while path != "/":
+        path = os.path.dirname(path)
+        out.append(path)
+    return out
 
 
 def stop_nginx():
@@ -155,11 +165,18 @@ def host():
         if os.path.exists(path):
             pytest.fail(f"{path} exists and is not this test's; it would be purged")
     shutil.rmtree(WORK, ignore_errors=True)
-    os.makedirs(os.path.join(WORK, "run"))
-    # The agenthost user reaches MariaDB's socket here.
-    for d in (os.path.join(ROOT, "var"), WORK, os.path.join(WORK, "run")):
-        os.chmod(d, 0o755)
+    os.makedirs(os.path.join(WORK, "shared"))
     h = Host()
+    # MariaDB's socket and the operator's pages, which the agenthost user and
+    # nginx's workers must reach: under var/ when every directory above lets
+    # others through, else (a checkout in root's home) in a directory of the
+    # test's own under /run.
+    for d in (os.path.join(ROOT, "var"), WORK, os.path.join(WORK, "shared")):
+        os.chmod(d, 0o755)
+    h.shared = os.path.join(WORK, "shared")
+    if not all(os.stat(d).st_mode & stat.S_IXOTH for d in ancestors(h.shared)):
+        h.shared = tempfile.mkdtemp(prefix="agenthost-pkgtest-", dir="/run")
+        os.chmod(h.shared, 0o755)
     try:
         yield h
     finally:
@@ -170,6 +187,7 @@ def host():
                  lambda: stop(h.pids.pop("mariadb", None), 60), purge_ours,
                  lambda: shutil.rmtree("/run/agenthost", ignore_errors=True),
                  lambda: shutil.rmtree("/run/agenthost-runner", ignore_errors=True),
+                 lambda: h.shared.startswith("/run/") and shutil.rmtree(h.shared, ignore_errors=True),
                  lambda: [shutil.rmtree(os.path.join(WORK, d), ignore_errors=True) for d in ("src", "mysql")]]
         errors = []
         for step in steps:
@@ -263,11 +281,11 @@ def test_install(host):
 
 def test_migrate(host):
     """The installed agenthost-admin, as the agenthost user, against a throw-away MariaDB."""
-    mysql, sock = os.path.join(WORK, "mysql"), os.path.join(WORK, "run", "mysql.sock")
+    mysql, sock = os.path.join(WORK, "mysql"), os.path.join(host.shared, "mysql.sock")
     run(["mariadb-install-db", "--no-defaults", f"--datadir={mysql}", f"--tmpdir={WORK}", "--user=root",
          "--auth-root-authentication-method=socket"])
     proc = subprocess.Popen(["mariadbd", "--no-defaults", f"--datadir={mysql}", f"--socket={sock}",
-                             f"--tmpdir={WORK}", f"--pid-file={WORK}/run/mysql.pid", "--skip-networking",
+                             f"--tmpdir={WORK}", f"--pid-file={WORK}/mysql.pid", "--skip-networking",
                              "--user=root", f"--log-error={WORK}/mysql.log", "--innodb-buffer-pool-size=32M",
                              "--performance-schema=OFF", "--character-set-server=utf8mb4",
                              "--collation-server=utf8mb4_bin"],
@@ -303,22 +321,22 @@ def test_migrate(host):
     assert host.key.startswith("ahk_")
 
 
-def stock_nginx_conf():
+def stock_nginx_conf(shared):
     """Debian's nginx.conf with the operator's sites replaced by one site that
     serves its own pages and includes agenthost's locations; the PID and logs
     moved under var/ so it runs beside the system's nginx."""
     text = open("/etc/nginx/nginx.conf").read()
-    d = os.path.join(WORK, "nginx")
-    os.makedirs(os.path.join(d, "www"))
-    with open(os.path.join(d, "www", "index.html"), "w") as f:
+    d, www = os.path.join(WORK, "nginx"), os.path.join(shared, "www")
+    os.makedirs(d)
+    os.makedirs(www)
+    with open(os.path.join(www, "index.html"), "w") as f:
         f.write("the operator's own site\n")
-    os.chmod(d, 0o755)
-    os.chmod(os.path.join(d, "www"), 0o755)
+    os.chmod(www, 0o755)
     with open(os.path.join(d, "site.conf"), "w") as f:
         f.write(f"""server {{
     listen 127.0.0.1:{PORT};
     server_name _;
-    root {d}/www;
+    root {www};
     index index.html;
     location / {{ try_files $uri $uri/ =404; }}
     location ~ \\.php$ {{ return 418; }}
@@ -355,7 +373,7 @@ def test_api_behind_stock_nginx(host):
         time.sleep(0.1)
     assert mode("/run/agenthost/api.sock") == (0o660, "agenthost", "www-data")
 
-    conf = stock_nginx_conf()
+    conf = stock_nginx_conf(host.shared)
     run(["nginx", "-t", "-q", "-c", conf])
     run(["nginx", "-c", conf])
     for _ in range(100):
