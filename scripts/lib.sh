@@ -108,9 +108,19 @@ start_mariadb() {
     fi
 }
 
+# The checkout's own data files: a build's defaults are the installed layout's
+# (lib/core/paths.h.in). Appended to a configuration written before they were
+# needed too. The runner finds the build's agenthost-keeper by itself.
+checkout_paths() {
+    local conf=$VAR/agenthost.conf
+    grep -q '^schema_dir' "$conf" || echo "schema_dir = $ROOT/schema" >>"$conf"
+    grep -q '^tokenizer_vocab' "$conf" ||
+        echo "tokenizer_vocab = $ROOT/lib/tokenize/data/cl100k_base.tiktoken" >>"$conf"
+}
+
 write_config() {
     local conf=$VAR/agenthost.conf
-    [ -f "$conf" ] && return 0
+    [ -f "$conf" ] && { checkout_paths; return 0; }
     local pw; pw=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
     mysql_cli -e "CREATE DATABASE IF NOT EXISTS agenthost CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
         CREATE USER IF NOT EXISTS 'agenthost'@'localhost' IDENTIFIED BY '$pw';
@@ -164,6 +174,7 @@ jwt_hs256_secret_file = $VAR/jwt.secret
 jwt_issuer = https://idp.agenthost.test
 jwt_audience = agenthost
 CONF
+    checkout_paths
     umask 022
 }
 
@@ -195,7 +206,10 @@ nginx_conf() {
                  s|@INVOKE_SOCKET@|$VAR/run/api-invoke.sock|g; s|@SNIPPETS@|$snip|g;
                  s|@FILES_DIR@|$VAR/files|g; s|@WWW@|$ROOT/nginx/www|g;
                  s|@FLOOD_RATE@|${AGENTHOST_FLOOD_RATE:-2000r/s}|g"
-    for f in "$ROOT"/nginx/snippets/*.conf; do sed "$subst" "$f" >"$snip/$(basename "$f")"; done
+    for f in "$ROOT"/nginx/snippets/*.conf "$ROOT"/nginx/agenthost-http.conf \
+             "$ROOT"/nginx/agenthost-locations.conf; do
+        sed "$subst" "$f" >"$snip/$(basename "$f")"
+    done
     sed "$subst" "$ROOT/nginx/agenthost.conf" >"$d/site.conf"
     cat >"$d/nginx.conf" <<CONF
 user www-data;
@@ -212,7 +226,6 @@ http {
     uwsgi_temp_path $d/tmp/uwsgi;
     scgi_temp_path $d/tmp/scgi;
     include /etc/nginx/mime.types;
-    include $snip/http.conf;
 $( [ "${AGENTHOST_TRUST_XFF:-0}" = 1 ] && printf '    set_real_ip_from 127.0.0.0/8;\n    real_ip_header X-Forwarded-For;\n' )
     include $d/site.conf;
     # Reference for the benchmarks: nginx answering a static 200 by itself.

@@ -1,6 +1,7 @@
 /* Config file parsing, environment overrides and validation against the key
  * table; see config.h and config_keys.h. */
 #include "core/config.h"
+#include "core/paths.h"
 #include "core/money.h"
 #include "core/plans.h"
 #include "core/util.h"
@@ -11,10 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#ifndef AH_SCHEMA_DIR
-#define AH_SCHEMA_DIR "schema"
-#endif
 
 const ah_cfg_info ah_cfg_table[AH_CFG_COUNT] = {
 #define AH_CFG_ROW(id, name, type, def, min, max, doc) \
@@ -248,6 +245,9 @@ int ah_config_load(ah_config **out, const char *path, ah_err *err)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
 	if (!path)
 		path = getenv("AGENTHOST_CONFIG");
+	/* An installed host's file, then a checkout's var/ (the working directory). */
+	if (!path && access(AH_PATH_CONFIG, R_OK) == 0)
+		path = AH_PATH_CONFIG;
 	if (!path && access("var/agenthost.conf", R_OK) == 0)
 		path = "var/agenthost.conf";
 	int rc = path ? read_file(c, path, err) : 0;

@@ -9,9 +9,12 @@
  * default is computed at load (config.c computed_default); "" is unset.
  * Types: STR (text), PATH (file or directory), INT (in [min, max]), BOOL
  * (true/false, 1/0, yes/no, on/off), MODE (octal, at most 0777), PRICE (USD,
- * up to 6 decimals). */
+ * up to 6 decimals). Paths default to the installed layout (core/paths.h);
+ * scripts/run writes the checkout's. */
 #ifndef AH_CORE_CONFIG_KEYS_H
 #define AH_CORE_CONFIG_KEYS_H
+
+#include "core/paths.h"
 
 #define AH_UID_BASE_MAX ((1LL << 32) - 1 - 16384LL * 65536)
 
@@ -23,8 +26,8 @@
 	X(DB_USER, "db_user", STR, "agenthost", 0, 0, "MariaDB user") \
 	X(DB_PASSWORD, "db_password", STR, "", 0, 0, "MariaDB password") \
 	X(DB_NAME, "db_name", STR, "agenthost", 0, 0, "MariaDB database") \
-	X(FCGI_SOCKET, "fcgi_socket", PATH, "var/run/api.sock", 0, 0, "FastCGI socket of the CRUD pool") \
-	X(FCGI_INVOKE_SOCKET, "fcgi_invoke_socket", PATH, "var/run/api-invoke.sock", 0, 0, "FastCGI socket of the invoke pool") \
+	X(FCGI_SOCKET, "fcgi_socket", PATH, AH_PATH_RUN "/api.sock", 0, 0, "FastCGI socket of the CRUD pool") \
+	X(FCGI_INVOKE_SOCKET, "fcgi_invoke_socket", PATH, AH_PATH_RUN "/api-invoke.sock", 0, 0, "FastCGI socket of the invoke pool") \
 	X(SOCKET_GROUP, "socket_group", STR, "www-data", 0, 0, "group of the FastCGI sockets") \
 	X(SOCKET_MODE, "socket_mode", MODE, "0660", 0, 0777, "mode of the FastCGI sockets") \
 	X(CRUD_WORKERS, "crud_workers", INT, NULL, 1, 256, "CRUD worker processes (3 per CPU, at least 4)") \
@@ -33,8 +36,8 @@
 	X(RATE_LIMIT_CRUD, "rate_limit_crud", INT, "100", 1, 1000000000, "CRUD requests per minute per user") \
 	X(RATE_LIMIT_INVOKE, "rate_limit_invoke", INT, "10", 1, 1000000000, "invocations per minute per user") \
 	X(RATE_LIMIT_SLOTS, "rate_limit_slots", INT, "4096", 64, 1 << 20, "slots of the shared rate-limit table") \
-	X(MASTER_KEY_FILE, "master_key_file", PATH, "var/master.key", 0, 0, "32-byte key for secrets and API-key hashes") \
-	X(DATA_DIR, "data_dir", PATH, "var/data", 0, 0, "uploaded code, images, builds") \
+	X(MASTER_KEY_FILE, "master_key_file", PATH, AH_PATH_STATE "/master.key", 0, 0, "32-byte key for secrets and API-key hashes") \
+	X(DATA_DIR, "data_dir", PATH, AH_PATH_STATE "/data", 0, 0, "uploaded code, images, builds") \
 	X(FILES_DIR, "files_dir", PATH, NULL, 0, 0, "managed files' blobs and uploads (files beside data_dir)") \
 	X(STORAGE_BACKEND, "storage_backend", STR, "local", 0, 0, "where managed files' bytes live: local (files_dir) or s3") \
 	X(S3_ENDPOINT, "s3_endpoint", STR, "", 0, 0, "S3 endpoint URL, e.g. https://s3.eu-west-1.amazonaws.com") \
@@ -44,10 +47,10 @@
 	X(S3_SECRET_ACCESS_KEY, "s3_secret_access_key", STR, "", 0, 0, "S3 secret access key") \
 	X(FILES_UPLOAD_EXPIRY_SECONDS, "files_upload_expiry_seconds", INT, "3600", 1, 604800, "presigned upload URLs expire") \
 	X(PUBLIC_URL, "public_url", STR, "", 0, 0, "base URL clients reach; empty: the request's scheme and Host") \
-	X(SCHEMA_DIR, "schema_dir", PATH, AH_SCHEMA_DIR, 0, 0, "SQL migrations agenthost-admin migrate applies") \
-	X(OPENAPI_FILE, "openapi_file", PATH, "openapi.json", 0, 0, "the OpenAPI document GET /openapi.json serves") \
+	X(SCHEMA_DIR, "schema_dir", PATH, AH_PATH_DATA "/schema", 0, 0, "SQL migrations agenthost-admin migrate applies") \
+	X(OPENAPI_FILE, "openapi_file", PATH, AH_PATH_DATA "/openapi.json", 0, 0, "the OpenAPI document GET /openapi.json serves") \
 	X(TOKENIZER_VOCAB, "tokenizer_vocab", PATH, "", 0, 0, "BPE vocabulary; empty: the built-in cl100k_base") \
-	X(RUNNER_SOCKET, "runner_socket", PATH, "var/run/runner.sock", 0, 0, "where the runner listens") \
+	X(RUNNER_SOCKET, "runner_socket", PATH, AH_PATH_RUNNER_RUN "/runner.sock", 0, 0, "where the runner listens") \
 	X(RUNNER_SOCKET_GROUP, "runner_socket_group", STR, "", 0, 0, "group of the runner socket; empty: unchanged") \
 	X(RUNNER_PID_FILE, "runner_pid_file", PATH, "", 0, 0, "runner pid file; empty: runner.pid by its socket") \
 	X(RUNNER_ID, "runner_id", STR, "", 0, 0, "runner id; empty: host name and socket hash") \
@@ -99,7 +102,7 @@
 	X(JWT_DEFAULT_PLAN, "jwt_default_plan", STR, "free", 0, 0, "plan of users a JWT login creates") \
 	X(JWT_LEEWAY_SECONDS, "jwt_leeway_seconds", INT, "30", 0, 3600, "clock skew allowed on exp/nbf") \
 	X(JWT_LINK_BY_EMAIL, "jwt_link_by_email", BOOL, "false", 0, 0, "a new identity may take the user with its email") \
-	X(SANDBOX_ROOT, "sandbox_root", PATH, "var/data/sandboxes", 0, 0, "sandbox state") \
+	X(SANDBOX_ROOT, "sandbox_root", PATH, AH_PATH_STATE "/data/sandboxes", 0, 0, "sandbox state") \
 	X(SANDBOX_MEMORY_MB, "sandbox_memory_mb", INT, "2048", 16, 1 << 20, "memory cap per sandbox") \
 	X(SANDBOX_CPUS, "sandbox_cpus", INT, "2", 1, 1024, "cpu quota per sandbox") \
 	X(SANDBOX_PIDS, "sandbox_pids", INT, "256", 8, 1 << 20, "pids cap per sandbox") \

@@ -23,15 +23,19 @@ struct ah_store {
 	ah_s3 bucket;
 	gid_t gid;      /* nginx's group: blobs are readable by it */
 	bool have_gid;
+	/* files_dir's owner, given to everything made under it: an installed API
+	 * runs as its own user (agenthost) and must write and remove what the
+	 * runner (root) made there too. Root in a checkout. */
+	uid_t uid;
 };
 
-static int make_dir(const char *path, mode_t mode, gid_t gid, bool chgrp, ah_err *err)
+static int make_dir(const ah_store *s, const char *path, mode_t mode, bool chgrp, ah_err *err)
 {
 	if (mkdir(path, mode) != 0 && errno != EEXIST)
 		return ah_err_set(err, AH_EFAIL, "cannot create %s: %s", path, strerror(errno));
 	if (chmod(path, mode) != 0)
 		return ah_err_set(err, AH_EFAIL, "chmod %s: %s", path, strerror(errno));
-	if (chgrp && chown(path, 0, gid) != 0)
+	if (chown(path, s->uid, chgrp && s->have_gid ? s->gid : (gid_t)-1) != 0)
 		return ah_err_set(err, AH_EFAIL, "chown %s: %s", path, strerror(errno));
 	return 0;
 }
@@ -44,7 +48,7 @@ static int open_local(ah_store *s, ah_err *err)
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		char p[1100];
 		snprintf(p, sizeof(p), "%s%s", s->dir, dirs[i].sub);
-		int rc = make_dir(p, dirs[i].mode, s->gid, dirs[i].nginx && s->have_gid, err);
+		int rc = make_dir(s, p, dirs[i].mode, dirs[i].nginx, err);
 		if (rc)
 			return rc;
 	}
@@ -57,6 +61,8 @@ int ah_store_open(ah_store **out, const ah_config *cfg, ah_err *err)
 	if (!s)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
 	snprintf(s->dir, sizeof(s->dir), "%s", ah_cfg_str(cfg, AH_CFG_FILES_DIR));
+	struct stat st;
+	s->uid = stat(s->dir, &st) == 0 ? st.st_uid : geteuid();
 	struct group *g = getgrnam(ah_cfg_str(cfg, AH_CFG_SOCKET_GROUP));
 	if (g) {
 		s->gid = g->gr_gid;
@@ -135,9 +141,9 @@ static int put_local(const ah_store *s, const char *sha, const char *src, ah_err
 		return 0;
 	}
 	snprintf(sub, sizeof(sub), "%s/blobs/%.2s", s->dir, sha);
-	int rc = make_dir(sub, 0750, s->gid, s->have_gid, err);
+	int rc = make_dir(s, sub, 0750, true, err);
 	/* nginx (the socket group) reads blobs; nobody writes them again. */
-	if (rc == 0 && (chmod(src, 0640) != 0 || (s->have_gid && chown(src, 0, s->gid) != 0)))
+	if (rc == 0 && (chmod(src, 0640) != 0 || chown(src, s->uid, s->have_gid ? s->gid : (gid_t)-1) != 0))
 		rc = ah_err_set(err, AH_EFAIL, "cannot set the mode of %s: %s", src, strerror(errno));
 	if (rc == 0 && rename(src, dst) != 0)
 		rc = ah_err_set(err, AH_EFAIL, "rename %s: %s", dst, strerror(errno));

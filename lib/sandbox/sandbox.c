@@ -181,14 +181,15 @@ static int read_config(const ah_config *cfg, ah_err *err)
 	return 0;
 }
 
-/* agenthost-keeper: sandbox_keeper if set, else next to this program (an
- * install), else where the build put it. Opened once: every keeper is exec'd
- * from this descriptor. */
+/* agenthost-keeper: sandbox_keeper if set, else next to this program, else in
+ * the build tree's lib/sandbox beside this program's directory (a runner run
+ * from the build), else where meson installs it (libexec/agenthost). Opened
+ * once: every keeper is exec'd from this descriptor. */
 static int open_keeper(const ah_config *cfg, ah_err *err)
 {
-	char self[PATH_MAX], here[PATH_MAX + 32];
+	char self[PATH_MAX], here[PATH_MAX + 32], built[PATH_MAX + 48];
 	const char *conf = ah_cfg_str(cfg, AH_CFG_SANDBOX_KEEPER);
-	const char *tries[3] = { conf[0] ? conf : NULL, NULL, conf[0] ? NULL : AH_KEEPER_PATH };
+	const char *tries[4] = { conf[0] ? conf : NULL, NULL, NULL, conf[0] ? NULL : AH_KEEPER_PATH };
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	if (!conf[0] && n > 0) {
 		self[n] = '\0';
@@ -196,10 +197,12 @@ static int open_keeper(const ah_config *cfg, ah_err *err)
 		if (slash) {
 			*slash = '\0';
 			snprintf(here, sizeof here, "%s/agenthost-keeper", self);
+			snprintf(built, sizeof built, "%s/../sandbox/agenthost-keeper", self);
 			tries[1] = here;
+			tries[2] = built;
 		}
 	}
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		if (!tries[i] || access(tries[i], X_OK) < 0)
 			continue;
 		sb_g.keeper_exe = open(tries[i], O_PATH | O_CLOEXEC);

@@ -69,7 +69,8 @@
  *                                   own addresses (e.g. a mock provider)
  *   sandbox_keeper         (empty)  path of agenthost-keeper, the program each
  *                                   sandbox runs as its PID 1; empty: next to
- *                                   this program, else where the build put it
+ *                                   this program, else the build tree's, else
+ *                                   libexec/agenthost (an install)
  */
 #ifndef AH_SANDBOX_SANDBOX_H
 #define AH_SANDBOX_SANDBOX_H

@@ -48,6 +48,8 @@ def tls_nginx():
 
     for f in os.listdir(os.path.join(ROOT, "nginx", "snippets")):
         render(os.path.join(ROOT, "nginx", "snippets", f), os.path.join(snip, f))
+    for f in ("agenthost-http.conf", "agenthost-locations.conf"):
+        render(os.path.join(ROOT, "nginx", f), os.path.join(snip, f))
     render(os.path.join(ROOT, "nginx", "agenthost-tls.conf"), os.path.join(d, "site.conf"))
     conf = os.path.join(d, "nginx.conf")
     with open(conf, "w") as f:
@@ -60,7 +62,6 @@ http {{
     access_log off;
     client_body_temp_path {d}/body; fastcgi_temp_path {d}/fcgi;
     proxy_temp_path {d}/proxy; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
-    include {snip}/http.conf;
     include {d}/site.conf;
 }}
 """)
