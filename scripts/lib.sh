@@ -205,7 +205,8 @@ nginx_conf() {
     local subst="s|@LISTEN@|127.0.0.1:$PORT|g; s|@API_SOCKET@|$VAR/run/api.sock|g;
                  s|@INVOKE_SOCKET@|$VAR/run/api-invoke.sock|g; s|@SNIPPETS@|$snip|g;
                  s|@FILES_DIR@|$VAR/files|g; s|@WWW@|$ROOT/nginx/www|g;
-                 s|@FLOOD_RATE@|${AGENTHOST_FLOOD_RATE:-2000r/s}|g"
+                 s|@FLOOD_RATE@|${AGENTHOST_FLOOD_RATE:-2000r/s}|g;
+                 s|@FLOOD_BURST@|${AGENTHOST_FLOOD_BURST:-2000}|g"
     for f in "$ROOT"/nginx/snippets/*.conf "$ROOT"/nginx/agenthost-http.conf \
              "$ROOT"/nginx/agenthost-locations.conf; do
         sed "$subst" "$f" >"$snip/$(basename "$f")"

@@ -1,6 +1,8 @@
 """The TLS variant of the nginx site (nginx/agenthost-tls.conf) is a working config:
 it passes `nginx -t`, and an nginx started from it terminates TLS and forwards
-/api/v1/ to the running API workers (the answer is the API's own JSON)."""
+/api/v1/ to the running API workers (the answer is the API's own JSON). Its
+flood guard is set low here, so the answers nginx makes itself (the guard's
+429, its error pages) can be checked for their X-RateLimit-* headers."""
 import os
 import shutil
 import socket
@@ -36,7 +38,9 @@ def tls_nginx():
     subst = {"@LISTEN@": f"127.0.0.1:{https}", "@HTTP_LISTEN@": f"127.0.0.1:{http}",
              "@API_SOCKET@": os.path.join(VAR, "run", "api.sock"),
              "@INVOKE_SOCKET@": os.path.join(VAR, "run", "api-invoke.sock"),
-             "@SNIPPETS@": snip, "@CERT@": cert, "@KEY@": key, "@FLOOD_RATE@": "100r/s",
+             "@SNIPPETS@": snip, "@CERT@": cert, "@KEY@": key,
+             # A flood guard small enough for a test to pass it.
+             "@FLOOD_RATE@": "3r/s", "@FLOOD_BURST@": "4",
              "@FILES_DIR@": os.path.join(VAR, "files"), "@WWW@": os.path.join(ROOT, "nginx", "www")}
 
     def render(src, dst):
@@ -110,3 +114,45 @@ def test_plain_http_redirects_to_https(tls_nginx):
     except urllib.error.HTTPError as e:
         assert e.code == 301
         assert e.headers["Location"].startswith("https://")
+
+
+def tls_get(port, path, data=None):
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", data=data)
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def check_window(headers, remaining):
+    """The flood guard's window: 3 a second, reset the next second."""
+    assert headers["X-RateLimit-Limit"] == "3"
+    assert headers["X-RateLimit-Remaining"] == remaining
+    assert time.time() - 1 <= int(headers["X-RateLimit-Reset"]) <= time.time() + 2
+
+
+def test_the_flood_guards_429_has_retry_after_and_its_window(tls_nginx):
+    https, _ = tls_nginx
+    answers = [tls_get(https, "/api/v1/health") for _ in range(12)]
+    refused = [(h, b) for st, h, b in answers if st == 429]
+    assert refused, [st for st, _, _ in answers]
+    headers, body = refused[0]
+    assert body == b'{"detail":"Rate limit exceeded. Try again in 1 seconds."}'
+    assert headers["Retry-After"] == "1"
+    check_window(headers, "0")
+    # The API's own answers keep the API's counts, not the guard's.
+    ok = next(h for st, h, _ in answers if st == 200)
+    assert ok["X-RateLimit-Limit"] != "3"
+
+
+def test_nginx_error_pages_carry_the_guards_window(tls_nginx):
+    https, _ = tls_nginx
+    time.sleep(1.5)  # the previous test's burst is spent
+    st, headers, body = tls_get(https, "/api/v1/health?x=" + "a" * 20000)
+    assert st == 414 and body == b'{"detail":"Request URI too long"}'
+    check_window(headers, "3")
+    assert "Retry-After" not in headers
