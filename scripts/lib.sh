@@ -95,6 +95,7 @@ start_mariadb() {
     fi
     if ! pid_alive "$VAR/run/mysql.pid"; then
         # --skip-networking: reachable only through its own socket, never the system's.
+        # AGENTHOST_MARIADB_OPTS: more options (later ones win), e.g. scripts/soak's caches.
         # The query cache answers the per-request key and agent look-ups (which
         # change rarely) without parsing or planning; a write to a table drops
         # that table's cached results at once, so a revoked key is never served.
@@ -103,7 +104,8 @@ start_mariadb() {
             --log-error="$VAR/log/mysql.log" --innodb-buffer-pool-size=256M \
             --innodb-flush-log-at-trx-commit=2 --max-connections=500 --thread-handling=pool-of-threads \
             --query-cache-type=1 --query-cache-size=16M --performance-schema=OFF \
-            --character-set-server=utf8mb4 --collation-server=utf8mb4_bin </dev/null >/dev/null 2>&1 &
+            --character-set-server=utf8mb4 --collation-server=utf8mb4_bin ${AGENTHOST_MARIADB_OPTS:-} \
+            </dev/null >/dev/null 2>&1 &
         wait_for 60 MariaDB mysql_cli -e 'SELECT 1'
     fi
 }
