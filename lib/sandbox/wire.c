@@ -46,8 +46,10 @@ int sb_recv(int fd, sb_msg *m, void *body, size_t bcap, size_t *blen, int *fds, 
 	do
 		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
-	if (n <= 0)
-		return n == 0 ? 0 : -1;
+	if (n < 0)
+		return -1;
+	/* A datagram of no bytes (or end of file) may still carry descriptors:
+	 * they are closed below, never handed out, never left open. */
 	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
 		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
 			continue;
@@ -55,12 +57,14 @@ int sb_recv(int fd, sb_msg *m, void *body, size_t bcap, size_t *blen, int *fds, 
 		int got[4];
 		memcpy(got, CMSG_DATA(h), sizeof(int) * (size_t)(k > 4 ? 4 : k));
 		for (int i = 0; i < k && i < 4; i++) {
-			if (fds && nfds && *nfds < 3)
+			if (n > 0 && fds && nfds && *nfds < 3)
 				fds[(*nfds)++] = got[i];
 			else
 				close(got[i]);
 		}
 	}
+	if (n == 0)
+		return 0;
 	if (n < (ssize_t)sizeof *m || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
 		errno = EPROTO;
 		return -1;

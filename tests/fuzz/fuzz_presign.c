@@ -28,7 +28,7 @@ static void setup(void)
 		abort();
 	close(kfd);
 	close(cfd);
-	ah_config *cfg;
+	static ah_config *cfg; /* for the whole run */
 	ah_err err = { 0 };
 	if (ah_config_load(&cfg, conf, &err) != 0 || ah_crypto_init(cfg, 0, &err) != 0)
 		abort();
