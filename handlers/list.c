@@ -1,5 +1,6 @@
 /* See list.h. */
 #include "list.h"
+#include "validate.h"
 #include "core/util.h"
 
 #include <sodium.h>
@@ -39,16 +40,16 @@ static bool time_ok(const char *t, size_t n)
 	return true;
 }
 
-/* Ids are base62 with a prefix, or a client's session id ([A-Za-z0-9._:-]). */
+/* Ids are base62 with a prefix, or a client's session id: the session id's
+ * alphabet ([A-Za-z0-9._:-], 1..128) covers both. */
 static bool id_ok(const char *s, size_t n)
 {
-	if (n < 1 || n > 128)
+	char id[129];
+	if (n < 1 || n >= sizeof id || memchr(s, '\0', n))
 		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-		      (s[i] >= '0' && s[i] <= '9') || strchr("._:-", s[i])))
-			return false;
-	return true;
+	memcpy(id, s, n);
+	id[n] = '\0';
+	return ah_session_id_valid(id);
 }
 
 static char *cursor_make(ah_arena *a, const char *t, const char *id)

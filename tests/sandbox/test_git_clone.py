@@ -76,6 +76,8 @@ def clone(net, url):
             "AGENTHOST_SANDBOX_ROOT": os.path.join(root, "state"),
             "AGENTHOST_SANDBOX_POOL_SIZE": "0",
             "AGENTHOST_GIT_TIMEOUT_SECONDS": "3",
+            # The probe is no runner: it does not live where the keeper is looked for.
+            "AGENTHOST_SANDBOX_KEEPER": os.path.join(BUILD, "lib", "sandbox", "agenthost-keeper"),
         }
         open(env["AGENTHOST_CONFIG"], "w").close()
         p = subprocess.run([PROBE, net, url, os.path.join(root, "src")], env=env,
