@@ -7,8 +7,10 @@ controller into the unified tree (unmounting its v1 hierarchy frees it once no
 cgroup is left in it), runs sandboxes whose pids limit then lives there while
 memory and cpu stay on v1, and moves it back. It is skipped when the pids
 hierarchy is in use (another runner's sandboxes on this host) or the host has a
-layout where that move makes no sense; it never touches a cgroup it did not make
-(apart from removing empty agenthost parents that stopped runners left)."""
+layout where that move makes no sense, or when the hierarchy cannot be
+unmounted because something outside the test holds it (as on the machines this
+was written on, whose supervisor does); it never touches a cgroup it did not
+make (apart from removing empty agenthost parents that stopped runners left)."""
 import glob
 import os
 import subprocess
@@ -86,7 +88,10 @@ def pids_on_v2():
         pytest.skip("memory and cpu are not on v1 here")
     if not free_hierarchy(pids):
         pytest.skip("the pids hierarchy is in use (another runner's sandboxes)")
-    subprocess.run(["umount", pids], check=True)
+    if subprocess.run(["umount", pids], capture_output=True).returncode != 0:
+        # Something outside this test holds the hierarchy (on these machines, the
+        # supervisor that runs us): the controller cannot be moved here.
+        pytest.skip("the pids hierarchy cannot be unmounted (busy)")
     try:
         if not wait_for(lambda: "pids" in controllers(unified)):
             pytest.skip("the kernel kept the pids hierarchy alive")
