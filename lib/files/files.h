@@ -59,6 +59,9 @@ int ah_store_put(const ah_store *s, const char *sha, const char *src, const char
 int ah_store_remove(const ah_store *s, const char *sha, ah_err *err);
 /* Copies the blob's bytes to dest (created 0600). */
 int ah_store_fetch(const ah_store *s, const char *sha, const char *dest, ah_err *err);
+/* The blob's bytes, open for reading: local, the blob itself; S3, a copy
+ * fetched into tmp/ and unlinked at once (the descriptor keeps it). */
+int ah_store_open_blob(const ah_store *s, ah_arena *a, const char *sha, int *fd, ah_err *err);
 /* How to serve a download: local: an X-Accel-Redirect URI (*redirect false);
  * S3: a presigned GET URL with the response's type and disposition (*redirect true). */
 int ah_store_download(const ah_store *s, ah_arena *a, const char *sha, const char *content_type,

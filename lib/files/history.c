@@ -86,32 +86,30 @@ int ah_history_blob_put(ah_db *db, const ah_store *s, ah_arena *a, const char *i
 
 char *ah_history_blob_get(const ah_store *s, ah_arena *a, const char *sha, size_t *len, ah_err *err)
 {
-	char *path, *buf = NULL;
+	char *buf = NULL;
 	int fd;
 	struct stat st;
-	if (ah_store_tmp(s, a, &fd, &path, err) != 0)
+	if (ah_store_open_blob(s, a, sha, &fd, err) != 0)
 		return NULL;
-	close(fd);
-	if (ah_store_fetch(s, sha, path, err) == 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
-		if (fstat(fd, &st) == 0) {
-			buf = ah_alloc(a, (size_t)st.st_size + 1);
-			size_t got = 0;
-			while (got < (size_t)st.st_size) {
-				ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-				if (n < 0 && errno == EINTR)
-					continue;
-				if (n <= 0)
-					break;
-				got += (size_t)n;
-			}
-			buf[got] = '\0';
-			*len = got;
-			if (got != (size_t)st.st_size)
-				buf = NULL, ah_err_set(err, AH_EFAIL, "short read of history blob %s", sha);
+	if (fstat(fd, &st) == 0) {
+		buf = ah_alloc(a, (size_t)st.st_size + 1);
+		size_t got = 0;
+		while (got < (size_t)st.st_size) {
+			ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			got += (size_t)n;
 		}
-		close(fd);
+		buf[got] = '\0';
+		*len = got;
+		if (got != (size_t)st.st_size)
+			buf = NULL, ah_err_set(err, AH_EFAIL, "short read of history blob %s", sha);
+	} else {
+		ah_err_set(err, AH_EFAIL, "history blob %s: %s", sha, strerror(errno));
 	}
-	unlink(path);
+	close(fd);
 	return buf;
 }
 

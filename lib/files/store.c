@@ -213,12 +213,32 @@ int ah_store_fetch(const ah_store *s, const char *sha, const char *dest, ah_err 
 	return copy_file(p, dest, err);
 }
 
+int ah_store_open_blob(const ah_store *s, ah_arena *a, const char *sha, int *fd, ah_err *err)
+{
+	char p[1200], *tmp;
+	int tfd;
+	if (!s->s3) {
+		blob_path(p, sizeof(p), s, sha);
+		*fd = open(p, O_RDONLY | O_CLOEXEC);
+		return *fd >= 0 ? 0 : ah_err_set(err, AH_EFAIL, "open %s: %s", p, strerror(errno));
+	}
+	if (ah_store_tmp(s, a, &tfd, &tmp, err) != 0)
+		return AH_EFAIL;
+	close(tfd);
+	int rc = ah_store_fetch(s, sha, tmp, err);
+	*fd = rc == 0 ? open(tmp, O_RDONLY | O_CLOEXEC) : -1;
+	if (rc == 0 && *fd < 0)
+		rc = ah_err_set(err, AH_EFAIL, "open %s: %s", tmp, strerror(errno));
+	unlink(tmp); /* the descriptor keeps the copy */
+	return rc;
+}
+
 int ah_store_download(const ah_store *s, ah_arena *a, const char *sha, const char *content_type,
                       const char *disposition, char **out, bool *redirect, ah_err *err)
 {
 	*redirect = s->s3;
 	if (!s->s3) {
-		/* nginx's internal location (nginx/snippets/api.conf) maps onto blobs/. */
+		/* nginx's internal location (nginx/agenthost-locations.conf) maps onto blobs/. */
 		*out = ah_sprintf(a, "/_ah_files/%.2s/%s", sha, sha);
 		return 0;
 	}
