@@ -22,8 +22,27 @@ def host_counts():
                   glob.glob("/sys/fs/cgroup/agenthost/slot*"))
     veths = len([l for l in os.listdir("/sys/class/net") if l.startswith("ahs")])
     loops = len(glob.glob("/sys/block/loop*/loop/backing_file"))
-    procs = len([p for p in os.listdir("/proc") if p.isdigit()])
-    return {"mounts": mounts, "cgroups": cgroups, "veth": veths, "loops": loops, "procs": procs}
+    return {"mounts": mounts, "cgroups": cgroups, "veth": veths, "loops": loops,
+            "procs": len(sandbox_procs())}
+
+
+def sandbox_procs():
+    """Processes a sandbox could leave: anything in a PID namespace other than
+    ours (a sandboxed node) and any agenthost-sandbox helper. Counting every
+    process on the host instead would count the host's own comings and goings
+    (a kworker, a cron job) as our leak."""
+    own = os.readlink("/proc/self/ns/pid")
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ns = os.readlink(f"/proc/{pid}/ns/pid")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue  # gone meanwhile, or a kernel thread
+        if cmd and (ns != own or b"agenthost-sandbox" in cmd):
+            found.append((pid, cmd[:80]))
+    return found
 
 
 def free_slot_leftovers():
@@ -78,7 +97,11 @@ def test_nothing_left_after_50_cycles(sandbox):
     assert left == []
     assert [f for f in os.listdir(state) if f != "root"] == []
     if alone and not others_running():
-        after = host_counts()
+        for _ in range(30):  # a reaped child's /proc entry may linger a moment
+            after = host_counts()
+            if all(after[k] <= before[k] for k in after):
+                break
+            time.sleep(0.1)
         assert all(after[k] <= before[k] for k in after), (before, after)
         r = subprocess.run(["nft", "list", "table", "inet", "agenthost"], capture_output=True)
         assert r.returncode != 0, "the nft table outlived the last sandbox user"
