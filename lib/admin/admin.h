@@ -3,6 +3,7 @@
 #define AH_ADMIN_ADMIN_H
 
 #include "core/arena.h"
+#include <stdbool.h>
 #include "core/config.h"
 #include "db/db.h"
 
@@ -19,6 +20,9 @@ int ah_admin_user_create(ah_admin *ad, const char *email, const char *plan,
 int ah_admin_user_set_disabled(ah_admin *ad, const char *email, int disabled);
 int ah_admin_user_identities(ah_admin *ad, const char *email);
 int ah_admin_user_unlink(ah_admin *ad, const char *email, const char *issuer, const char *subject);
+/* Deletes the user with everything of theirs (agents, history, files and
+ * their bytes, keys, buckets); only with confirmed (--yes). */
+int ah_admin_user_delete(ah_admin *ad, const char *email, bool confirmed);
 int ah_admin_key_create(ah_admin *ad, const char *email, const char *name);
 /* Deletes invocations older than days (NULL: history_retention_days) in
  * batches until none is left; prints how many. */

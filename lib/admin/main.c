@@ -2,6 +2,7 @@
  *   agenthost-admin migrate
  *   agenthost-admin user create EMAIL [--plan free|pro|enterprise] [--quota-bytes N]
  *   agenthost-admin user disable EMAIL | user enable EMAIL
+ *   agenthost-admin user delete EMAIL --yes
  *   agenthost-admin user identities EMAIL
  *   agenthost-admin user unlink EMAIL ISSUER SUBJECT
  *   agenthost-admin key create EMAIL [--name NAME]
@@ -20,6 +21,7 @@ static int usage(void)
 	fputs("usage: agenthost-admin migrate\n"
 	      "       agenthost-admin user create EMAIL [--plan free|pro|enterprise] [--quota-bytes N]\n"
 	      "       agenthost-admin user disable|enable EMAIL\n"
+	      "       agenthost-admin user delete EMAIL --yes\n"
 	      "       agenthost-admin user identities EMAIL\n"
 	      "       agenthost-admin user unlink EMAIL ISSUER SUBJECT\n"
 	      "       agenthost-admin key create EMAIL [--name NAME]\n"
@@ -46,6 +48,8 @@ static int dispatch(ah_admin *ad, int argc, char **argv)
 	if (argc >= 4 && strcmp(argv[1], "user") == 0 &&
 	    (strcmp(argv[2], "disable") == 0 || strcmp(argv[2], "enable") == 0))
 		return ah_admin_user_set_disabled(ad, argv[3], strcmp(argv[2], "disable") == 0);
+	if (argc >= 4 && strcmp(argv[1], "user") == 0 && strcmp(argv[2], "delete") == 0)
+		return ah_admin_user_delete(ad, argv[3], argc == 5 && strcmp(argv[4], "--yes") == 0);
 	if (argc == 4 && strcmp(argv[1], "user") == 0 && strcmp(argv[2], "identities") == 0)
 		return ah_admin_user_identities(ad, argv[3]);
 	if (argc == 6 && strcmp(argv[1], "user") == 0 && strcmp(argv[2], "unlink") == 0)

@@ -3,9 +3,11 @@
 #include "core/plans.h"
 #include "core/util.h"
 #include "crypto/crypto.h"
+#include "files/files.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char SQL_USER_INSERT[] =
 	"INSERT INTO users (id, email, plan, quota_bytes, created_at, updated_at)"
@@ -128,5 +130,71 @@ int ah_admin_user_unlink(ah_admin *ad, const char *email, const char *issuer, co
 		return 1;
 	}
 	printf("unlinked (%s, %s) from %s\n", issuer, subject, email);
+	return 0;
+}
+
+/* ---- user delete ---- */
+
+static const char SQL_AGENTS_OF[] = "SELECT id FROM agents WHERE user_id = ?";
+static const char SQL_USER_DELETE[] = "DELETE FROM users WHERE id = ?";
+
+/* The history's prompts and responses in the file store of one deleted agent. */
+static int release_history(ah_admin *ad, const ah_store *s, const char *agent_id, ah_err *err)
+{
+	int released;
+	do {
+		if (ah_history_blobs_sweep(ad->db, s, ad->arena, agent_id, 500, &released, err) != 0)
+			return AH_EFAIL;
+	} while (released == 500);
+	return 0;
+}
+
+/* Everything of the user that the row's cascade does not reach, in the
+ * order that never leaves bytes without a row pointing at them: files (bytes
+ * and blob references) first, then the rows, then the uploaded code and the
+ * history blobs the rows referred to. The runners' minute sweep removes the
+ * agents' images and sandboxes once the rows are gone. */
+static int delete_user(ah_admin *ad, const ah_store *s, const char *id, ah_err *err)
+{
+	ah_rows agents;
+	int files = 0;
+	if (ah_files_delete_for_user(ad->db, s, ad->arena, id, &files, err) != 0)
+		return AH_EFAIL;
+	if (ah_db_query(ad->db, ad->arena, &agents, SQL_AGENTS_OF, "s", id) != 0 ||
+	    ah_db_exec(ad->db, NULL, SQL_USER_DELETE, "s", id) != 0)
+		return ah_err_set(err, AH_EFAIL, "%s", ah_db_error(ad->db));
+	const char *data = ah_cfg_str(ad->cfg, AH_CFG_DATA_DIR);
+	for (size_t i = 0; i < agents.n; i++) {
+		unlink(ah_sprintf(ad->arena, "%s/code/%s.tar.gz", data, agents.v[i][0]));
+		if (release_history(ad, s, agents.v[i][0], err) != 0)
+			return AH_EFAIL;
+	}
+	printf("deleted user %s: %zu agents, %d files; runners remove the agents' images "
+	       "and sandboxes within a minute\n", id, agents.n, files);
+	return 0;
+}
+
+int ah_admin_user_delete(ah_admin *ad, const char *email, bool confirmed)
+{
+	if (!confirmed) {
+		fprintf(stderr, "agenthost-admin: `user delete` removes the user's agents, history, "
+		        "files and keys for good; add --yes to do it\n");
+		return 2;
+	}
+	const char *id = user_id(ad, email);
+	ah_store *s;
+	ah_err err = {0};
+	if (!id)
+		return 1;
+	if (ah_store_open(&s, ad->cfg, &err) != 0) {
+		fprintf(stderr, "agenthost-admin: file store: %s\n", err.msg);
+		return 1;
+	}
+	int rc = delete_user(ad, s, id, &err);
+	ah_store_close(s);
+	if (rc != 0) {
+		fprintf(stderr, "agenthost-admin: %s (run it again to finish)\n", err.msg);
+		return 1;
+	}
 	return 0;
 }

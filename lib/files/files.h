@@ -130,6 +130,10 @@ int ah_file_delete(ah_db *db, const ah_store *s, ah_arena *a, const ah_file *f, 
 /* Deletes every file of an agent (agent and session scope), e.g. with the agent. */
 int ah_files_delete_for_agent(ah_db *db, const ah_store *s, ah_arena *a, const char *agent_id,
                               ah_err *err);
+/* Deletes every file of a user (all scopes), e.g. before the user's row;
+ * *deleted counts them. */
+int ah_files_delete_for_user(ah_db *db, const ah_store *s, ah_arena *a, const char *user_id,
+                             int *deleted, ah_err *err);
 /* Deletes up to max pending uploads past their expiry, with their bytes; on
  * S3, at most once a minute per process, also pending/ objects whose upload
  * is no longer pending (a presigned PUT replayed after confirm). */

@@ -37,6 +37,8 @@ static const char SQL_GET_LOCK[] =
 static const char SQL_DELETE[] = "DELETE FROM files WHERE id = ?";
 static const char SQL_OF_AGENT[] =
 	"SELECT " AH_FILE_COLS AH_FILE_FROM " WHERE f.agent_id = ? LIMIT 500";
+static const char SQL_OF_USER[] =
+	"SELECT " AH_FILE_COLS AH_FILE_FROM " WHERE f.user_id = ? LIMIT 500";
 static const char SQL_EXPIRED[] =
 	"SELECT " AH_FILE_COLS AH_FILE_FROM
 	" WHERE f.status = 'pending'"
@@ -112,18 +114,32 @@ static int delete_rows(ah_db *db, const ah_store *s, ah_arena *a, const ah_rows 
 	return 0;
 }
 
-int ah_files_delete_for_agent(ah_db *db, const ah_store *s, ah_arena *a, const char *agent_id,
-                              ah_err *err)
+/* Deletes the files sql (…WHERE owner = ? LIMIT 500) selects, 500 at a time. */
+static int delete_all(ah_db *db, const ah_store *s, ah_arena *a, const char *sql,
+                      const char *owner, int *done, ah_err *err)
 {
 	for (;;) {
 		ah_rows rows;
-		int done = 0;
-		if (ah_db_query(db, a, &rows, SQL_OF_AGENT, "s", agent_id) != 0)
-			return ah_err_set(err, AH_EFAIL, "files of agent: %s", ah_db_error(db));
-		int rc = delete_rows(db, s, a, &rows, &done, err);
+		if (ah_db_query(db, a, &rows, sql, "s", owner) != 0)
+			return ah_err_set(err, AH_EFAIL, "files of %s: %s", owner, ah_db_error(db));
+		int rc = delete_rows(db, s, a, &rows, done, err);
 		if (rc || rows.n < 500)
 			return rc;
 	}
+}
+
+int ah_files_delete_for_agent(ah_db *db, const ah_store *s, ah_arena *a, const char *agent_id,
+                              ah_err *err)
+{
+	int done = 0;
+	return delete_all(db, s, a, SQL_OF_AGENT, agent_id, &done, err);
+}
+
+int ah_files_delete_for_user(ah_db *db, const ah_store *s, ah_arena *a, const char *user_id,
+                             int *deleted, ah_err *err)
+{
+	*deleted = 0;
+	return delete_all(db, s, a, SQL_OF_USER, user_id, deleted, err);
 }
 
 static const char SQL_IS_PENDING[] = "SELECT 1 FROM files WHERE id = ? AND status = 'pending'";

@@ -77,9 +77,10 @@ static void sweep_lost_deploys(ah_db *db)
 		ah_log_warn("%llu agent(s) were deploying without a job; set to error", n);
 }
 
-/* Images of agents that no longer exist (DELETE /agents removes the row; the
- * files are ours). Only whole agent directories whose row is gone are removed:
- * anything finer would race the job loop's switch. */
+/* Images and sandboxes of agents that no longer exist (DELETE /agents removes
+ * the row and tells us at once; `agenthost-admin user delete` and a missed
+ * call leave it to this sweep). Only whole agent directories whose row is gone
+ * are removed: anything finer would race the job loop's switch. */
 static void gc_deleted_agents(ah_db *db, const struct ah_runner *r)
 {
 	char dir[PATH_MAX + 16], path[PATH_MAX + 300];
@@ -98,7 +99,9 @@ static void gc_deleted_agents(ah_db *db, const struct ah_runner *r)
 		if (rows.n > 0)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		ah_log_info("agent=%s deleted: removing its images", de->d_name);
+		ah_log_info("agent=%s deleted: removing its sandboxes and images", de->d_name);
+		ah_sandboxes_destroy_agent(de->d_name);
+		ah_fuse_retain(de->d_name, NULL);
 		ah_deploy_rmtree(path);
 	}
 	closedir(d);
