@@ -156,3 +156,23 @@ def test_nginx_error_pages_carry_the_guards_window(tls_nginx):
     assert st == 414 and body == b'{"detail":"Request URI too long"}'
     check_window(headers, "3")
     assert "Retry-After" not in headers
+
+
+def test_tls_site_serves_the_dashboard_with_hsts(tls_nginx):
+    https, _ = tls_nginx
+    st, headers, body = tls_get(https, "/")
+    assert st == 200 and b"<html" in body.lower()
+    assert "script-src 'self'" in headers["Content-Security-Policy"]
+    # Its locations set headers of their own, so HSTS must be repeated there.
+    assert headers["Strict-Transport-Security"] == "max-age=31536000"
+    asset = body.decode().split('src="', 1)[1].split('"', 1)[0]
+    st, headers, _ = tls_get(https, asset)
+    assert st == 200 and headers["Strict-Transport-Security"] == "max-age=31536000"
+    assert "immutable" in headers["Cache-Control"]
+
+
+def test_plain_http_site_sends_no_hsts():
+    from conftest import BASE_URL
+    r = urllib.request.urlopen(BASE_URL.rsplit("/api/v1", 1)[0] + "/", timeout=10)
+    assert r.status == 200 and "Content-Security-Policy" in r.headers
+    assert "Strict-Transport-Security" not in r.headers
