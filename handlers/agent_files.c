@@ -83,6 +83,7 @@ static json_object *att_json(ah_req *r, const ah_rows *rows, size_t i)
 static int list_attachments(ah_req *r)
 {
 	static const ah_list list = {.page_sql = SQL_LIST, .after_sql = SQL_LIST_AFTER, .count_kind = "att",
+	                             .ascending = true,
 	                             .time_col = ATT_CREATED, .id_col = ATT_FILE_ID, .to_json = att_json};
 	const ah_agent *a;
 	int rc = ah_agent_load(r, &a);

@@ -206,6 +206,14 @@ static int reverse_paging(const ah_list *l, long long total, long long limit, lo
 	return 0;
 }
 
+/* The cursor before every row of a list: a time no row has (DATETIME(3)'s
+ * bounds) and the empty id, which the after_sql's id term never needs. */
+static void first_cursor(const ah_list *l, const char **t, const char **id)
+{
+	*t = l->ascending ? "1000-01-01 00:00:00.000" : "9999-12-31 23:59:59.999";
+	*id = "";
+}
+
 int ah_list_keyset(ah_req *r, const ah_list *l, const char *owner, const char *const *filters,
                    size_t nfilters)
 {
@@ -223,9 +231,12 @@ int ah_list_keyset(ah_req *r, const ah_list *l, const char *owner, const char *c
 		return AH_EFAIL;
 	/* One row more than the page tells whether there is a next one. */
 	long long paging[2] = {limit + 1, offset};
+	const char *from = t, *from_id = id;
 	int rc;
-	if (t) {
-		args[n] = t, args[n + 1] = t, args[n + 2] = id;
+	if (!from && offset == 0)
+		first_cursor(l, &from, &from_id);
+	if (from) {
+		args[n] = from, args[n + 1] = from, args[n + 2] = from_id;
 		rc = query_args(r, &rows, l->after_sql, args, n + 3, paging, 1);
 	} else if (reverse_paging(l, total, limit, offset, paging) == 0) {
 		rc = paging[0] ? query_args(r, &rows, l->rev_sql, args, n, paging, 2) : 0;
