@@ -44,7 +44,7 @@ static const char SQL_LIST[] =
 	"SELECT " AH_FILE_COLS " FROM (SELECT f.id FROM files f" LIST_WHERE LIST_PAGE;
 static const char SQL_LIST_SCOPE[] =
 	"SELECT " AH_FILE_COLS " FROM (SELECT f.id FROM files f" LIST_WHERE " AND f.scope = ?" LIST_PAGE;
-/* An offset past half of an unfiltered (so counted) list, from the other end. */
+/* An offset past half of the list (its filters counted), from the other end. */
 #define LIST_REV " ORDER BY f.created_at, f.id LIMIT ? OFFSET ?) k JOIN files f ON f.id = k.id" \
 	" LEFT JOIN agents a ON a.id = f.agent_id" LIST_ORDER
 static const char SQL_LIST_REV[] =

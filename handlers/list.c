@@ -190,11 +190,13 @@ static void check_cursor(ah_req *r, char **t, char **id)
  * [offset, offset + limit] counted from the top are, from the bottom, the
  * limit + 1 rows that start at total - offset - limit - 1 (the one row more,
  * nearest the bottom, tells a next page). 0 with the paging of rev_sql, or -1
- * when the page is better read from the top. */
+ * when the page is better read from the top. total is exact whether a counter
+ * or a filtered COUNT(*) gave it; a row added between the count and the page
+ * shifts an offset page by one, from either end, as offset paging always may. */
 static int reverse_paging(const ah_list *l, long long total, long long limit, long long offset,
                           long long paging[2])
 {
-	if (!l->rev_sql || !l->count_kind || offset <= total / 2)
+	if (!l->rev_sql || offset <= total / 2)
 		return -1;
 	long long first = total - offset - limit - 1, n = limit + 1;
 	if (first < 0) {

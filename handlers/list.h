@@ -32,8 +32,9 @@ int ah_list_reply(ah_req *r, const char *count_sql, const char *list_sql, const 
  *                                   instead of 10 ms 150,000 rows deep);
  *   rev_sql    LIMIT ? OFFSET ?   — optional: page_sql with the inner order
  *                                   reversed (the outer one kept), for an offset
- *                                   past half of a counted list: the index walk
- *                                   starts from the end nearer to it;
+ *                                   past half of the list (as counted, with its
+ *                                   filters): the walk starts from the end
+ *                                   nearer to it;
  *   count_sql  (nothing)          — used when count_kind is NULL.
  * count_kind names the list_counts row (schema/014_list_counts.sql) keyed by the
  * owner. time_col and id_col are the sort key's columns in the rows. The first
