@@ -35,15 +35,22 @@ int ah_list_reply(ah_req *r, const char *count_sql, const char *list_sql, const 
  *                                   past half of the list (as counted, with its
  *                                   filters): the walk starts from the end
  *                                   nearer to it;
- *   count_sql  (nothing)          — used when count_kind is NULL.
+ *   count_sql  (nothing)          — used when count_kind is NULL;
+ *   locate_sql ?                  — optional, with below_sql, for offsets of
+ *                                   AH_LIST_LOCATE_MIN or more on an unfiltered
+ *                                   list: the offset → one row (bound, before):
+ *                                   the page's first row sorts below the time
+ *                                   bound, after `before` rows that do not;
+ *   below_sql  ? LIMIT ? OFFSET ? — page_sql below that bound (time < ?).
  * count_kind names the list_counts row (schema/014_list_counts.sql) keyed by the
  * owner. time_col and id_col are the sort key's columns in the rows. The first
  * page (no cursor, offset 0) is after_sql from a cursor before every row: a
  * range read of limit + 1 rows, half the cost of the deferred join's two
  * steps; ascending tells which end that is. */
 #define AH_LIST_MAX_FILTERS 4
+#define AH_LIST_LOCATE_MIN 1000
 typedef struct ah_list {
-	const char *page_sql, *after_sql, *count_sql, *count_kind, *rev_sql;
+	const char *page_sql, *after_sql, *count_sql, *count_kind, *rev_sql, *locate_sql, *below_sql;
 	size_t time_col, id_col;
 	bool ascending;
 	ah_row_json_fn to_json;

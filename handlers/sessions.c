@@ -61,6 +61,17 @@ static const char SQL_HISTORY_REV[] =
 	"SELECT " HISTORY_COLS " FROM (SELECT id FROM invocations WHERE agent_id = ?"
 	" ORDER BY created_at, id LIMIT ? OFFSET ?) k"
 	" JOIN invocations i ON i.id = k.id" HISTORY_ORDER;
+/* A deep offset by schema/017's hours: the newest hour at which the running
+ * count from the top passes the offset, as its end (the bound) and the rows
+ * of the newer hours; the page is then a walk within that hour. */
+static const char SQL_HISTORY_LOCATE[] =
+	"SELECT DATE_FORMAT(hour + INTERVAL 1 HOUR, '%Y-%m-%d %H:%i:%s'), upto - n FROM"
+	" (SELECT hour, n, SUM(n) OVER (ORDER BY hour DESC ROWS UNBOUNDED PRECEDING) AS upto"
+	" FROM history_hours WHERE agent_id = ?) h WHERE upto > ? ORDER BY hour DESC LIMIT 1";
+static const char SQL_HISTORY_BELOW[] =
+	"SELECT " HISTORY_COLS " FROM (SELECT id FROM invocations WHERE agent_id = ? AND created_at < ?"
+	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) k"
+	" JOIN invocations i ON i.id = k.id" HISTORY_ORDER;
 static const char SQL_HISTORY_AFTER[] =
 	"SELECT " HISTORY_COLS " FROM invocations i FORCE INDEX (invocations_agent) WHERE i.agent_id = ?"
 	" AND i.created_at <= ? AND (i.created_at < ? OR i.id < ?)" HISTORY_ORDER " LIMIT ?";
@@ -216,6 +227,7 @@ static int list_invocations(ah_req *r)
 	int rc = ah_agent_load(r, &a);
 	static const ah_list list = {.page_sql = SQL_HISTORY, .after_sql = SQL_HISTORY_AFTER,
 	                             .rev_sql = SQL_HISTORY_REV, .count_kind = "inv", .time_col = H_CREATED,
+	                             .locate_sql = SQL_HISTORY_LOCATE, .below_sql = SQL_HISTORY_BELOW,
 	                             .id_col = H_ID, .to_json = history_json};
 	return rc ? rc : ah_list_keyset(r, &list, a->id, NULL, 0);
 }

@@ -403,3 +403,37 @@ def test_deep_pages_read_only_near_their_rows():
     # (Some slack for the stack's own background queries meanwhile.)
     assert cursor_reads < 10000, cursor_reads
     assert end_reads < 10000, end_reads
+    # The middle, far from both ends: located by the hour counts
+    # (schema/017), then a walk within one hour, not 15,000 index entries.
+    before = rows_read()
+    r = c.get(path + "?limit=20&offset=15000")
+    middle_reads = rows_read() - before
+    assert [x["invocation_id"] for x in r.json()][:2] == [f"{p}15000{1:08d}", f"{p}15000{2:08d}"]
+    assert middle_reads < 6000, middle_reads
+
+
+def test_deep_offsets_agree_with_the_history_order():
+    """Offsets located by the hour counts give exactly the rows of the full
+    order: ties within a millisecond, a row on each side of an hour's edge,
+    an invocation recorded late (after newer ones), and the oldest hours
+    emptied by retention."""
+    c = new_client("pro")
+    a = agent_of(c)
+    aid, uid = agent_id(c, a["slug"])
+    edge = "TIMESTAMP(CURDATE() - INTERVAL 1 DAY, '10:00:00')"
+    seed_invocations(aid, uid, 2400, when=f"{edge} - INTERVAL (@i * 5) SECOND")
+    seed_invocations(aid, uid, 25, when="TIMESTAMP(CURDATE() - INTERVAL 1 DAY, '07:59:59.999')")
+    seed_invocations(aid, uid, 25, when="TIMESTAMP(CURDATE() - INTERVAL 1 DAY, '08:00:00.000')")
+    seed_invocations(aid, uid, 1, when=f"{edge} - INTERVAL 3601 SECOND")  # recorded late
+    # Retention's kind of delete: the oldest rows, through the triggers.
+    db_query(f"DELETE FROM invocations WHERE agent_id = '{aid}' ORDER BY created_at, id LIMIT 130")
+    order = [r[0] for r in db_query(f"SELECT id FROM invocations WHERE agent_id = '{aid}'"
+                                    " ORDER BY created_at DESC, id DESC")]
+    assert db_query(f"SELECT SUM(n) FROM history_hours WHERE agent_id = '{aid}'") == [[str(len(order))]]
+    path = f"/agents/{a['slug']}/invocations"
+    for off in (999, 1000, 1001, 1437, 1439, 1440, 1441, len(order) - 20, len(order) - 1,
+                len(order), len(order) + 3):
+        r = c.get(f"{path}?limit=20&offset={off}")
+        assert r.status_code == 200, r.text
+        assert [x["invocation_id"] for x in r.json()] == order[off:off + 20], off
+        assert r.headers["X-Total-Count"] == str(len(order))
