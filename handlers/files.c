@@ -60,6 +60,8 @@ static const char SQL_LIST_SCOPE_AFTER[] =
 enum { FILE_ID = 0, FILE_CREATED = 15 }; /* in AH_FILE_COLS */
 static const char SQL_COUNT[] = "SELECT COUNT(*) FROM files f" LIST_WHERE;
 static const char SQL_COUNT_SCOPE[] = "SELECT COUNT(*) FROM files f" LIST_WHERE " AND f.scope = ?";
+/* Bumped by every change of the user's files (schema/018_file_changes.sql). */
+static const char SQL_CHANGES[] = "SELECT COALESCE(MAX(n), 0) FROM file_changes WHERE user_id = ?";
 static const char SQL_PATCH[] =
 	"UPDATE files SET filename = ?, description = ?, tags = ?, content_type = ?,"
 	" updated_at = NOW(3) WHERE id = ?";
@@ -195,7 +197,7 @@ static int list_files(ah_req *r)
 	             .after_sql = scope ? SQL_LIST_SCOPE_AFTER : SQL_LIST_AFTER,
 	             .rev_sql = scope ? SQL_LIST_SCOPE_REV : SQL_LIST_REV,
 	             .count_sql = scope ? SQL_COUNT_SCOPE : SQL_COUNT, .time_col = FILE_CREATED,
-	             .id_col = FILE_ID, .to_json = file_row_json};
+	             .changes_sql = SQL_CHANGES, .id_col = FILE_ID, .to_json = file_row_json};
 	if (!filtered)
 		l.count_kind = scope ? ah_sprintf(r->arena, "file:%s", scope) : "file";
 	const char *filters[] = {tags, search, search, scope};

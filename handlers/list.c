@@ -4,7 +4,9 @@
 #include "core/util.h"
 
 #include <sodium.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int ah_list_reply(ah_req *r, const char *count_sql, const char *list_sql, const char *owner,
@@ -160,9 +162,66 @@ static int query_args(ah_req *r, ah_rows *rows, const char *sql, const char **s,
 	}
 }
 
+/* ---- counts that scan, kept while their owner's change counter stands ---- */
+
+/* This worker's last counts of filtered lists, one per slot by the hash of
+ * what was counted (the SQL text and its arguments). Workers are single
+ * threaded; the keys live as long as the worker or until replaced. */
+#define COUNTED_SLOTS 64
+static struct counted {
+	char *key;
+	long long changes, total;
+} counted[COUNTED_SLOTS];
+
+/* The SQL text's address, then each argument with its length, so no
+ * argument's bytes can pass for a boundary. */
+static char *counted_key(ah_req *r, const char *sql, const char **args, size_t nargs)
+{
+	char *key = ah_sprintf(r->arena, "%p", (const void *)sql);
+	for (size_t i = 0; i < nargs; i++)
+		key = ah_sprintf(r->arena, "%s|%zu:%s", key, strlen(args[i]), args[i]);
+	return key;
+}
+
+static struct counted *counted_slot(const char *key)
+{
+	uint64_t h = 14695981039346656037ULL; /* FNV-1a */
+	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return &counted[h % COUNTED_SLOTS];
+}
+
+/* count_sql's answer, from this worker's last count of the same thing if the
+ * owner's changes (changes_sql) are what they were then. The counter is read
+ * before counting: a change during the count makes the next call count again. */
+static int count_cached(ah_req *r, const ah_list *l, const char **args, size_t nargs, long long *total)
+{
+	ah_rows rows;
+	if (ah_db_query(r->db, r->arena, &rows, l->changes_sql, "s", args[0]) != 0)
+		return AH_EFAIL;
+	long long changes = ah_cell_ll(ah_cell(&rows, 0, 0));
+	char *key = counted_key(r, l->count_sql, args, nargs);
+	struct counted *c = counted_slot(key);
+	if (c->key && c->changes == changes && strcmp(c->key, key) == 0) {
+		*total = c->total;
+		return 0;
+	}
+	if (query_args(r, &rows, l->count_sql, args, nargs, NULL, 0) != 0)
+		return AH_EFAIL;
+	*total = ah_cell_ll(ah_cell(&rows, 0, 0));
+	char *kept = strdup(key);
+	if (kept) {
+		free(c->key);
+		*c = (struct counted){kept, changes, *total};
+	}
+	return 0;
+}
+
 static int count_of(ah_req *r, const ah_list *l, const char **args, size_t nargs, long long *total)
 {
 	ah_rows rows;
+	if (!l->count_kind && l->changes_sql)
+		return count_cached(r, l, args, nargs, total);
 	int rc = l->count_kind
 		? ah_db_query(r->db, r->arena, &rows, "SELECT n FROM list_counts WHERE kind = ? AND owner_id = ?",
 		              "ss", l->count_kind, args[0])

@@ -36,6 +36,11 @@ int ah_list_reply(ah_req *r, const char *count_sql, const char *list_sql, const 
  *                                   filters): the walk starts from the end
  *                                   nearer to it;
  *   count_sql  (nothing)          — used when count_kind is NULL;
+ *   changes_sql ?                 — optional, with count_sql: the owner → a
+ *                                   number every change of the list's rows
+ *                                   bumps; while it stands, the worker reuses
+ *                                   its last count_sql answer for the same
+ *                                   arguments instead of counting again;
  *   locate_sql ?                  — optional, with below_sql, for offsets of
  *                                   AH_LIST_LOCATE_MIN or more on an unfiltered
  *                                   list: the offset → one row (bound, before):
@@ -50,7 +55,8 @@ int ah_list_reply(ah_req *r, const char *count_sql, const char *list_sql, const 
 #define AH_LIST_MAX_FILTERS 4
 #define AH_LIST_LOCATE_MIN 1000
 typedef struct ah_list {
-	const char *page_sql, *after_sql, *count_sql, *count_kind, *rev_sql, *locate_sql, *below_sql;
+	const char *page_sql, *after_sql, *count_sql, *count_kind, *rev_sql, *locate_sql, *below_sql,
+	           *changes_sql;
 	size_t time_col, id_col;
 	bool ascending;
 	ah_row_json_fn to_json;

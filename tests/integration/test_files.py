@@ -243,3 +243,29 @@ def test_filtered_offset_pages_agree_from_either_end():
             assert r.status_code == 200, r.text
             assert [f["file_id"] for f in r.json()] == ids[off:off + 3], (q, off)
             assert r.headers["X-Total-Count"] == str(total)
+
+
+def test_filtered_counts_follow_every_change():
+    """Workers reuse a filtered X-Total-Count while the user's files are
+    unchanged: every upload, edit and delete must show in the next answer of
+    every worker (several requests, so several workers answer)."""
+    c = new_client("pro")
+    q = "/files?tags=q3&search=report&limit=1"
+
+    def totals():
+        return {c.get(q).headers["X-Total-Count"] for _ in range(8)}
+
+    ids = [upload(c, b"x%d" % i, name=f"report-{i}.txt", tags="q3").json()["file_id"] for i in range(3)]
+    upload(c, b"other", name="notes.txt", tags="q3")
+    assert totals() == {"3"}
+    upload(c, b"y", name="report-9.txt", tags="q3,extra")
+    assert totals() == {"4"}
+    assert c.patch(f"/files/{ids[0]}", json={"tags": ["q4"]}).status_code == 200
+    assert totals() == {"3"}
+    assert c.patch(f"/files/{ids[1]}", json={"filename": "summary.txt"}).status_code == 200
+    assert totals() == {"2"}
+    assert c.delete(f"/files/{ids[2]}").status_code == 204
+    assert totals() == {"1"}
+    other = new_client("pro")  # another user's matching upload is not ours
+    upload(other, b"z", name="report-x.txt", tags="q3")
+    assert totals() == {"1"}
