@@ -13,13 +13,15 @@
 typedef struct ah_op_after {
 	struct ah_sbx_lease lease;
 	bool pending, broken;
+	bool warm;                 /* the agent is warm: its warm processes may want a start */
 } ah_op_after;
 
 json_object *ah_op_error(const char *msg);
-json_object *ah_op_ping(const struct ah_runner *r);
+json_object *ah_op_ping(const struct ah_runner *r, json_object *req);
 json_object *ah_op_run(struct ah_runner *r, json_object *req, ah_op_after *after);
 void ah_op_finish(ah_op_after *after);
 json_object *ah_op_destroy_session(json_object *req);
 json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req);
+json_object *ah_op_retire_warm(json_object *req);
 
 #endif
