@@ -157,6 +157,14 @@ void ah_op_finish(ah_op_after *after)
 	if (after->warm)
 		ah_warm_kick(); /* its thread waits for a quiet moment itself */
 	after->warm = false;
+	if (after->next) { /* a session's next process: the lease is still held */
+		ah_warm_next_start(after->next, &after->lease);
+		ah_warm_next_free(after->next);
+		after->next = NULL;
+		after->pending = false;
+		ah_sandboxes_release(&after->lease, false);
+		return;
+	}
 	if (!after->pending)
 		return;
 	after->pending = false;
@@ -185,10 +193,13 @@ static bool lease_warm(struct ah_sbx_lease *lease, const struct ah_run_req *q, c
                        struct gw_plan *gw)
 {
 	char key[AH_SBX_KEY_LEN + 1];
-	int dead = 0;
-	if (q->session || q->min_warm <= 0)
+	int dead = 0, rc = AH_ENOTFOUND;
+	if (q->min_warm <= 0)
 		return false;
-	int rc = ah_sandboxes_take_warm(lease, q->agent_id, fp, key, &dead);
+	if (q->session) /* leased already: its next process, started after its last call */
+		rc = ah_sandboxes_lease_held(lease, fp, key) ? 0 : AH_ENOTFOUND;
+	else
+		rc = ah_sandboxes_take_warm(lease, q->agent_id, fp, key, &dead);
 	if (dead > 0)
 		ah_warm_deaths(q->agent_id, fp, dead);
 	if (rc == 0 && gw) { /* warm.c made it: AH_GATEWAY_TOKEN_LEN characters */
@@ -274,13 +285,19 @@ static int execute(const struct ah_runner *r, const struct ah_run_req *q, const 
 	snprintf(tag, sizeof(tag), "inv=%s", q->invocation_id);
 	struct ah_sbx_lease lease = {0};
 	after->warm = q->min_warm > 0;
-	out->warm = lease_warm(&lease, q, fp, gw);
+	out->warm = !q->session && lease_warm(&lease, q, fp, gw);
 	int rc = out->warm ? 0 : lease_sandbox(&lease, q, tag, err);
 	if (rc != 0)
 		return rc;
+	if (q->session)
+		out->warm = lease_warm(&lease, q, fp, gw);
 	snprintf(out->sandbox_id, sizeof out->sandbox_id, "%s", ah_sandbox_id(lease.sb));
 	rc = run_in(r, q, gw, lease.sb, tag, out, err);
-	if (q->session) {
+	if (q->session && rc == 0 && q->min_warm > 0 &&
+	    (after->next = ah_warm_next_of(r->cfg, q, fp))) {
+		*after = (ah_op_after){ .lease = lease, .pending = true, .warm = true,
+		                        .next = after->next };
+	} else if (q->session) {
 		ah_sandboxes_release(&lease, rc != 0);
 	} else {
 		ah_sandbox_done(lease.sb);
@@ -328,9 +345,10 @@ static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q
 	int rc = ah_run_req_parse(q, r, req, err);
 	/* Before the gateway's token replaces the key: the fingerprint is of
 	 * what the API sent, the same for every call until something changes. */
-	if (rc == 0 && !q->session) {
+	if (rc == 0) {
 		ah_warm_fingerprint(fp, q);
-		ah_warm_note(q, fp);
+		if (!q->session)
+			ah_warm_note(q, fp);
 	}
 	if (rc == 0 && use_gw)
 		rc = gateway_plan(gw, q, r->cfg, err);

@@ -8,12 +8,15 @@
 #include "runner/runner.h"
 #include "runner/sandboxes.h"
 
+struct ah_warm_next;
+
 /* What an operation leaves to do once its answer is written (ah_op_finish):
  * releasing an ephemeral sandbox takes a while, and the answer need not wait. */
 typedef struct ah_op_after {
 	struct ah_sbx_lease lease;
 	bool pending, broken;
 	bool warm;                 /* the agent is warm: its warm processes may want a start */
+	struct ah_warm_next *next; /* a session's next process to start, then release */
 } ah_op_after;
 
 json_object *ah_op_error(const char *msg);

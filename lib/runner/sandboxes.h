@@ -80,6 +80,12 @@ int ah_sandboxes_add_warm(const char *agent_id, const char *image, const char *f
 /* Retires the agent's (NULL: every agent's) warm sandboxes but keep of them.
  * The number retired. */
 int ah_sandboxes_retire_warm(const char *agent_id, int keep);
+/* Sessions (warm.h): with the session's lease held, whether its sandbox's
+ * started program is of fp and still waits (then it is the call's to finish,
+ * with key); the held mark goes either way. set_held marks one just started. */
+bool ah_sandboxes_lease_held(struct ah_sbx_lease *l, const char *fp, char key[AH_SBX_KEY_LEN + 1]);
+void ah_sandboxes_lease_set_held(struct ah_sbx_lease *l, const char *fp,
+                                 const char key[AH_SBX_KEY_LEN + 1]);
 /* Marks the warm sandboxes whose program has reached its read of stdin
  * ready; returns how many are not yet. */
 int ah_sandboxes_warm_poll(void);

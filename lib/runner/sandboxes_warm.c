@@ -114,8 +114,39 @@ int ah_sandboxes_add_warm(const char *agent_id, const char *image, const char *f
 	return rc;
 }
 
+/* The agent's sessions' next processes stop; their sandboxes stay. */
+static void drop_held(const char *agent_id)
+{
+	enum { BATCH = 64 };
+	struct ah_sbx_entry *pinned[BATCH];
+	int n = 0;
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e && n < BATCH; e = e->next)
+		if (e->held && !e->doomed && e->sb && (!agent_id || strcmp(e->agent_id, agent_id) == 0))
+			(pinned[n++] = e)->refs++;
+	pthread_mutex_unlock(&ah_sbx_mu);
+	for (int i = 0; i < n; i++) {
+		struct ah_sbx_entry *e = pinned[i];
+		pthread_mutex_lock(&e->run_mu); /* a call of the session may hold it */
+		bool still = false;
+		pthread_mutex_lock(&ah_sbx_mu);
+		still = e->held;
+		e->held = e->ready = false;
+		pthread_mutex_unlock(&ah_sbx_mu);
+		bool broken = still && ah_sandbox_exec_cancel(e->sb, "warm retired") != 0;
+		pthread_mutex_unlock(&e->run_mu);
+		pthread_mutex_lock(&ah_sbx_mu);
+		e->doomed = e->doomed || broken;
+		e->refs--;
+		pthread_mutex_unlock(&ah_sbx_mu);
+	}
+	ah_sbx_sweep();
+}
+
 int ah_sandboxes_retire_warm(const char *agent_id, int keep)
 {
+	if (keep == 0)
+		drop_held(agent_id);
 	int n = 0, kept = 0;
 	pthread_mutex_lock(&ah_sbx_mu);
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
@@ -138,7 +169,7 @@ size_t ah_sandboxes_warm_total(const char *agent_id)
 	size_t n = 0;
 	pthread_mutex_lock(&ah_sbx_mu);
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
-		n += e->warm && e->ready && !e->doomed && e->sb && e->refs == 0 &&
+		n += (e->warm || e->held) && e->ready && !e->doomed && e->sb && e->refs == 0 &&
 		     (!agent_id || strcmp(e->agent_id, agent_id) == 0);
 	pthread_mutex_unlock(&ah_sbx_mu);
 	return n;
@@ -156,7 +187,7 @@ int ah_sandboxes_warm_poll(void)
 	int64_t now = ah_now_ms();
 	pthread_mutex_lock(&ah_sbx_mu);
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
-		if (!e->warm || e->ready || e->doomed || !e->sb || e->refs > 0)
+		if (!(e->warm || e->held) || e->ready || e->doomed || !e->sb || e->refs > 0)
 			continue;
 		if (now - e->last_used_ms > WARM_READY_GIVE_UP_MS)
 			e->ready = true;
@@ -178,4 +209,39 @@ int ah_sandboxes_warm_poll(void)
 	pthread_mutex_unlock(&ah_sbx_mu);
 	ah_sbx_sweep(); /* one doomed meanwhile */
 	return left;
+}
+
+/* ---- a session's next process (warm.h: ah_warm_next_*) ---- */
+
+bool ah_sandboxes_lease_held(struct ah_sbx_lease *l, const char *fp, char key[AH_SBX_KEY_LEN + 1])
+{
+	struct ah_sbx_entry *e = l->entry;
+	pthread_mutex_lock(&ah_sbx_mu);
+	bool mine = e->held && strcmp(e->fp, fp) == 0;
+	e->held = e->ready = false;
+	if (mine)
+		memcpy(key, e->key, AH_SBX_KEY_LEN + 1);
+	sodium_memzero(e->key, sizeof e->key);
+	pthread_mutex_unlock(&ah_sbx_mu);
+	/* One that ended while it waited is not handed the prompt: the call
+	 * runs a fresh one (ah_sandbox_exec cancels it, logging its stderr). */
+	if (mine && !ah_sandbox_exec_waiting(l->sb)) {
+		ah_log_warn("agent=%s session=%s: its next process ended while it waited: a fresh "
+		            "one runs the call", e->agent_id, e->session);
+		mine = false;
+	}
+	return mine;
+}
+
+void ah_sandboxes_lease_set_held(struct ah_sbx_lease *l, const char *fp,
+                                 const char key[AH_SBX_KEY_LEN + 1])
+{
+	struct ah_sbx_entry *e = l->entry;
+	pthread_mutex_lock(&ah_sbx_mu);
+	e->held = true;
+	e->ready = false;
+	snprintf(e->fp, sizeof e->fp, "%s", fp);
+	memcpy(e->key, key, AH_SBX_KEY_LEN + 1);
+	e->last_used_ms = ah_now_ms();
+	pthread_mutex_unlock(&ah_sbx_mu);
 }

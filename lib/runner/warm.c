@@ -221,7 +221,7 @@ void ah_warm_stop(void)
 /* ---- the thread ---- */
 
 struct start_ctx {
-	const struct ah_runner *r;
+	const ah_config *cfg;
 	struct recipe *c;          /* a private copy */
 };
 
@@ -244,12 +244,12 @@ static int start_warm(ah_sandbox *sb, void *arg, char key[AH_SBX_KEY_LEN + 1], a
 	struct start_ctx *x = arg;
 	struct recipe *c = x->c;
 	struct ah_run_req env = {.env_cap = c->nenv + ENV_EXTRA};
-	int rc = c->files ? ah_run_files_in(x->r->cfg, sb, c->files, err) : 0;
+	int rc = c->files ? ah_run_files_in(x->cfg, sb, c->files, err) : 0;
 	if (rc == 0 && !(env.envp = copy_env(c->envp, c->nenv, ENV_EXTRA)))
 		rc = ah_err_set(err, AH_EFAIL, "out of memory");
 	env.nenv = env.envp ? c->nenv : 0;
-	if (rc == 0 && ah_cfg_bool(x->r->cfg, AH_CFG_MODEL_GATEWAY))
-		rc = gateway_env(&env, x->r->cfg, key, err);
+	if (rc == 0 && ah_cfg_bool(x->cfg, AH_CFG_MODEL_GATEWAY))
+		rc = gateway_env(&env, x->cfg, key, err);
 	char tag[64];
 	snprintf(tag, sizeof tag, "warm agent=%s", c->agent_id);
 	const char *argv[] = {"/usr/bin/node", c->entry, NULL};
@@ -301,7 +301,7 @@ static void top_up(const struct ah_runner *r, const char *agent_id, const char *
 		}
 		ah_sandbox_wait_quiet();
 		ah_err err = {0};
-		struct start_ctx x = {r, c};
+		struct start_ctx x = {r->cfg, c};
 		int rc = ah_sandboxes_add_warm(agent_id, c->image, fp, start_warm, &x, &err);
 		recipe_free(c);
 		if (rc != 0) {
@@ -375,4 +375,51 @@ void *ah_warm_thread(void *arg)
 		starting = ah_sandboxes_warm_poll();
 	}
 	return NULL;
+}
+
+/* ---- sessions: the next process of a session, started after its call ---- */
+
+struct ah_warm_next {
+	struct recipe c;
+	const ah_config *cfg;
+};
+
+struct ah_warm_next *ah_warm_next_of(const ah_config *cfg, const struct ah_run_req *q,
+                                     const char *fp)
+{
+	struct recipe *c = recipe_of(q, fp);
+	struct ah_warm_next *n = c ? malloc(sizeof *n) : NULL;
+	if (n) {
+		n->c = *c;
+		n->cfg = cfg;
+		json_object_put(n->c.files); /* the session's sandbox has its files already */
+		n->c.files = NULL;
+	} else if (c) {
+		recipe_free(c);
+		return NULL;
+	}
+	free(c); /* its strings now belong to n */
+	return n;
+}
+
+void ah_warm_next_start(struct ah_warm_next *n, struct ah_sbx_lease *lease)
+{
+	char key[AH_SBX_KEY_LEN + 1] = "";
+	ah_err err = {0};
+	struct start_ctx x = {n->cfg, &n->c};
+	if (start_warm(lease->sb, &x, key, &err) == 0)
+		ah_sandboxes_lease_set_held(lease, n->c.fp, key);
+	else
+		ah_log_warn("agent=%s: the session's next process did not start: %s", n->c.agent_id,
+		            err.msg);
+	sodium_memzero(key, sizeof key);
+}
+
+void ah_warm_next_free(struct ah_warm_next *n)
+{
+	if (!n)
+		return;
+	free_env(n->c.envp, n->c.nenv);
+	sodium_memzero(n, sizeof *n);
+	free(n);
 }

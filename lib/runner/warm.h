@@ -41,6 +41,16 @@ void ah_warm_forget(const char *agent_id);
 /* Something to do: a call took a warm process, or gave a recipe. */
 void ah_warm_kick(void);
 
+/* Sessions of a warm agent: after a call, the session's next process is
+ * started in its sandbox (with the call's environment) once the answer is
+ * out; the next call of the session with the same fingerprint takes it
+ * (ah_sandboxes_lease_held). NULL: out of memory (nothing is started). */
+struct ah_warm_next;
+struct ah_warm_next *ah_warm_next_of(const ah_config *cfg, const struct ah_run_req *q,
+                                     const char *fp);
+void ah_warm_next_start(struct ah_warm_next *n, struct ah_sbx_lease *lease);
+void ah_warm_next_free(struct ah_warm_next *n);
+
 void *ah_warm_thread(void *arg);  /* arg: the struct ah_runner */
 void ah_warm_stop(void);
 

@@ -19,14 +19,18 @@ from conftest import assert_422, new_client, wait_until
 # prompt ("early:" on stdout), the prompt, a secret and the working directory.
 # "sleep N" as the prompt answers after N seconds.
 REPORT_JS = r"""
+const fs = require('fs');
 const t0 = Date.now();
 const MARK = 'v1';
 process.stdout.write('early:');
 let buf = '';
 process.stdin.on('data', d => buf += d);
 process.stdin.on('end', () => {
+  let calls = 1;  // calls in this sandbox: a session's go on counting
+  try { calls += Number(fs.readFileSync('/tmp/calls', 'utf8')); } catch (e) {}
+  fs.writeFileSync('/tmp/calls', String(calls));
   const reply = () => process.stdout.write(JSON.stringify({
-    t0, mark: MARK, prompt: buf, secret: process.env.MY_SECRET ?? null, cwd: process.cwd()}));
+    t0, mark: MARK, prompt: buf, secret: process.env.MY_SECRET ?? null, cwd: process.cwd(), calls}));
   const m = /^sleep (\d+(\.\d+)?)$/.exec(buf);
   if (m) setTimeout(reply, Number(m[1]) * 1000); else reply();
 });
@@ -34,6 +38,17 @@ process.stdin.on('end', () => {
 
 THROW_JS = "throw new Error('boom at start-up');\n"
 EXIT_JS = "process.stderr.write('leaving\\n'); process.exit(3);\n"
+
+
+@pytest.fixture
+def pro():
+    """A pro user (up to 10 warm processes an agent) whose agents are deleted
+    afterwards: warm processes hold sandboxes, which count against the host's
+    sandbox budget that other tests fill."""
+    c = new_client("pro")
+    yield c
+    for a in c.get("/agents").json():
+        c.delete(f"/agents/{a['slug']}")
 
 
 def runner_ping(agent_id=None):
@@ -115,8 +130,8 @@ def test_min_warm_cap_is_the_plan_and_warm_max():
 # ---- warm processes --------------------------------------------------------
 
 @needs_runner
-def test_warm_call_same_result_env_and_early_output():
-    c = new_client("pro")
+def test_warm_call_same_result_env_and_early_output(pro):
+    c = pro
     a = deployed_agent(c, REPORT_JS, min_warm=2)
     assert c.post(f"/agents/{a['slug']}/secrets", json={"key": "MY_SECRET", "value": "one"}).status_code == 201
     first = report(invoke(c, a["slug"], "first"))  # gives the runner the call's environment
@@ -129,8 +144,8 @@ def test_warm_call_same_result_env_and_early_output():
 
 
 @needs_runner
-def test_secret_change_applies_to_the_next_call():
-    c = new_client("pro")
+def test_secret_change_applies_to_the_next_call(pro):
+    c = pro
     a = deployed_agent(c, REPORT_JS, min_warm=2)
     assert c.post(f"/agents/{a['slug']}/secrets", json={"key": "MY_SECRET", "value": "one"}).status_code == 201
     report(invoke(c, a["slug"]))
@@ -146,8 +161,8 @@ def test_secret_change_applies_to_the_next_call():
 
 
 @needs_runner
-def test_redeploy_and_stop_retire_warm_processes():
-    c = new_client("pro")
+def test_redeploy_and_stop_retire_warm_processes(pro):
+    c = pro
     a = deployed_agent(c, REPORT_JS, min_warm=2)
     report(invoke(c, a["slug"]))
     assert warm_call(c, a)["mark"] == "v1"
@@ -166,8 +181,8 @@ def test_redeploy_and_stop_retire_warm_processes():
 
 
 @needs_runner
-def test_patch_min_warm_retires_and_resizes():
-    c = new_client("pro")
+def test_patch_min_warm_retires_and_resizes(pro):
+    c = pro
     a = deployed_agent(c, REPORT_JS, min_warm=3)
     report(invoke(c, a["slug"]))
     wait_warm(a["id"], 3)
@@ -185,8 +200,8 @@ def test_patch_min_warm_retires_and_resizes():
 
 @needs_runner
 @pytest.mark.parametrize("js", [THROW_JS, EXIT_JS], ids=["throws", "exits"])
-def test_crash_at_start_up_gives_the_normal_failure(js):
-    c = new_client("pro")
+def test_crash_at_start_up_gives_the_normal_failure(js, pro):
+    c = pro
     cold = deployed_agent(c, js)
     warm = deployed_agent(c, js, min_warm=2)
     want = invoke(c, cold["slug"])
@@ -201,8 +216,8 @@ def test_crash_at_start_up_gives_the_normal_failure(js):
 
 
 @needs_runner
-def test_timeout_counts_from_the_call():
-    c = new_client("pro")
+def test_timeout_counts_from_the_call(pro):
+    c = pro
     a = deployed_agent(c, REPORT_JS, min_warm=1, timeout_seconds=2)
     report(invoke(c, a["slug"]))
     wait_warm(a["id"], 1)
@@ -215,11 +230,32 @@ def test_timeout_counts_from_the_call():
 
 
 @needs_runner
-def test_min_warm_zero_starts_nothing():
-    c = new_client("pro")
+def test_min_warm_zero_starts_nothing(pro):
+    c = pro
     a = deployed_agent(c, REPORT_JS)
     for _ in range(2):
         sent = time.time() * 1000
         assert report(invoke(c, a["slug"]))["t0"] >= sent
     time.sleep(1.5)
     assert warm_of(a["id"]) == 0
+
+
+@needs_runner
+def test_sessions_next_process_is_warm(pro):
+    c = pro
+    a = deployed_agent(c, REPORT_JS, min_warm=1)
+    sid = "warm-" + uuid.uuid4().hex[:8]
+    assert c.post(f"/agents/{a['slug']}/secrets", json={"key": "MY_SECRET", "value": "one"}).status_code == 201
+    first = report(invoke(c, a["slug"], "one", session_id=sid))
+    assert first["calls"] == 1
+    # The session's next process starts in its sandbox after the answer.
+    second = warm_call(c, a, "two", session_id=sid)
+    assert (second["calls"], second["secret"], second["prompt"]) == (2, "one", "two")
+    third = warm_call(c, a, "three", session_id=sid)
+    assert third["calls"] == 3
+    # A secret set while the session's next process waits applies to the next call.
+    wait_warm(a["id"], 1)
+    assert c.post(f"/agents/{a['slug']}/secrets", json={"key": "MY_SECRET", "value": "two"}).status_code == 201
+    fourth = report(invoke(c, a["slug"], "four", session_id=sid))
+    assert (fourth["calls"], fourth["secret"]) == (4, "two")
+    assert warm_call(c, a, "five", session_id=sid)["secret"] == "two"
