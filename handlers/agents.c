@@ -10,6 +10,7 @@
 #include "runner_client/runner_client.h"
 #include "code.h"
 #include "slug.h"
+#include "core/plans.h"
 #include "core/util.h"
 #include "validate.h"
 
@@ -32,11 +33,12 @@ static const char SQL_LIST_AFTER[] =
 static const char SQL_SLUG_TAKEN[] = "SELECT 1 FROM agents WHERE user_id = ? AND slug = ?";
 static const char SQL_INSERT[] =
 	"INSERT INTO agents (id, user_id, name, slug, description, source_type, git_repo_url,"
-	" git_branch, timeout_seconds, status, needs_redeploy, created_at, updated_at)"
-	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'draft', 0, NOW(3), NOW(3))";
+	" git_branch, timeout_seconds, min_warm, status, needs_redeploy, created_at, updated_at)"
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'draft', 0, NOW(3), NOW(3))";
 static const char SQL_UPDATE[] =
 	"UPDATE agents SET name = ?, slug = ?, description = ?, source_type = ?, git_repo_url = ?,"
-	" git_branch = ?, timeout_seconds = ?, needs_redeploy = ?, updated_at = NOW(3) WHERE id = ?";
+	" git_branch = ?, timeout_seconds = ?, min_warm = ?, needs_redeploy = ?, updated_at = NOW(3)"
+	" WHERE id = ?";
 static const char SQL_DELETE[] = "DELETE FROM agents WHERE id = ?";
 static const char SQL_START_DEPLOY[] =
 	"UPDATE agents SET status = 'deploying', status_message = NULL, updated_at = NOW(3)"
@@ -60,14 +62,25 @@ static int reply_agent_by_id(ah_req *r, int status, const char *id)
 
 /* ---- input ---- */
 
+long long ah_agent_warm_cap(ah_req *r)
+{
+	long long plan = ah_plan_max_warm(r->user->plan ? r->user->plan : "free");
+	long long host = ah_cfg_int(r->cfg, AH_CFG_WARM_MAX);
+	if (plan < 0)
+		plan = ah_plan_max_warm("free");
+	return plan < host ? plan : host;
+}
+
 typedef struct agent_in {
 	const char *name, *slug, *description, *source_type, *git_repo_url, *git_branch;
-	long long timeout;
-	bool has_name, has_slug, has_description, has_source_type, has_repo, has_branch, has_timeout;
+	long long timeout, min_warm;
+	bool has_name, has_slug, has_description, has_source_type, has_repo, has_branch, has_timeout,
+	     has_min_warm;
 } agent_in;
 
 static const char *const AGENT_FIELDS[] = {"name", "slug", "description", "source_type",
-                                           "git_repo_url", "git_branch", "timeout_seconds", NULL};
+                                           "git_repo_url", "git_branch", "timeout_seconds", "min_warm",
+                                           NULL};
 
 static void check_agent_fields(ah_req *r, json_object *o, agent_in *in, bool create)
 {
@@ -88,6 +101,7 @@ static void check_agent_fields(ah_req *r, json_object *o, agent_in *in, bool cre
 	    in->git_branch && !ah_branch_valid(in->git_branch))
 		ah_verr(r, "body", "git_branch", "Input should be a valid branch or tag name", "value_error");
 	ah_field_int(r, o, "timeout_seconds", 0, 1, 600, &in->timeout, &in->has_timeout);
+	ah_field_int(r, o, "min_warm", 0, 0, ah_agent_warm_cap(r), &in->min_warm, &in->has_min_warm);
 }
 
 /* ---- handlers ---- */
@@ -125,8 +139,9 @@ static int create_agent(ah_req *r)
 	for (int attempt = 0; rc == AH_ECONFLICT && attempt < (in.slug ? 1 : 5); attempt++) {
 		if (!in.slug && ah_slug_free(r, SQL_SLUG_TAKEN, in.name, "agent", &slug) != 0)
 			return AH_EFAIL;
-		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssssi", id, r->user->id, in.name, slug,
-		                in.description, type, in.git_repo_url, in.git_branch, in.timeout);
+		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssssii", id, r->user->id, in.name, slug,
+		                in.description, type, in.git_repo_url, in.git_branch, in.timeout,
+		                in.min_warm);
 	}
 	if (rc == AH_ECONFLICT)
 		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Slug '%s' is already taken", slug));
@@ -171,12 +186,18 @@ static int patch_agent(ah_req *r)
 	bool redeploy = a->needs_redeploy ||
 	                (a->deployed_at && (strcmp(type, old_type) != 0 ||
 	                 str_changed(a->git_repo_url, repo) || str_changed(a->git_branch, branch)));
-	rc = ah_db_exec(r->db, NULL, SQL_UPDATE, "ssssssiis",
+	rc = ah_db_exec(r->db, NULL, SQL_UPDATE, "ssssssiiis",
 	                in.has_name ? in.name : a->name, in.has_slug ? in.slug : a->slug,
 	                in.has_description ? in.description : a->description, type, repo, branch,
-	                in.has_timeout ? in.timeout : a->timeout_seconds, (long long)redeploy, a->id);
+	                in.has_timeout ? in.timeout : a->timeout_seconds,
+	                in.has_min_warm ? in.min_warm : a->min_warm, (long long)redeploy, a->id);
 	if (rc == AH_ECONFLICT)
 		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Slug '%s' is already taken", in.slug));
+	/* Fewer (or no) warm processes: the runner drops the extra ones now rather
+	 * than at the agent's next call (a timeout_seconds change needs nothing:
+	 * the deadline is the call's). */
+	if (rc == 0 && in.has_min_warm && in.min_warm != a->min_warm)
+		ah_runner_retire_warm(r, a->id);
 	return rc ? rc : reply_agent_by_id(r, 200, a->id);
 }
 

@@ -13,6 +13,10 @@
  * not pass its own): the one place the number is written. */
 #define AH_AGENT_TIMEOUT_DEFAULT 120
 
+/* The most min_warm the caller may set: the plan's cap (core/plans.h; an
+ * unknown plan gets the free one's) and warm_max, whichever is lower. */
+long long ah_agent_warm_cap(ah_req *r);
+
 /* The agents.status ENUM of schema/001_core.sql, in its order. */
 typedef enum ah_agent_status {
 	AH_AGENT_DRAFT, AH_AGENT_DEPLOYING, AH_AGENT_ACTIVE, AH_AGENT_ERROR, AH_AGENT_STOPPED
@@ -28,6 +32,7 @@ typedef struct ah_agent {
 	const char *id, *name, *slug, *description, *git_repo_url, *git_branch;
 	ah_source_type source_type;
 	long long timeout_seconds;
+	long long min_warm;         /* warm processes the runner keeps (issue 15) */
 	ah_agent_status status;
 	const char *status_message, *sandbox_id;
 	bool needs_redeploy;
@@ -42,7 +47,7 @@ typedef struct ah_agent {
 	"a.id, a.name, a.slug, a.description, a.source_type, a.git_repo_url,"             \
 	" a.git_branch, a.timeout_seconds, a.status, a.status_message, a.sandbox_id,"     \
 	" a.needs_redeploy, a.created_at, a.updated_at, a.deployed_at, a.image_path,"     \
-	" a.entrypoint, a.runner_id, a.code_sha256"
+	" a.entrypoint, a.runner_id, a.code_sha256, a.min_warm"
 
 /* The scope of routes under /agents/{slug} (ah_route.scope): the key's
  * columns, then AH_AGENT_COLS of the caller's agent named {slug}, filled into

@@ -7,6 +7,7 @@
 #include "core/util.h"
 #include "crypto/crypto.h"
 #include "db/record.h"
+#include "runner_client/runner_client.h"
 
 #include <string.h>
 
@@ -83,6 +84,14 @@ static int list_secrets(ah_req *r)
 	return rc ? rc : ah_list_reply(r, SQL_COUNT, SQL_LIST, a->id, secret_row_json);
 }
 
+/* A warm agent's waiting processes hold the old environment: the runner drops
+ * them now (its next call would not take them either: runner_client.h). */
+static void retire_warm(ah_req *r, const ah_agent *a)
+{
+	if (a->min_warm > 0)
+		ah_runner_retire_warm(r, a->id);
+}
+
 static int set_secret(ah_req *r)
 {
 	static const char *const fields[] = {"key", "value", NULL};
@@ -112,6 +121,7 @@ static int set_secret(ah_req *r)
 	               ct, ctlen) != 0 ||
 	    ah_db_query(r->db, r->arena, &rows, SQL_GET, "ss", a->id, key) != 0 || rows.n != 1)
 		return AH_EFAIL;
+	retire_warm(r, a);
 	return ah_reply_json(r, 201, secret_json(r, rows.v[0]));
 }
 
@@ -124,6 +134,8 @@ static int delete_secret(ah_req *r)
 		return rc;
 	if (ah_db_exec(r->db, &n, SQL_DELETE, "ss", a->id, r->params[1]) != 0)
 		return AH_EFAIL;
+	if (n)
+		retire_warm(r, a);
 	return n ? ah_reply_no_content(r) : ah_reply_error(r, 404, "Secret not found");
 }
 

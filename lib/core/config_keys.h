@@ -62,6 +62,8 @@
 	X(RUNNER_HEARTBEAT_SECONDS, "runner_heartbeat_seconds", INT, "5", 1, 300, "runner heartbeat period") \
 	X(RUNNER_STALE_SECONDS, "runner_stale_seconds", INT, "30", 1, 86400, "a runner silent this long is down (health)") \
 	X(RUNNER_SHUTDOWN_GRACE_SECONDS, "runner_shutdown_grace_seconds", INT, "20", 0, 3600, "runs may finish this long at stop") \
+	X(WARM_MAX, "warm_max", INT, "10", 0, 256, "warm processes one agent may ask for (min_warm), whatever its plan") \
+	X(WARM_IDLE_SECONDS, "warm_idle_seconds", INT, "600", 10, 86400 * 30, "an agent's warm processes are dropped after this long without calls") \
 	X(SESSION_IDLE_SECONDS, "session_idle_seconds", INT, "3600", 1, 86400 * 30, "idle session sandboxes are reclaimed") \
 	X(DEPLOY_MAX_ATTEMPTS, "deploy_max_attempts", INT, "3", 1, 100, "deploy retries") \
 	X(DEPLOY_TIMEOUT_SECONDS, "deploy_timeout_seconds", INT, "600", 10, 7200, "deploy time cap") \

@@ -33,4 +33,19 @@ static inline long long ah_plan_max_sessions(const char *plan)
 	return -1;
 }
 
+/* The most warm processes (an agent's min_warm) a plan's user may ask for per
+ * agent, or -1 for an unknown plan name; warm_max caps it host-wide. Each holds
+ * a sandbox (its memory counts against the host's sandbox budget) while no
+ * call is running. */
+static inline long long ah_plan_max_warm(const char *plan)
+{
+	if (strcmp(plan, "free") == 0)
+		return 1;
+	if (strcmp(plan, "pro") == 0)
+		return 10;
+	if (strcmp(plan, "enterprise") == 0)
+		return 50;
+	return -1;
+}
+
 #endif

@@ -4,6 +4,7 @@
  * sandboxes destroyed and its old image retired, so a redeploy of an active
  * agent keeps serving from the old image until the new one is ready. */
 #include "runner/runner.h"
+#include "runner/warm.h"
 #include "runner/sandboxes.h"
 #include "runner/fuse.h"
 #include "core/arena.h"
@@ -123,6 +124,7 @@ static int switch_agent(ah_db *db, ah_arena *a, struct ah_runner *r, const struc
 static void retire_old(const struct ah_runner *r, const struct ah_job *j, const char *old_image,
                        const char *new_image)
 {
+	ah_warm_forget(j->agent_id); /* its recipe names the old image */
 	int n = ah_sandboxes_destroy_agent(j->agent_id);
 	ah_fuse_retain(j->agent_id, new_image); /* mounts the new deploy dropped or changed */
 	if (n > 0)

@@ -12,6 +12,7 @@
 #include "runner/gateway.h"
 #include "runner_client/runner_client.h"
 #include "runner/sandboxes.h"
+#include "runner/warm.h"
 #include "runner/fuse.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -135,7 +136,8 @@ static void wait_for_signal(void)
 	ah_log_info("signal %d: shutting down", sig);
 }
 
-static void stop(struct ah_runner *r, ah_db *db, pthread_t jobs, pthread_t beat, pthread_t srv)
+static void stop(struct ah_runner *r, ah_db *db, pthread_t jobs, pthread_t beat, pthread_t srv,
+                 pthread_t warm)
 {
 	int grace = (int)ah_cfg_int(r->cfg, AH_CFG_RUNNER_SHUTDOWN_GRACE_SECONDS);
 	r->stopping = 1;
@@ -151,6 +153,8 @@ static void stop(struct ah_runner *r, ah_db *db, pthread_t jobs, pthread_t beat,
 			ah_jobs_release(db, r, job);
 	}
 	pthread_join(beat, NULL);
+	ah_warm_stop();
+	pthread_join(warm, NULL);
 	ah_sandboxes_destroy_all();
 	ah_fuse_shutdown();
 	ah_sandbox_shutdown();
@@ -181,15 +185,16 @@ int main(int argc, char **argv)
 		ah_log_error("start-up failed: %s", err.msg);
 		return 1;
 	}
-	pthread_t jobs, beat, srv;
+	pthread_t jobs, beat, srv, warm;
 	if (pthread_create(&srv, NULL, ah_server_thread, &r) != 0 ||
+	    pthread_create(&warm, NULL, ah_warm_thread, &r) != 0 ||
 	    pthread_create(&beat, NULL, ah_heartbeat_thread, &r) != 0 ||
 	    pthread_create(&jobs, NULL, ah_jobs_thread, &r) != 0) {
 		ah_log_error("cannot start threads");
 		return 1;
 	}
 	wait_for_signal();
-	stop(&r, db, jobs, beat, srv);
+	stop(&r, db, jobs, beat, srv, warm);
 	ah_db_close(db);
 	ah_config_free(cfg);
 	ah_log_info("stopped");

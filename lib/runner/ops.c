@@ -8,6 +8,7 @@
 #include "runner/run_req.h"
 #include "runner/run_files.h"
 #include "runner/fuse.h"
+#include "runner/warm.h"
 #include "core/log.h"
 #include "core/json.h"
 #include "core/util.h"
@@ -32,6 +33,7 @@ struct gw_plan {
 /* What a run produced, for its answer. */
 struct run_out {
 	char sandbox_id[64];
+	bool warm;                 /* it ran in a warm process (warm.h) */
 	ah_sandbox_result res;
 	ah_gateway_usage usage;
 	bool metered;              /* the model gateway served the run */
@@ -106,11 +108,16 @@ static json_object *run_answer(const struct run_out *o)
 	return ans;
 }
 
-json_object *ah_op_ping(const struct ah_runner *r)
+/* With an agent_id, also how many warm processes of that agent wait. */
+json_object *ah_op_ping(const struct ah_runner *r, json_object *req)
 {
+	const char *agent = ah_json_get_str(req, "agent_id");
+	bool one = ah_run_token_ok(agent, 32, "_");
 	field f[] = { {"runner_id", F_STR, r->id, 0},
-	              {"sandboxes", F_INT, NULL, (int64_t)ah_sandboxes_count()} };
-	return answer_of(true, f, 2);
+	              {"sandboxes", F_INT, NULL, (int64_t)ah_sandboxes_count()},
+	              {"warm", F_INT, NULL, (int64_t)ah_sandboxes_warm_total(NULL)},
+	              {"agent_warm", F_INT, NULL, one ? (int64_t)ah_sandboxes_warm_total(agent) : 0} };
+	return answer_of(true, f, one ? 4 : 3);
 }
 
 /* ---- run: capacity and execution ---------------------------------------- */
@@ -147,6 +154,17 @@ static void give_slot(void)
  * server calls this once the answer is written. */
 void ah_op_finish(ah_op_after *after)
 {
+	if (after->warm)
+		ah_warm_kick(); /* its thread waits for a quiet moment itself */
+	after->warm = false;
+	if (after->next) { /* a session's next process: the lease is still held */
+		ah_warm_next_start(after->next, &after->lease);
+		ah_warm_next_free(after->next);
+		after->next = NULL;
+		after->pending = false;
+		ah_sandboxes_release(&after->lease, false);
+		return;
+	}
 	if (!after->pending)
 		return;
 	after->pending = false;
@@ -166,6 +184,30 @@ static int gateway_open(ah_gateway **out, const struct ah_runner *r, const struc
 	int lfd;
 	int rc = ah_sandbox_listen_loopback(sb, AH_GATEWAY_PORT, &lfd, err);
 	return rc ? rc : ah_gateway_start(out, r->cfg, lfd, gw->key, gw->token, tag, q->timeout_ms, err);
+}
+
+/* A warm agent's ephemeral call takes one of its warm processes when one of
+ * the call's own fingerprint waits (warm.h); with the gateway, the token in
+ * that process's environment is the run's token. */
+static bool lease_warm(struct ah_sbx_lease *lease, const struct ah_run_req *q, const char *fp,
+                       struct gw_plan *gw)
+{
+	char key[AH_SBX_KEY_LEN + 1];
+	int dead = 0, rc = AH_ENOTFOUND;
+	if (q->min_warm <= 0)
+		return false;
+	if (q->session) /* leased already: its next process, started after its last call */
+		rc = ah_sandboxes_lease_held(lease, fp, key) ? 0 : AH_ENOTFOUND;
+	else
+		rc = ah_sandboxes_take_warm(lease, q->agent_id, fp, key, &dead);
+	if (dead > 0)
+		ah_warm_deaths(q->agent_id, fp, dead);
+	if (rc == 0 && gw) { /* warm.c made it: AH_GATEWAY_TOKEN_LEN characters */
+		memcpy(gw->token, key, sizeof gw->token - 1);
+		gw->token[sizeof gw->token - 1] = '\0';
+	}
+	sodium_memzero(key, sizeof key);
+	return rc == 0;
 }
 
 static int lease_sandbox(struct ah_sbx_lease *lease, const struct ah_run_req *q, const char *tag,
@@ -208,9 +250,13 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 		             out->sandbox_id, why.msg);
 		return ah_err_set(err, AH_EFAIL, "could not start the model gateway");
 	}
-	int rc = q->files ? ah_run_files_in(r->cfg, sb, q->files, &why) : 0;
+	/* A warm process's sandbox got the call's attachments before it started
+	 * (they are part of its fingerprint). */
+	int rc = q->files && !out->warm ? ah_run_files_in(r->cfg, sb, q->files, &why) : 0;
 	if (rc != 0)
 		ah_log_error("%s agent=%s: files: %s", tag, q->agent_id, why.msg);
+	else if (out->warm)
+		rc = ah_sandbox_exec_finish(sb, &x, &out->res, &why);
 	else
 		rc = ah_sandbox_exec(sb, &x, &out->res, &why);
 	ah_gateway_stop(g, &out->usage); /* the token dies with the run */
@@ -220,9 +266,10 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 		             out->sandbox_id, why.msg);
 		return ah_err_set(err, AH_EFAIL, "the sandbox failed to run the agent");
 	}
-	ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms", tag,
+	ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms%s", tag,
 	            q->agent_id, out->sandbox_id, out->res.exit_code, out->res.signal,
-	            out->res.timed_out, out->res.oom_killed, out->res.duration_ms);
+	            out->res.timed_out, out->res.oom_killed, out->res.duration_ms,
+	            out->warm ? " (warm)" : "");
 	if (q->files && (out->files = json_object_new_object()))
 		ah_run_files_out(r->cfg, sb, q->files, out->files, tag);
 	return 0;
@@ -231,18 +278,26 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 /* A session's sandbox is released at once (cheap: it stays); an ephemeral
  * one after the answer is out (ah_op_finish). A sandbox whose run failed is
  * not reused: its namespace may be at fault. */
-static int execute(const struct ah_runner *r, const struct ah_run_req *q, const struct gw_plan *gw,
-                   struct run_out *out, ah_op_after *after, ah_err *err)
+static int execute(const struct ah_runner *r, const struct ah_run_req *q, const char *fp,
+                   struct gw_plan *gw, struct run_out *out, ah_op_after *after, ah_err *err)
 {
 	char tag[80];
 	snprintf(tag, sizeof(tag), "inv=%s", q->invocation_id);
 	struct ah_sbx_lease lease = {0};
-	int rc = lease_sandbox(&lease, q, tag, err);
+	after->warm = q->min_warm > 0;
+	out->warm = !q->session && lease_warm(&lease, q, fp, gw);
+	int rc = out->warm ? 0 : lease_sandbox(&lease, q, tag, err);
 	if (rc != 0)
 		return rc;
+	if (q->session)
+		out->warm = lease_warm(&lease, q, fp, gw);
 	snprintf(out->sandbox_id, sizeof out->sandbox_id, "%s", ah_sandbox_id(lease.sb));
 	rc = run_in(r, q, gw, lease.sb, tag, out, err);
-	if (q->session) {
+	if (q->session && rc == 0 && q->min_warm > 0 &&
+	    (after->next = ah_warm_next_of(r->cfg, q, fp))) {
+		*after = (ah_op_after){ .lease = lease, .pending = true, .warm = true,
+		                        .next = after->next };
+	} else if (q->session) {
 		ah_sandboxes_release(&lease, rc != 0);
 	} else {
 		ah_sandbox_done(lease.sb);
@@ -286,7 +341,15 @@ static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q
                      struct gw_plan *gw, struct run_out *out, ah_op_after *after, ah_err *err)
 {
 	bool use_gw = ah_cfg_bool(r->cfg, AH_CFG_MODEL_GATEWAY);
+	char fp[AH_SBX_FP_LEN + 1] = "";
 	int rc = ah_run_req_parse(q, r, req, err);
+	/* Before the gateway's token replaces the key: the fingerprint is of
+	 * what the API sent, the same for every call until something changes. */
+	if (rc == 0) {
+		ah_warm_fingerprint(fp, q);
+		if (!q->session)
+			ah_warm_note(q, fp);
+	}
 	if (rc == 0 && use_gw)
 		rc = gateway_plan(gw, q, r->cfg, err);
 	if (rc != 0) {
@@ -297,7 +360,7 @@ static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q
 		return ah_err_set(err, AH_EFAIL, "runner shutting down");
 	if ((rc = take_slot(r, err)) != 0)
 		return rc;
-	rc = execute(r, q, use_gw ? gw : NULL, out, after, err);
+	rc = execute(r, q, fp, use_gw ? gw : NULL, out, after, err);
 	give_slot();
 	return rc;
 }
@@ -337,6 +400,7 @@ json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req)
 	json_object *purge = NULL;
 	if (!ah_run_token_ok(agent, 32, "_"))
 		return ah_op_error("invalid agent_id");
+	ah_warm_forget(agent); /* before its sandboxes: no warm start in between */
 	int n = ah_sandboxes_destroy_agent(agent);
 	ah_fuse_retain(agent, NULL); /* its bucket mounts: the next call starts them again */
 	ah_log_info("agent=%s: destroy_agent (%d sandboxes)", agent, n);
@@ -347,4 +411,15 @@ json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req)
 		ah_deploy_rmtree(dir);
 	}
 	return answer_of(true, (field[]){ {"destroyed", F_INT, NULL, n} }, 1);
+}
+
+/* The API changed what the agent's warm processes were started with (a
+ * secret, min_warm): they go now, and its next call starts new ones. */
+json_object *ah_op_retire_warm(json_object *req)
+{
+	const char *agent = ah_json_get_str(req, "agent_id");
+	if (!ah_run_token_ok(agent, 32, "_"))
+		return ah_op_error("invalid agent_id");
+	ah_warm_forget(agent);
+	return answer_of(true, NULL, 0);
 }

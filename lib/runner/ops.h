@@ -8,18 +8,23 @@
 #include "runner/runner.h"
 #include "runner/sandboxes.h"
 
+struct ah_warm_next;
+
 /* What an operation leaves to do once its answer is written (ah_op_finish):
  * releasing an ephemeral sandbox takes a while, and the answer need not wait. */
 typedef struct ah_op_after {
 	struct ah_sbx_lease lease;
 	bool pending, broken;
+	bool warm;                 /* the agent is warm: its warm processes may want a start */
+	struct ah_warm_next *next; /* a session's next process to start, then release */
 } ah_op_after;
 
 json_object *ah_op_error(const char *msg);
-json_object *ah_op_ping(const struct ah_runner *r);
+json_object *ah_op_ping(const struct ah_runner *r, json_object *req);
 json_object *ah_op_run(struct ah_runner *r, json_object *req, ah_op_after *after);
 void ah_op_finish(ah_op_after *after);
 json_object *ah_op_destroy_session(json_object *req);
 json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req);
+json_object *ah_op_retire_warm(json_object *req);
 
 #endif

@@ -3,6 +3,7 @@
  * which is what serializes calls within a session. Sandboxes are created and
  * destroyed outside the registry lock: both take milliseconds or more. */
 #include "runner/sandboxes.h"
+#include "runner/sandboxes_int.h"
 #include "runner/fuse.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -15,18 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-struct ah_sbx_entry {
-	char agent_id[33];
-	char session[129];        /* "" for an ephemeral sandbox */
-	char image[1024];
-	ah_sandbox *sb;
-	pthread_mutex_t run_mu;
-	int refs;                 /* leases held or waited for */
-	bool doomed;              /* destroy at the last release */
-	bool spare;               /* built ahead for the agent's next ephemeral call */
-	int64_t last_used_ms;
-	struct ah_sbx_entry *next;
-};
 
 struct retired {
 	char image[1024];
@@ -54,8 +43,8 @@ struct retired {
 #define ADMIT_WAIT_MS 3000
 #define ADMIT_POLL_MS 100
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static struct ah_sbx_entry *entries;
+pthread_mutex_t ah_sbx_mu = PTHREAD_MUTEX_INITIALIZER;
+struct ah_sbx_entry *ah_sbx_entries;
 static struct retired *retired_images;
 /* Sessions that gave way, for the next reap to expire (it has the database). */
 static struct { char agent_id[33], session[129]; } evicted[MAX_EVICTED];
@@ -63,13 +52,13 @@ static int nevicted;
 
 void ah_sandboxes_init(void)
 {
-	entries = NULL;
+	ah_sbx_entries = NULL;
 	retired_images = NULL;
 }
 
 static bool image_in_use(const char *image)
 {
-	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
 		if (strcmp(e->image, image) == 0)
 			return true;
 	return false;
@@ -78,7 +67,7 @@ static bool image_in_use(const char *image)
 /* Unlinks e (lock held) and returns retired images no longer used, to remove. */
 static struct retired *unlink_entry(struct ah_sbx_entry *e)
 {
-	for (struct ah_sbx_entry **p = &entries; *p; p = &(*p)->next)
+	for (struct ah_sbx_entry **p = &ah_sbx_entries; *p; p = &(*p)->next)
 		if (*p == e) {
 			*p = e->next;
 			break;
@@ -113,6 +102,11 @@ static void remove_images(struct retired *gone)
 
 static void destroy_entry(struct ah_sbx_entry *e)
 {
+	if (e->sb && e->died) { /* why it died: its stderr, into the log */
+		char tag[64];
+		snprintf(tag, sizeof tag, "warm agent=%s", e->agent_id);
+		ah_sandbox_exec_cancel(e->sb, tag);
+	}
 	if (e->sb) {
 		ah_log_info("sandbox %s destroyed (agent=%s%s%s)", ah_sandbox_id(e->sb), e->agent_id,
 		            e->session[0] ? " session=" : "", e->session);
@@ -123,12 +117,12 @@ static void destroy_entry(struct ah_sbx_entry *e)
 }
 
 /* Destroys every doomed entry nobody holds, outside the lock. */
-static void sweep(void)
+void ah_sbx_sweep(void)
 {
 	struct ah_sbx_entry *dead = NULL;
 	struct retired *gone = NULL;
-	pthread_mutex_lock(&mu);
-	for (struct ah_sbx_entry *e = entries, *next; e; e = next) {
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries, *next; e; e = next) {
 		next = e->next;
 		if (!e->doomed || e->refs > 0)
 			continue;
@@ -140,7 +134,7 @@ static void sweep(void)
 		e->next = dead;
 		dead = e;
 	}
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&ah_sbx_mu);
 	for (struct ah_sbx_entry *e = dead, *next; e; e = next) {
 		next = e->next;
 		destroy_entry(e);
@@ -148,7 +142,7 @@ static void sweep(void)
 	remove_images(gone);
 }
 
-static struct ah_sbx_entry *new_entry(const char *agent_id, const char *session, const char *image)
+struct ah_sbx_entry *ah_sbx_new_entry(const char *agent_id, const char *session, const char *image)
 {
 	struct ah_sbx_entry *e = calloc(1, sizeof(*e));
 	if (!e)
@@ -158,8 +152,8 @@ static struct ah_sbx_entry *new_entry(const char *agent_id, const char *session,
 	snprintf(e->image, sizeof(e->image), "%s", image);
 	pthread_mutex_init(&e->run_mu, NULL);
 	e->last_used_ms = ah_now_ms();
-	e->next = entries;
-	entries = e;
+	e->next = ah_sbx_entries;
+	ah_sbx_entries = e;
 	return e;
 }
 
@@ -167,7 +161,7 @@ static struct ah_sbx_entry *new_entry(const char *agent_id, const char *session,
 static struct ah_sbx_entry *find_session(const char *agent_id, const char *session,
                                          const char *image)
 {
-	for (struct ah_sbx_entry *e = entries; e; e = e->next) {
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
 		if (e->doomed || !e->session[0] || strcmp(e->agent_id, agent_id) != 0 ||
 		    strcmp(e->session, session) != 0)
 			continue;
@@ -182,8 +176,8 @@ static struct ah_sbx_entry *find_session(const char *agent_id, const char *sessi
  * entry; a spare over an older image is doomed. */
 static struct ah_sbx_entry *take_spare(const char *agent_id, const char *image)
 {
-	for (struct ah_sbx_entry *e = entries; e; e = e->next) {
-		if (!e->spare || e->doomed || strcmp(e->agent_id, agent_id) != 0)
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
+		if (!e->spare || e->warm || e->doomed || strcmp(e->agent_id, agent_id) != 0)
 			continue;
 		if (strcmp(e->image, image) != 0)
 			e->doomed = true;
@@ -200,12 +194,12 @@ static struct ah_sbx_entry *take_spare(const char *agent_id, const char *image)
  * free when this returns (ah_sandbox_destroy). */
 static void drop_spares(void)
 {
-	pthread_mutex_lock(&mu);
-	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
 		if (e->spare && e->refs == 0 && e->sb)
 			e->doomed = true;
-	pthread_mutex_unlock(&mu);
-	sweep();
+	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_sweep();
 }
 
 /* The host is at its budget and the spares are gone: the session sandbox
@@ -214,8 +208,8 @@ static bool evict_idle_session(void)
 {
 	int64_t cutoff = ah_now_ms() - SESSION_GIVES_WAY_MS;
 	struct ah_sbx_entry *lru = NULL;
-	pthread_mutex_lock(&mu);
-	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
 		if (e->session[0] && e->sb && e->refs == 0 && !e->doomed && e->last_used_ms < cutoff &&
 		    (!lru || e->last_used_ms < lru->last_used_ms))
 			lru = e;
@@ -229,9 +223,9 @@ static bool evict_idle_session(void)
 			nevicted++;
 		}
 	}
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&ah_sbx_mu);
 	if (lru)
-		sweep(); /* its budget is free when this returns */
+		ah_sbx_sweep(); /* its budget is free when this returns */
 	return lru != NULL;
 }
 
@@ -272,15 +266,15 @@ static int create_admitted(struct ah_sbx_entry *e, const ah_sandbox_spec *spec, 
 int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const char *session,
                          const char *image, ah_err *err)
 {
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&ah_sbx_mu);
 	struct ah_sbx_entry *e = session ? find_session(agent_id, session, image)
 	                                 : take_spare(agent_id, image);
 	if (!e)
-		e = new_entry(agent_id, session, image);
+		e = ah_sbx_new_entry(agent_id, session, image);
 	if (e)
 		e->refs++;
-	pthread_mutex_unlock(&mu);
-	sweep(); /* a session's sandbox over an older image was just doomed */
+	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_sweep(); /* a session's sandbox over an older image was just doomed */
 	if (!e)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
 	pthread_mutex_lock(&e->run_mu);
@@ -313,18 +307,18 @@ static void build_spare(const char *agent_id, const char *image)
 {
 	int spares = 0;
 	bool have = false;
-	pthread_mutex_lock(&mu);
-	for (struct ah_sbx_entry *e = entries; e; e = e->next)
-		if (e->spare && !e->doomed) {
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
+		if (e->spare && !e->warm && !e->doomed) {
 			spares++;
 			have |= strcmp(e->agent_id, agent_id) == 0 && strcmp(e->image, image) == 0;
 		}
-	struct ah_sbx_entry *e = !have && spares < MAX_SPARES ? new_entry(agent_id, NULL, image) : NULL;
+	struct ah_sbx_entry *e = !have && spares < MAX_SPARES ? ah_sbx_new_entry(agent_id, NULL, image) : NULL;
 	if (e) {
 		e->spare = true;
 		e->refs = 1; /* building: neither taken nor swept */
 	}
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&ah_sbx_mu);
 	if (!e)
 		return;
 	ah_sandbox_bind *binds = NULL;
@@ -338,16 +332,16 @@ static void build_spare(const char *agent_id, const char *image)
 		rc = ah_sandbox_create(&sb, &spec, &err);
 	}
 	ah_fuse_binds_free(binds, nbinds);
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&ah_sbx_mu);
 	e->sb = rc == 0 ? sb : NULL;
 	e->refs--;
 	e->last_used_ms = ah_now_ms();
 	if (rc != 0)
 		e->doomed = true;
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&ah_sbx_mu);
 	if (rc != 0)
 		ah_log_warn("agent=%s: no spare sandbox: %s", agent_id, err.msg);
-	sweep(); /* failed, or doomed meanwhile (destroy_agent) */
+	ah_sbx_sweep(); /* failed, or doomed meanwhile (destroy_agent) */
 }
 
 void ah_sandboxes_release(struct ah_sbx_lease *lease, bool broken)
@@ -358,7 +352,7 @@ void ah_sandboxes_release(struct ah_sbx_lease *lease, bool broken)
 	lease->entry = NULL;
 	pthread_mutex_unlock(&e->run_mu);
 	char agent_id[sizeof e->agent_id], image[sizeof e->image];
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&ah_sbx_mu);
 	e->refs--;
 	e->last_used_ms = ah_now_ms();
 	bool respare = !broken && !e->session[0] && e->sb;
@@ -368,27 +362,27 @@ void ah_sandboxes_release(struct ah_sbx_lease *lease, bool broken)
 	}
 	if (broken || !e->session[0] || !e->sb)
 		e->doomed = true;
-	pthread_mutex_unlock(&mu);
-	sweep();
+	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_sweep();
 	if (respare)
 		build_spare(agent_id, image);
 }
 
-/* Dooms the entries matching (agent or NULL, session or NULL); the unused ones
+/* Dooms the ah_sbx_entries matching (agent or NULL, session or NULL); the unused ones
  * go at once, the others at their last release. */
 static int destroy_matching(const char *agent_id, const char *session)
 {
 	int n = 0;
-	pthread_mutex_lock(&mu);
-	for (struct ah_sbx_entry *e = entries; e; e = e->next) {
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
 		if ((agent_id && strcmp(e->agent_id, agent_id) != 0) ||
 		    (session && strcmp(e->session, session) != 0) || e->doomed)
 			continue;
 		e->doomed = true;
 		n += e->sb != NULL;
 	}
-	pthread_mutex_unlock(&mu);
-	sweep();
+	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_sweep();
 	return n;
 }
 
@@ -410,27 +404,27 @@ void ah_sandboxes_destroy_all(void)
 size_t ah_sandboxes_agent_count(const char *agent_id)
 {
 	size_t n = 0;
-	pthread_mutex_lock(&mu);
-	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
 		n += strcmp(e->agent_id, agent_id) == 0;
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&ah_sbx_mu);
 	return n;
 }
 
 size_t ah_sandboxes_count(void)
 {
 	size_t n = 0;
-	pthread_mutex_lock(&mu);
-	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
 		n += e->sb != NULL;
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&ah_sbx_mu);
 	return n;
 }
 
 /* Lock held. */
 static bool live_session(const char *agent_id, const char *session)
 {
-	for (struct ah_sbx_entry *e = entries; e; e = e->next)
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
 		if (!e->doomed && strcmp(e->session, session) == 0 && strcmp(e->agent_id, agent_id) == 0)
 			return true;
 	return false;
@@ -442,9 +436,9 @@ int ah_sandboxes_reap_idle(int64_t idle_ms, ah_sbx_reaped_fn fn, void *ctx)
 	char agents[BATCH][33], sessions[BATCH][129];
 	int64_t now = ah_now_ms(), cutoff = now - idle_ms;
 	int n = 0;
-	pthread_mutex_lock(&mu);
-	for (struct ah_sbx_entry *e = entries; e && n < BATCH; e = e->next) {
-		if (e->spare && e->refs == 0 && e->last_used_ms < now - SPARE_IDLE_MS)
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e && n < BATCH; e = e->next) {
+		if (e->spare && !e->warm && e->refs == 0 && e->last_used_ms < now - SPARE_IDLE_MS)
 			e->doomed = true;
 		if (e->refs > 0 || e->doomed || !e->session[0] || e->last_used_ms > cutoff)
 			continue;
@@ -463,8 +457,8 @@ int ah_sandboxes_reap_idle(int64_t idle_ms, ah_sbx_reaped_fn fn, void *ctx)
 		n++;
 	}
 	nevicted = 0;
-	pthread_mutex_unlock(&mu);
-	sweep();
+	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_sweep();
 	for (int i = 0; i < n && fn; i++)
 		fn(agents[i], sessions[i], ctx);
 	return n;
@@ -474,7 +468,7 @@ void ah_sandboxes_retire_image(const char *image)
 {
 	if (!image || !*image)
 		return;
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&ah_sbx_mu);
 	bool used = image_in_use(image);
 	struct retired *r = used ? calloc(1, sizeof(*r)) : NULL;
 	if (r) {
@@ -482,9 +476,10 @@ void ah_sandboxes_retire_image(const char *image)
 		r->next = retired_images;
 		retired_images = r;
 	}
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&ah_sbx_mu);
 	if (!used) {
 		ah_log_info("removing retired image %s", image);
 		ah_deploy_rmtree(image);
 	}
 }
+

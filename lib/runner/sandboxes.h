@@ -53,6 +53,45 @@ size_t ah_sandboxes_agent_count(const char *agent_id);
 typedef void (*ah_sbx_reaped_fn)(const char *agent_id, const char *session, void *ctx);
 int ah_sandboxes_reap_idle(int64_t idle_ms, ah_sbx_reaped_fn fn, void *ctx);
 
+/* ---- warm sandboxes (runner/warm.h) ----
+ * A warm sandbox is a spare of the agent in which its program was started
+ * (ah_sandbox_exec_start) for a call whose program, image and environment
+ * hash to fp; only a call of the same fp takes it. */
+#define AH_SBX_FP_LEN 64          /* hex */
+#define AH_SBX_KEY_LEN 79
+
+/* Starts the program in a new warm sandbox; may set key (the gateway token
+ * its environment carries). 0 or an error code with err set. */
+typedef int (*ah_sbx_start_fn)(ah_sandbox *sb, void *ctx, char key[AH_SBX_KEY_LEN + 1],
+                               ah_err *err);
+
+/* Takes a warm sandbox of the agent started for fp whose program still waits:
+ * 0 and the lease (release it as an ephemeral one), or AH_ENOTFOUND. On the
+ * way, warm sandboxes of another fp are retired and ones whose program ended
+ * while waiting are logged and destroyed (*dead: how many). */
+int ah_sandboxes_take_warm(struct ah_sbx_lease *out, const char *agent_id, const char *fp,
+                           char key[AH_SBX_KEY_LEN + 1], int *dead);
+/* The agent's warm sandboxes for fp, waiting or being started (the same
+ * retiring and reaping on the way). */
+int ah_sandboxes_warm_count(const char *agent_id, const char *fp, int *dead);
+/* Makes one (blocks: pool take, /app, start). */
+int ah_sandboxes_add_warm(const char *agent_id, const char *image, const char *fp,
+                          ah_sbx_start_fn start, void *ctx, ah_err *err);
+/* Retires the agent's (NULL: every agent's) warm sandboxes but keep of them.
+ * The number retired. */
+int ah_sandboxes_retire_warm(const char *agent_id, int keep);
+/* Sessions (warm.h): with the session's lease held, whether its sandbox's
+ * started program is of fp and still waits (then it is the call's to finish,
+ * with key); the held mark goes either way. set_held marks one just started. */
+bool ah_sandboxes_lease_held(struct ah_sbx_lease *l, const char *fp, char key[AH_SBX_KEY_LEN + 1]);
+void ah_sandboxes_lease_set_held(struct ah_sbx_lease *l, const char *fp,
+                                 const char key[AH_SBX_KEY_LEN + 1]);
+/* Marks the warm sandboxes whose program has reached its read of stdin
+ * ready; returns how many are not yet. */
+int ah_sandboxes_warm_poll(void);
+/* Warm sandboxes ready on this runner, or of one agent (its state: ping). */
+size_t ah_sandboxes_warm_total(const char *agent_id);
+
 /* The image directory is no longer an agent's current image: remove it now, or
  * when the last sandbox over it is destroyed. */
 void ah_sandboxes_retire_image(const char *image);

@@ -174,13 +174,15 @@ static json_object *dispatch(json_object *req, ah_op_after *after)
 	    strcmp(json_object_get_string(to), runner->id) != 0)
 		return ah_op_error("request meant for another runner");
 	if (strcmp(name, "ping") == 0)
-		return ah_op_ping(runner);
+		return ah_op_ping(runner, req);
 	if (strcmp(name, "run") == 0)
 		return ah_op_run(runner, req, after);
 	if (strcmp(name, "destroy_session") == 0)
 		return ah_op_destroy_session(req);
 	if (strcmp(name, "destroy_agent") == 0)
 		return ah_op_destroy_agent(runner, req);
+	if (strcmp(name, "retire_warm") == 0)
+		return ah_op_retire_warm(req);
 	return ah_op_error("unknown op");
 }
 

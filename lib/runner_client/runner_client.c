@@ -218,3 +218,18 @@ int ah_runner_forget_agent(ah_req *r, const char *agent_id, const char *runner_i
 		return AH_EFAIL;
 	return 0;
 }
+
+int ah_runner_retire_warm(ah_req *r, const char *agent_id)
+{
+	json_object *req = ah_json_own(r, json_object_new_object());
+	ah_json_str(req, "op", "retire_warm");
+	ah_json_str(req, "agent_id", agent_id);
+	json_object *resp, *ok;
+	if (ah_runner_call(r, req, &resp, 5000) != 0 ||
+	    !json_object_object_get_ex(resp, "ok", &ok) || !json_object_get_boolean(ok)) {
+		ah_log_warn("agent=%s: the runner did not confirm its warm processes are retired "
+		            "(its next call still checks them)", agent_id);
+		return AH_EFAIL;
+	}
+	return 0;
+}

@@ -29,4 +29,11 @@ int ah_runner_destroy_agent(ah_req *r, const char *agent_id);
  * also the agent's images: for an agent whose row is already deleted. */
 int ah_runner_forget_agent(ah_req *r, const char *agent_id, const char *runner_id, bool purge);
 
+/* The agent's warm processes (issue 15) were started with settings that
+ * changed (a secret, min_warm): the runner drops them now. Only hygiene: a
+ * call never takes a warm process whose program, image and environment are
+ * not the call's own (the runner compares them), so a failure is logged and
+ * otherwise ignored. */
+int ah_runner_retire_warm(ah_req *r, const char *agent_id);
+
 #endif

@@ -15,6 +15,7 @@
 #include "sandbox/internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -292,6 +293,24 @@ long long sb_cgroup_oom_count(const struct ah_sandbox *sb)
 			if (end != line + 9 && (*end == '\n' || *end == '\0'))
 				n = v;
 		}
+	fclose(f);
+	return n;
+}
+
+int sb_cgroup_pids(const struct ah_sandbox *sb, pid_t *out, int max)
+{
+	char path[400], line[64];
+	cg_path(path, sizeof path, &sb->plan, CG_MEM, "cgroup.procs");
+	FILE *f = fopen(path, "re");
+	int n = 0;
+	if (!f)
+		return 0;
+	while (n < max && fgets(line, sizeof line, f)) {
+		char *end;
+		long long pid = strtoll(line, &end, 10);
+		if (end != line && pid > 1 && pid <= INT_MAX)
+			out[n++] = (pid_t)pid;
+	}
 	fclose(f);
 	return n;
 }

@@ -11,6 +11,7 @@
  * reading cannot kill the runner. */
 #include "sandbox/sandbox.h"
 #include "sandbox/internal.h"
+#include "sandbox/exec_io.h"
 
 #include "core/log.h"
 #include "core/util.h"
@@ -26,20 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TAIL_MAX 4096
-#define LOG_MAX (64 * 1024)   /* escaped stderr logged per exec; the rest only in the tail */
-#define LOG_TEXT_MAX 1536     /* escaped text per log line: with the tag, one log entry */
 #define KILL_GRACE_MS 5000    /* after KILL, the spawner must answer within this */
-
-typedef struct io {
-	const char *in; size_t in_len, in_off;
-	char *out; size_t out_len, out_cap, max_out; bool truncated;
-	char tail[TAIL_MAX]; size_t tail_len;
-	char line[1024]; size_t line_len; size_t logged; bool log_cut;
-	const char *tag;
-	int fd_in, fd_out, fd_err;
-	int out_file;                /* >= 0: stdout goes there, not into out */
-} io;
 
 long long sb_mono_ms(void)
 {
@@ -115,171 +103,6 @@ static int pack(const ah_sandbox_exec_spec *x, char **body, size_t *blen, int *a
 	return 0;
 }
 
-/* One stderr line, as the program wrote it, into the runner's log under the
- * tag (for a run, inv=<invocation id>), escaped (ah_log_escape): the program
- * cannot start a line of its own, forge one of the runner's, or send control
- * sequences to whoever reads the log. A line whose escaped form is longer
- * than LOG_TEXT_MAX continues on the next entry. After LOG_MAX bytes a run
- * logs one note and nothing more, so no program can fill the disk. */
-static void log_line(io *s)
-{
-	const char *tag = s->tag ? s->tag : "sandbox";
-	size_t off = 0;
-	do {
-		char text[LOG_TEXT_MAX];
-		size_t n;
-		if (s->log_cut)
-			break;
-		off += ah_log_escape(text, &n, sizeof text, s->line + off, s->line_len - off);
-		if (s->logged + n > LOG_MAX) {
-			ah_log_warn("[%s] stderr over %d bytes: the rest of it is not logged", tag, LOG_MAX);
-			s->log_cut = true;
-			break;
-		}
-		ah_log_info("[%s] %s", tag, text);
-		s->logged += n + 1;
-	} while (off < s->line_len);
-	s->line_len = 0;
-}
-
-/* How many bytes at the end of a full line buffer start a UTF-8 character
- * that the next bytes complete: they begin the next line instead of being
- * escaped as broken halves. */
-static size_t partial_char(const char *b, size_t n)
-{
-	for (size_t k = 1; k <= 3 && k <= n; k++) {
-		unsigned char c = (unsigned char)b[n - k];
-		if ((c & 0xC0) == 0x80)
-			continue;
-		size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-		return need > k ? k : 0;
-	}
-	return 0;
-}
-
-static void log_full_line(io *s)
-{
-	size_t len = s->line_len, keep = partial_char(s->line, len);
-	s->line_len = len - keep;
-	log_line(s);
-	memmove(s->line, s->line + len - keep, keep);
-	s->line_len = keep;
-}
-
-static void on_stderr(io *s, const char *b, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (b[i] == '\n') {
-			log_line(s);
-			continue;
-		}
-		if (s->line_len == sizeof s->line)
-			log_full_line(s);
-		s->line[s->line_len++] = b[i];
-	}
-	if (n >= TAIL_MAX) {
-		memcpy(s->tail, b + n - TAIL_MAX, TAIL_MAX);
-		s->tail_len = TAIL_MAX;
-		return;
-	}
-	if (s->tail_len + n > TAIL_MAX) {
-		size_t drop = s->tail_len + n - TAIL_MAX;
-		memmove(s->tail, s->tail + drop, s->tail_len - drop);
-		s->tail_len -= drop;
-	}
-	memcpy(s->tail + s->tail_len, b, n);
-	s->tail_len += n;
-}
-
-/* All of b into the output file; false when it cannot take it. */
-static bool write_out_file(io *s, const char *b, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(s->out_file, b, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			s->truncated = true; /* a full host disk: as good as over the cap */
-			return false;
-		}
-		b += w;
-		n -= (size_t)w;
-	}
-	return true;
-}
-
-/* Returns false when the cap is exceeded (or the output file failed). */
-static bool on_stdout(io *s, const char *b, size_t n)
-{
-	if (s->out_len + n > s->max_out) {
-		n = s->max_out - s->out_len;
-		s->truncated = true;
-	}
-	if (s->out_file >= 0) {
-		s->out_len += n;
-		return write_out_file(s, b, n) && !s->truncated;
-	}
-	if (s->out_len + n + 1 > s->out_cap) {
-		size_t cap = s->out_cap ? s->out_cap : 16384;
-		while (cap < s->out_len + n + 1)
-			cap *= 2;
-		char *o = realloc(s->out, cap);
-		if (!o) {
-			s->truncated = true;
-			return false;
-		}
-		s->out = o;
-		s->out_cap = cap;
-	}
-	memcpy(s->out + s->out_len, b, n);
-	s->out_len += n;
-	return !s->truncated;
-}
-
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
-/* Writes what the pipe takes; EPIPE (the program closed stdin) just stops. */
-static void feed_stdin(io *s)
-{
-	while (s->in_off < s->in_len) {
-		ssize_t n = write(s->fd_in, s->in + s->in_off, s->in_len - s->in_off);
-		if (n > 0) {
-			s->in_off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			return;
-		if (n < 0 && errno == EPIPE) {
-			/* Consume the SIGPIPE pending on this thread (it is blocked). */
-			sigset_t set;
-			sigemptyset(&set);
-			sigaddset(&set, SIGPIPE);
-			sigtimedwait(&set, NULL, &(struct timespec){ 0, 0 });
-		}
-		break;
-	}
-	close_fd(&s->fd_in);
-}
-
-static void drain(io *s, int *fd, bool is_out, bool *kill_now)
-{
-	char b[65536];
-	ssize_t n = read(*fd, b, sizeof b);
-	if (n > 0) {
-		if (!is_out)
-			on_stderr(s, b, (size_t)n);
-		else if (!s->truncated && !on_stdout(s, b, (size_t)n))
-			*kill_now = true;
-	} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-		close_fd(fd);
-	}
-}
-
 static int send_kill(ah_sandbox *sb)
 {
 	return sb_send(sb->exec_fd, &(sb_msg){ .op = SB_KILL }, NULL, 0, NULL, 0);
@@ -327,11 +150,11 @@ static int io_loop(ah_sandbox *sb, io *s, int timeout_ms, int *status, bool *tim
 		now = sb_mono_ms();
 		if (r > 0) {
 			if (pf[3].revents)
-				feed_stdin(s);
+				sb_io_feed_stdin(s);
 			if (pf[1].revents)
-				drain(s, &s->fd_out, true, &kill_now);
+				sb_io_drain(s, &s->fd_out, true, &kill_now);
 			if (pf[2].revents)
-				drain(s, &s->fd_err, false, &kill_now);
+				sb_io_drain(s, &s->fd_err, false, &kill_now);
 			if (pf[0].revents) {
 				int rc = on_spawner(sb, status, err);
 				if (rc < 0)
@@ -386,7 +209,7 @@ static void fill_result(ah_sandbox_result *out, io *s, int status)
 		out->exit_code = WEXITSTATUS(status);
 	}
 	if (s->line_len)
-		log_line(s);
+		sb_io_log_line(s);
 	out->output_truncated = s->truncated;
 	if (s->out_file >= 0)
 		s->out_len = 0; /* out stays empty: the output is in the file */
@@ -427,7 +250,103 @@ static int start(ah_sandbox *sb, const ah_sandbox_exec_spec *x, int p[3][2], ah_
 	return rc < 0 ? ah_err_set(err, AH_EFAIL, "sandbox %s: spawner died", sb->plan.id) : 0;
 }
 
-int sb_exec_run(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result *out, ah_err *err)
+/* Holds its pipes until the rest of the run (exec_common) or a cancel. */
+int sb_exec_begin(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_err *err)
+{
+	if (!x->argv || !x->argv[0] || x->argv[0][0] != '/')
+		return ah_err_set(err, AH_EINVALID, "argv[0] must be an absolute path");
+	if (sb->held.on)
+		return ah_err_set(err, AH_EINVALID, "sandbox %s already holds a program", sb->plan.id);
+	io s = { .fd_in = -1, .fd_out = -1, .fd_err = -1, .out_file = -1 };
+	int p[3][2], rc = 0;
+	long long oom_before = sb->oom_kills >= 0 ? sb->oom_kills : sb_cgroup_oom_count(sb);
+	if (open_pipes(p, &s) < 0)
+		rc = ah_err_set(err, AH_EFAIL, "pipe: %s", strerror(errno));
+	else
+		rc = start(sb, x, p, err);
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < 2; j++)
+			if (p[i][j] >= 0)
+				close(p[i][j]);
+	if (rc != 0) {
+		sb_io_close_fd(&s.fd_in);
+		sb_io_close_fd(&s.fd_out);
+		sb_io_close_fd(&s.fd_err);
+		return rc;
+	}
+	sb->held.fd_in = s.fd_in;
+	sb->held.fd_out = s.fd_out;
+	sb->held.fd_err = s.fd_err;
+	sb->held.oom_before = oom_before;
+	sb->held.on = true;
+	return 0;
+}
+
+/* The spawner's socket has something to say (the program's end, or the
+ * spawner's) while a held program should be waiting. */
+bool sb_exec_held_alive(const ah_sandbox *sb)
+{
+	struct pollfd pf = { sb->exec_fd, POLLIN, 0 };
+	return sb->held.on && poll(&pf, 1, 0) == 0;
+}
+
+void sb_exec_held_close(ah_sandbox *sb)
+{
+	if (!sb->held.on)
+		return;
+	sb_io_close_fd(&sb->held.fd_in);
+	sb_io_close_fd(&sb->held.fd_out);
+	sb_io_close_fd(&sb->held.fd_err);
+	sb->held.on = false;
+}
+
+/* What a held program wrote to stderr, into the log (why it died, usually). */
+static void log_held_stderr(ah_sandbox *sb, const char *tag)
+{
+	io s = { .tag = tag, .fd_err = sb->held.fd_err, .out_file = -1 };
+	bool unused = false;
+	for (int i = 0; i < 16 && s.fd_err >= 0; i++) {
+		struct pollfd pf = { s.fd_err, POLLIN, 0 };
+		if (poll(&pf, 1, 0) <= 0)
+			break;
+		sb_io_drain(&s, &s.fd_err, false, &unused);
+	}
+	if (s.line_len)
+		sb_io_log_line(&s);
+	sb->held.fd_err = s.fd_err;
+}
+
+/* An idle spawner ignores a KILL (inside.c), so one sent as the program
+ * ended on its own does no harm. */
+int sb_exec_cancel(ah_sandbox *sb, const char *tag)
+{
+	if (!sb->held.on)
+		return 0;
+	int status = 0, rc = send_kill(sb) < 0 ? -1 : 0;
+	long long until = sb_mono_ms() + KILL_GRACE_MS;
+	while (rc == 0) {
+		struct pollfd pf = { sb->exec_fd, POLLIN, 0 };
+		int n = poll(&pf, 1, wait_ms(sb_mono_ms(), until));
+		if (n == 0 || (n < 0 && errno != EINTR)) {
+			rc = -1;
+			break;
+		}
+		ah_err err = {0};
+		if (n > 0 && on_spawner(sb, &status, &err) != 1)
+			rc = -1;
+		else if (n > 0)
+			break;
+	}
+	log_held_stderr(sb, tag);
+	sb_exec_held_close(sb);
+	if (rc == 0)
+		sb->oom_kills = sb_cgroup_oom_count(sb);
+	return rc;
+}
+
+/* A whole run (held false), or the rest of one begun by sb_exec_begin. */
+static int exec_common(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result *out,
+                       bool held, ah_err *err)
 {
 	if (!x->argv || !x->argv[0] || x->argv[0][0] != '/')
 		return ah_err_set(err, AH_EINVALID, "argv[0] must be an absolute path");
@@ -435,22 +354,35 @@ int sb_exec_run(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result
 	         .max_out = x->max_output ? x->max_output : 10 << 20, .tag = x->log_tag,
 	         .fd_in = -1, .fd_out = -1, .fd_err = -1,
 	         .out_file = x->stdout_to_fd ? x->stdout_fd : -1 };
-	int p[3][2], status = 0, rc;
+	int p[3][2], status = 0, rc = 0;
+	for (int i = 0; i < 3; i++)
+		p[i][0] = p[i][1] = -1;
 	sigset_t pipe_set, old;
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
 	/* Nothing runs in the sandbox between execs (each one's processes die
 	 * with its pid namespace): the count after the last one is the count now. */
-	long long oom_before = sb->oom_kills >= 0 ? sb->oom_kills : sb_cgroup_oom_count(sb);
+	long long oom_before = held ? sb->held.oom_before
+	                     : sb->oom_kills >= 0 ? sb->oom_kills : sb_cgroup_oom_count(sb);
 	long long t0 = sb_mono_ms();
 	run_mark(1);
-	if (open_pipes(p, &s) < 0) {
+	if (held) {
+		/* What the program wrote before its prompt came waits in the pipes
+		 * and is read first: it is part of this run's output. */
+		s.fd_in = sb->held.fd_in;
+		s.fd_out = sb->held.fd_out;
+		s.fd_err = sb->held.fd_err;
+		sb->held.on = false;
+		sb_io_feed_stdin(&s);
+	} else if (open_pipes(p, &s) < 0) {
 		rc = ah_err_set(err, AH_EFAIL, "pipe: %s", strerror(errno));
 		goto done;
+	} else {
+		sb_io_feed_stdin(&s);
+		rc = start(sb, x, p, err);
 	}
-	feed_stdin(&s);
-	if ((rc = start(sb, x, p, err)) == 0)
+	if (rc == 0)
 		rc = io_loop(sb, &s, x->timeout_ms, &status, &out->timed_out, err);
 	if (rc == 0) {
 		fill_result(out, &s, status);
@@ -463,11 +395,24 @@ done:
 		for (int j = 0; j < 2; j++)
 			if (p[i][j] >= 0)
 				close(p[i][j]);
-	close_fd(&s.fd_in);
-	close_fd(&s.fd_out);
-	close_fd(&s.fd_err);
+	sb_io_close_fd(&s.fd_in);
+	sb_io_close_fd(&s.fd_out);
+	sb_io_close_fd(&s.fd_err);
 	free(s.out);
 	run_mark(-1);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
+}
+
+int sb_exec_run(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result *out, ah_err *err)
+{
+	return exec_common(sb, x, out, false, err);
+}
+
+int sb_exec_finish(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result *out,
+                   ah_err *err)
+{
+	if (!sb->held.on)
+		return ah_err_set(err, AH_EINVALID, "sandbox %s holds no program", sb->plan.id);
+	return exec_common(sb, x, out, true, err);
 }

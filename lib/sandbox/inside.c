@@ -243,6 +243,8 @@ __attribute__((noreturn)) static void spawner_main(int exec_fd, int sync_fd, pid
 		int rc = sb_recv(exec_fd, &r.m, body_buf, sizeof body_buf, &blen, r.fds, &nfds);
 		if (rc == 0)
 			_exit(0); /* the runner closed the sandbox */
+		if (rc > 0 && r.m.op == SB_KILL && nfds == 0)
+			continue; /* for a program that had ended already (a race, see exec.c) */
 		if (rc < 0 || r.m.op != SB_EXEC || nfds != 3) {
 			for (int i = 0; i < nfds; i++)
 				close(r.fds[i]);

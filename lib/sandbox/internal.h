@@ -104,6 +104,13 @@ struct ah_sandbox {
 	bool deploy;                 /* a build: tear down synchronously */
 	bool ahead;                  /* built for the pool when nobody waited (budget.c) */
 	bool budget_held;            /* its commitment is in the slot's record */
+	/* A program started ahead of its call (ah_sandbox_exec_start): the
+	 * runner's ends of its pipes, kept until the call or the cancel. */
+	struct {
+		bool on;
+		int fd_in, fd_out, fd_err;
+		long long oom_before;
+	} held;
 	struct ah_sandbox *next;     /* pool list */
 };
 
@@ -200,6 +207,8 @@ int sb_cgroup_setup(struct ah_sandbox *sb, ah_err *err);
 void sb_cgroup_join_file(const sb_plan *p, int i, char *out, size_t n);
 int sb_cgroup_set_limits(struct ah_sandbox *sb, ah_err *err);
 long long sb_cgroup_oom_count(const struct ah_sandbox *sb);
+/* The host pids of the sandbox's processes (up to max). */
+int sb_cgroup_pids(const struct ah_sandbox *sb, pid_t *out, int max);
 void sb_cgroup_teardown(struct ah_sandbox *sb);
 void sb_cgroup_clear_slot(struct ah_sandbox *sb);
 
@@ -231,6 +240,17 @@ struct ah_sandbox_exec_spec;
 struct ah_sandbox_result;
 int sb_exec_run(struct ah_sandbox *sb, const struct ah_sandbox_exec_spec *x,
                 struct ah_sandbox_result *out, ah_err *err);
+/* The halves of a run started ahead (sandbox.h: ah_sandbox_exec_start). */
+int sb_exec_begin(struct ah_sandbox *sb, const struct ah_sandbox_exec_spec *x, ah_err *err);
+int sb_exec_finish(struct ah_sandbox *sb, const struct ah_sandbox_exec_spec *x,
+                   struct ah_sandbox_result *out, ah_err *err);
+bool sb_exec_held_alive(const struct ah_sandbox *sb);
+bool sb_exec_held_reading(const struct ah_sandbox *sb);
+/* Kills the held program (if it still runs) and waits for its end; logs what
+ * it wrote to stderr under tag. -1 when the spawner did not answer. */
+int sb_exec_cancel(struct ah_sandbox *sb, const char *tag);
+/* Closes the held pipes (the sandbox is being destroyed). */
+void sb_exec_held_close(struct ah_sandbox *sb);
 /* 0 when no program has started or ended for SB_QUIET_SETTLE_MS, else how
  * long to wait before asking again. */
 long long sb_exec_quiet_in_ms(void);

@@ -380,10 +380,58 @@ int ah_sandbox_exec(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_re
 	memset(out, 0, sizeof *out);
 	if (sb->broken)
 		return ah_err_set(err, AH_EFAIL, "sandbox %s is broken", sb->plan.id);
+	/* One program at a time: one started ahead gives way. */
+	if (sb->held.on && ah_sandbox_exec_cancel(sb, x->log_tag) != 0)
+		return ah_err_set(err, AH_EFAIL, "sandbox %s: the held program did not stop", sb->plan.id);
 	int rc = sb_exec_run(sb, x, out, err);
 	if (rc == AH_EFAIL)
 		sb->broken = true;
 	return rc;
+}
+
+int ah_sandbox_exec_start(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_err *err)
+{
+	if (sb->broken)
+		return ah_err_set(err, AH_EFAIL, "sandbox %s is broken", sb->plan.id);
+	int rc = sb_exec_begin(sb, x, err);
+	if (rc == AH_EFAIL)
+		sb->broken = true;
+	return rc;
+}
+
+bool ah_sandbox_exec_waiting(const ah_sandbox *sb)
+{
+	return sb_exec_held_alive(sb);
+}
+
+bool ah_sandbox_exec_reading(const ah_sandbox *sb)
+{
+	return sb_exec_held_reading(sb);
+}
+
+bool ah_sandbox_exec_held(const ah_sandbox *sb)
+{
+	return sb->held.on;
+}
+
+int ah_sandbox_exec_finish(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result *out,
+                           ah_err *err)
+{
+	memset(out, 0, sizeof *out);
+	if (sb->broken)
+		return ah_err_set(err, AH_EFAIL, "sandbox %s is broken", sb->plan.id);
+	int rc = sb_exec_finish(sb, x, out, err);
+	if (rc == AH_EFAIL)
+		sb->broken = true;
+	return rc;
+}
+
+int ah_sandbox_exec_cancel(ah_sandbox *sb, const char *log_tag)
+{
+	if (sb_exec_cancel(sb, log_tag) == 0)
+		return 0;
+	sb->broken = true;
+	return AH_EFAIL;
 }
 
 void ah_sandbox_result_free(ah_sandbox_result *r)
@@ -417,6 +465,7 @@ void ah_sandbox_destroy(ah_sandbox *sb)
 {
 	if (!sb)
 		return;
+	sb_exec_held_close(sb); /* its program dies with the sandbox */
 	if (sb->deploy || !inited) {
 		sb_teardown(sb);
 		return;

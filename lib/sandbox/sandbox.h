@@ -157,6 +157,27 @@ int ah_sandbox_create(ah_sandbox **out, const ah_sandbox_spec *spec, ah_err *err
 int ah_sandbox_exec(ah_sandbox *sb, const ah_sandbox_exec_spec *x,
                     ah_sandbox_result *out, ah_err *err);
 
+/* A program started ahead of its call (warm agents): ah_sandbox_exec_start
+ * runs x (its stdin, timeout and output cap are ignored) with its stdin held
+ * open and empty, so it runs up to where it reads its input and waits there;
+ * ah_sandbox_exec_finish later gives it x's stdin and runs the rest exactly
+ * as ah_sandbox_exec would (the timeout, the duration and the output cap
+ * count from the finish; what it wrote before is part of out). One program
+ * per sandbox: ah_sandbox_exec on a sandbox holding one cancels it first.
+ * waiting: one is held and has not ended (a dead one must be cancelled, never
+ * finished: it would read as the call's failure). cancel kills it and logs its
+ * stderr under log_tag; AH_EFAIL when the sandbox broke. */
+int ah_sandbox_exec_start(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_err *err);
+bool ah_sandbox_exec_held(const ah_sandbox *sb);
+bool ah_sandbox_exec_waiting(const ah_sandbox *sb);
+/* The held program has reached its read of stdin (its start-up is over): a
+ * process of the sandbox blocks reading the held pipe, or watches it in an
+ * epoll set (seen in /proc). */
+bool ah_sandbox_exec_reading(const ah_sandbox *sb);
+int ah_sandbox_exec_finish(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result *out,
+                           ah_err *err);
+int ah_sandbox_exec_cancel(ah_sandbox *sb, const char *log_tag);
+
 /* Frees out->out and out->err_tail. */
 void ah_sandbox_result_free(ah_sandbox_result *r);
 

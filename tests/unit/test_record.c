@@ -30,12 +30,13 @@ static void test_agent_fill(void)
 {
 	char *row[] = {"agt_1", "Name", "name", NULL, "local", NULL, NULL, "300", "active", NULL,
 	               "sbx", "1", "2026-01-01 00:00:00.000", "2026-01-01 00:00:00.000", NULL,
-	               "/img", "index.js", "r1", "abc"};
+	               "/img", "index.js", "r1", "abc", "3"};
 	ah_arena *ar = ah_arena_new();
-	ah_rows rows = {.n = 1, .ncols = 19, .v = (char **[]){row}};
+	ah_rows rows = {.n = 1, .ncols = 20, .v = (char **[]){row}};
 	ah_req r = {.arena = ar};
 	const ah_agent *a = ah_agent_from_rows(&r, &rows, 0);
-	ok(strcmp(a->id, "agt_1") == 0 && strcmp(a->code_sha256, "abc") == 0, "first and last columns");
+	ok(strcmp(a->id, "agt_1") == 0 && strcmp(a->code_sha256, "abc") == 0, "first and late columns");
+	ok(a->min_warm == 3, "min_warm 3 (the last column)");
 	ok(a->description == NULL && a->deployed_at == NULL, "SQL NULL stays NULL");
 	ok(a->source_type == AH_SOURCE_LOCAL, "source_type 'local'");
 	ok(a->status == AH_AGENT_ACTIVE, "status 'active'");
@@ -44,7 +45,9 @@ static void test_agent_fill(void)
 	row[7] = NULL;
 	row[8] = "retired"; /* a value the schema might gain before this code knows it */
 	row[11] = "0";
+	row[19] = NULL;
 	a = ah_agent_from_rows(&r, &rows, 0);
+	ok(a->min_warm == 0, "NULL min_warm is 0: no warm processes");
 	ok(a->timeout_seconds == AH_AGENT_TIMEOUT_DEFAULT, "NULL timeout is the default");
 	ok(a->status == AH_AGENT_ERROR, "an unknown status reads as 'error' (never invokable)");
 	ok(!a->needs_redeploy, "needs_redeploy '0'");

@@ -1,0 +1,247 @@
+/* Warm sandboxes in the registry (sandboxes.h, warm.h): spares of an agent
+ * in which its program was started for a call of one fingerprint. They live
+ * in the registry so that everything else holds for them too: images in use
+ * stay, destroy_agent takes them, the budget counts them. */
+#include "runner/sandboxes.h"
+#include "runner/sandboxes_int.h"
+#include "runner/fuse.h"
+#include "core/log.h"
+#include "core/util.h"
+
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Lock held. Whether a warm entry of the agent is usable for fp; one of
+ * another fingerprint is retired, and one whose program ended while it
+ * waited is logged and destroyed (counted in *dead). */
+static bool warm_usable(struct ah_sbx_entry *e, const char *agent_id, const char *fp, int *dead)
+{
+	if (!e->warm || e->doomed || strcmp(e->agent_id, agent_id) != 0)
+		return false;
+	if (strcmp(e->fp, fp) != 0) {
+		e->doomed = e->refs == 0 || e->doomed;
+		return false;
+	}
+	if (e->refs > 0 || !e->sb)
+		return false; /* being started */
+	if (!ah_sandbox_exec_waiting(e->sb)) {
+		ah_log_warn("agent=%s sandbox=%s: its warm process ended while it waited for a call "
+		            "(memory, or its own exit): replaced", e->agent_id, ah_sandbox_id(e->sb));
+		e->doomed = e->died = true;
+		(*dead)++;
+		return false;
+	}
+	return true;
+}
+
+int ah_sandboxes_take_warm(struct ah_sbx_lease *out, const char *agent_id, const char *fp,
+                           char key[AH_SBX_KEY_LEN + 1], int *dead)
+{
+	struct ah_sbx_entry *got = NULL;
+	*dead = 0;
+	pthread_mutex_lock(&ah_sbx_mu);
+	/* A ready one first; else one still starting beats a cold start. */
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
+		if (warm_usable(e, agent_id, fp, dead) && (!got || (e->ready && !got->ready)))
+			got = e;
+	if (got) {
+		got->warm = got->spare = false; /* an ordinary ephemeral entry now */
+		got->refs++;
+		memcpy(key, got->key, AH_SBX_KEY_LEN + 1);
+	}
+	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_sweep();
+	if (!got)
+		return AH_ENOTFOUND;
+	pthread_mutex_lock(&got->run_mu);
+	out->entry = got;
+	out->sb = got->sb;
+	return 0;
+}
+
+int ah_sandboxes_warm_count(const char *agent_id, const char *fp, int *dead)
+{
+	int n = 0;
+	*dead = 0;
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
+		if (warm_usable(e, agent_id, fp, dead) ||
+		    (e->warm && !e->doomed && e->refs > 0 && strcmp(e->agent_id, agent_id) == 0))
+			n++;
+	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_sweep();
+	return n;
+}
+
+int ah_sandboxes_add_warm(const char *agent_id, const char *image, const char *fp,
+                          ah_sbx_start_fn start, void *ctx, ah_err *err)
+{
+	pthread_mutex_lock(&ah_sbx_mu);
+	struct ah_sbx_entry *e = ah_sbx_new_entry(agent_id, NULL, image);
+	if (e) {
+		e->spare = e->warm = true;
+		snprintf(e->fp, sizeof e->fp, "%s", fp);
+		e->refs = 1; /* starting: neither taken nor swept */
+	}
+	pthread_mutex_unlock(&ah_sbx_mu);
+	if (!e)
+		return ah_err_set(err, AH_EFAIL, "out of memory");
+	ah_sandbox_bind *binds = NULL;
+	size_t nbinds = 0;
+	ah_sandbox *sb = NULL;
+	char key[AH_SBX_KEY_LEN + 1] = "";
+	int rc = ah_fuse_binds(agent_id, image, AH_FUSE_FOR_SPARE, &binds, &nbinds, err);
+	if (rc == 0) {
+		ah_sandbox_spec spec = {.image_dir = image, .ahead = true, .binds = binds,
+		                        .nbinds = nbinds};
+		rc = ah_sandbox_create(&sb, &spec, err);
+	}
+	ah_fuse_binds_free(binds, nbinds);
+	if (rc == 0)
+		rc = start(sb, ctx, key, err);
+	pthread_mutex_lock(&ah_sbx_mu);
+	e->sb = sb;
+	memcpy(e->key, key, sizeof key);
+	e->refs--;
+	e->last_used_ms = ah_now_ms();
+	if (rc != 0)
+		e->doomed = true;
+	pthread_mutex_unlock(&ah_sbx_mu);
+	sodium_memzero(key, sizeof key);
+	ah_sbx_sweep(); /* failed, or doomed meanwhile (destroy_agent, retire_warm) */
+	return rc;
+}
+
+/* The agent's sessions' next processes stop; their sandboxes stay. */
+static void drop_held(const char *agent_id)
+{
+	enum { BATCH = 64 };
+	struct ah_sbx_entry *pinned[BATCH];
+	int n = 0;
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e && n < BATCH; e = e->next)
+		if (e->held && !e->doomed && e->sb && (!agent_id || strcmp(e->agent_id, agent_id) == 0))
+			(pinned[n++] = e)->refs++;
+	pthread_mutex_unlock(&ah_sbx_mu);
+	for (int i = 0; i < n; i++) {
+		struct ah_sbx_entry *e = pinned[i];
+		pthread_mutex_lock(&e->run_mu); /* a call of the session may hold it */
+		bool still = false;
+		pthread_mutex_lock(&ah_sbx_mu);
+		still = e->held;
+		e->held = e->ready = false;
+		pthread_mutex_unlock(&ah_sbx_mu);
+		bool broken = still && ah_sandbox_exec_cancel(e->sb, "warm retired") != 0;
+		pthread_mutex_unlock(&e->run_mu);
+		pthread_mutex_lock(&ah_sbx_mu);
+		e->doomed = e->doomed || broken;
+		e->refs--;
+		pthread_mutex_unlock(&ah_sbx_mu);
+	}
+	ah_sbx_sweep();
+}
+
+int ah_sandboxes_retire_warm(const char *agent_id, int keep)
+{
+	if (keep == 0)
+		drop_held(agent_id);
+	int n = 0, kept = 0;
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
+		if (!e->warm || e->doomed || (agent_id && strcmp(e->agent_id, agent_id) != 0))
+			continue;
+		if (kept < keep && e->refs == 0) {
+			kept++;
+			continue;
+		}
+		e->doomed = true;
+		n++;
+	}
+	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_sweep();
+	return n;
+}
+
+size_t ah_sandboxes_warm_total(const char *agent_id)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
+		n += (e->warm || e->held) && e->ready && !e->doomed && e->sb && e->refs == 0 &&
+		     (!agent_id || strcmp(e->agent_id, agent_id) == 0);
+	pthread_mutex_unlock(&ah_sbx_mu);
+	return n;
+}
+
+/* A program that never reads stdin the ways ah_sandbox_exec_reading sees
+ * (it awaits something else first) counts as ready after this. */
+#define WARM_READY_GIVE_UP_MS 5000
+
+int ah_sandboxes_warm_poll(void)
+{
+	enum { BATCH = 32 };
+	struct ah_sbx_entry *pinned[BATCH];
+	int n = 0, left = 0;
+	int64_t now = ah_now_ms();
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
+		if (!(e->warm || e->held) || e->ready || e->doomed || !e->sb || e->refs > 0)
+			continue;
+		if (now - e->last_used_ms > WARM_READY_GIVE_UP_MS)
+			e->ready = true;
+		else if (n < BATCH)
+			(pinned[n++] = e)->refs++; /* read /proc outside the lock */
+		else
+			left++;
+	}
+	pthread_mutex_unlock(&ah_sbx_mu);
+	bool ready[BATCH];
+	for (int i = 0; i < n; i++)
+		ready[i] = ah_sandbox_exec_reading(pinned[i]->sb);
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (int i = 0; i < n; i++) {
+		pinned[i]->ready = ready[i];
+		pinned[i]->refs--;
+		left += !ready[i];
+	}
+	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_sweep(); /* one doomed meanwhile */
+	return left;
+}
+
+/* ---- a session's next process (warm.h: ah_warm_next_*) ---- */
+
+bool ah_sandboxes_lease_held(struct ah_sbx_lease *l, const char *fp, char key[AH_SBX_KEY_LEN + 1])
+{
+	struct ah_sbx_entry *e = l->entry;
+	pthread_mutex_lock(&ah_sbx_mu);
+	bool mine = e->held && strcmp(e->fp, fp) == 0;
+	e->held = e->ready = false;
+	if (mine)
+		memcpy(key, e->key, AH_SBX_KEY_LEN + 1);
+	sodium_memzero(e->key, sizeof e->key);
+	pthread_mutex_unlock(&ah_sbx_mu);
+	/* One that ended while it waited is not handed the prompt: the call
+	 * runs a fresh one (ah_sandbox_exec cancels it, logging its stderr). */
+	if (mine && !ah_sandbox_exec_waiting(l->sb)) {
+		ah_log_warn("agent=%s session=%s: its next process ended while it waited: a fresh "
+		            "one runs the call", e->agent_id, e->session);
+		mine = false;
+	}
+	return mine;
+}
+
+void ah_sandboxes_lease_set_held(struct ah_sbx_lease *l, const char *fp,
+                                 const char key[AH_SBX_KEY_LEN + 1])
+{
+	struct ah_sbx_entry *e = l->entry;
+	pthread_mutex_lock(&ah_sbx_mu);
+	e->held = true;
+	e->ready = false;
+	snprintf(e->fp, sizeof e->fp, "%s", fp);
+	memcpy(e->key, key, AH_SBX_KEY_LEN + 1);
+	e->last_used_ms = ah_now_ms();
+	pthread_mutex_unlock(&ah_sbx_mu);
+}
