@@ -333,11 +333,14 @@ test("an agent's settings, attached files and bucket mounts are edited in its pa
   const edit = page.locator('#edit');
   await edit.getByLabel('Name').fill('Settings renamed');
   await edit.getByLabel('Default timeout (seconds)').fill('45');
+  assert.equal(await edit.getByLabel('Warm processes').inputValue(), '0');
+  await edit.getByLabel('Warm processes').fill('1');
   await edit.getByRole('button', { name: 'Save changes' }).click();
   await page.getByRole('heading', { name: 'Settings renamed', level: 1 }).waitFor();
   const a = (await call(key, 'GET', '/agents/settings')).data;
   assert.equal(a.name, 'Settings renamed');
   assert.equal(a.timeout_seconds, 45);
+  assert.equal(a.min_warm, 1);
   // The server's 422 is shown field by field (the browser's own check is
   // turned off here, as an older browser would not have it).
   await page.evaluate(() => { document.querySelector('#edit').noValidate = true; });

@@ -266,6 +266,14 @@ def test_json_on_lists_and_records(user, tmp_path):
     assert rec["slug"] == "json-one" and rec["source_type"] == "local" and rec["status"] == "draft"
     r = run(env, "agents", "update", "json-one", "--timeout", "30", "--json")
     assert json.loads(r.stdout)["timeout_seconds"] == 30
+    # min_warm: 0 is a value to set, not "unset"; the plan's cap is the API's 422.
+    r = run(env, "agents", "update", "json-one", "--min-warm", "1", "--json")
+    assert json.loads(r.stdout)["min_warm"] == 1, r.stderr
+    r = run(env, "agents", "update", "json-one", "--min-warm", "0", "--json")
+    assert json.loads(r.stdout)["min_warm"] == 0, r.stderr
+    r = run(env, "agents", "update", "json-one", "--min-warm", "999")
+    assert r.returncode == 1 and "min_warm" in r.stderr, r.stderr
+    assert "min warm" in run(env, "agents", "get", "json-one").stdout
     agents = json.loads(run(env, "agents", "list", "--json").stdout)
     assert [a["slug"] for a in agents] == ["json-one"]
     table = run(env, "agents", "list").stdout.splitlines()

@@ -229,18 +229,22 @@ function editSection(page) {
   const desc = h('textarea', { name: 'description', rows: 2 });
   desc.value = a.description || '';
   const timeout = input('timeout_seconds', { type: 'number', min: 1, max: 600, value: String(a.timeout_seconds) });
+  const warm = input('min_warm', { type: 'number', min: 0, max: 50, value: String(a.min_warm || 0) });
   const url = input('git_repo_url', { type: 'url', value: a.git_repo_url || '' });
   const branch = input('git_branch', { value: a.git_branch || '' });
   const slot = errorSlot();
   const btn = h('button', { type: 'submit' }, 'Save changes');
   const form = h('form', { class: 'card', id: 'edit' }, h('h2', {}, 'Settings'), field('Name', name), field('Description', desc),
     field('Default timeout (seconds)', timeout),
+    field('Warm processes', warm, 'Kept started between calls, so a call does not wait for node to start; each holds its memory while it waits. 0: none.'),
     a.source_type === 'git' ? [field('Git repository URL', url), field('Branch or tag', branch)] : null, slot, btn);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     act(btn, slot, async () => {
       const body = { name: name.value, description: desc.value, timeout_seconds: Number(timeout.value) };
       if (a.source_type === 'git') { body.git_repo_url = url.value; body.git_branch = branch.value || null; }
+      // Only a change: setting min_warm retires the warm processes there are.
+      if (Number(warm.value) !== (a.min_warm || 0)) body.min_warm = Number(warm.value);
       const r = await api('PATCH', page.path, { json: body });
       page.refresh(r.data);
       notice('Saved.', 'info');
