@@ -276,13 +276,15 @@ static void first_cursor(const ah_list *l, const char **t, const char **id)
 }
 
 /* A deep offset as a time bound and the offset below it (locate_sql), or -1
- * to page as usual: shallow, filtered, or past the end. */
-static int locate(ah_req *r, const ah_list *l, const char *owner, size_t nfilters,
+ * to page as usual: near either end (a walk from that end is shorter),
+ * filtered, or past the end. */
+static int locate(ah_req *r, const ah_list *l, const char *owner, size_t nfilters, long long total,
                   const char **bound, long long paging[2])
 {
 	ah_rows rows;
 	long long before;
-	if (!l->locate_sql || nfilters > 0 || paging[1] < AH_LIST_LOCATE_MIN)
+	if (!l->locate_sql || nfilters > 0 || paging[1] < AH_LIST_LOCATE_MIN ||
+	    total - paging[1] < AH_LIST_LOCATE_MIN)
 		return -1;
 	if (ah_db_query(r->db, r->arena, &rows, l->locate_sql, "si", owner, paging[1]) != 0 ||
 	    rows.n != 1 || ah_parse_ll(&before, ah_cell(&rows, 0, 1)) != 0 || before > paging[1])
@@ -316,7 +318,7 @@ int ah_list_keyset(ah_req *r, const ah_list *l, const char *owner, const char *c
 	if (from) {
 		args[n] = from, args[n + 1] = from, args[n + 2] = from_id;
 		rc = query_args(r, &rows, l->after_sql, args, n + 3, paging, 1);
-	} else if (locate(r, l, owner, nfilters, &from, paging) == 0) {
+	} else if (locate(r, l, owner, nfilters, total, &from, paging) == 0) {
 		args[n] = from;
 		rc = query_args(r, &rows, l->below_sql, args, n + 1, paging, 2);
 	} else if (reverse_paging(l, total, limit, offset, paging) == 0) {

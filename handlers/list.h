@@ -41,9 +41,10 @@ int ah_list_reply(ah_req *r, const char *count_sql, const char *list_sql, const 
  *                                   bumps; while it stands, the worker reuses
  *                                   its last count_sql answer for the same
  *                                   arguments instead of counting again;
- *   locate_sql ?                  — optional, with below_sql, for offsets of
- *                                   AH_LIST_LOCATE_MIN or more on an unfiltered
- *                                   list: the offset → one row (bound, before):
+ *   locate_sql ?                  — optional, with below_sql, for offsets at
+ *                                   least AH_LIST_LOCATE_MIN from both ends of
+ *                                   an unfiltered list: the offset → one row
+ *                                   (bound, before):
  *                                   the page's first row sorts below the time
  *                                   bound, after `before` rows that do not;
  *   below_sql  ? LIMIT ? OFFSET ? — page_sql below that bound (time < ?).

@@ -68,8 +68,11 @@ static const char SQL_HISTORY_LOCATE[] =
 	"SELECT DATE_FORMAT(hour + INTERVAL 1 HOUR, '%Y-%m-%d %H:%i:%s'), upto - n FROM"
 	" (SELECT hour, n, SUM(n) OVER (ORDER BY hour DESC ROWS UNBOUNDED PRECEDING) AS upto"
 	" FROM history_hours WHERE agent_id = ?) h WHERE upto > ? ORDER BY hour DESC LIMIT 1";
+/* FORCE INDEX as in after_sql: a table of many agents' rows otherwise may
+ * make MariaDB walk invocations_created across all of them. */
 static const char SQL_HISTORY_BELOW[] =
-	"SELECT " HISTORY_COLS " FROM (SELECT id FROM invocations WHERE agent_id = ? AND created_at < ?"
+	"SELECT " HISTORY_COLS " FROM (SELECT id FROM invocations FORCE INDEX (invocations_agent)"
+	" WHERE agent_id = ? AND created_at < ?"
 	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) k"
 	" JOIN invocations i ON i.id = k.id" HISTORY_ORDER;
 static const char SQL_HISTORY_AFTER[] =

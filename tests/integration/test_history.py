@@ -413,15 +413,16 @@ def test_deep_pages_read_only_near_their_rows():
 
 
 def test_deep_offsets_agree_with_the_history_order():
-    """Offsets located by the hour counts give exactly the rows of the full
-    order: ties within a millisecond, a row on each side of an hour's edge,
-    an invocation recorded late (after newer ones), and the oldest hours
-    emptied by retention."""
+    """Offsets located by the hour counts (1,000 or more from both ends) give
+    exactly the rows of the full order: ties within a millisecond, a row on
+    each side of an hour's edge (offsets 1,437–1,441), an invocation recorded
+    late (after newer ones), and the oldest hours emptied by retention; and
+    so do the offsets nearer an end, which are walked from it."""
     c = new_client("pro")
     a = agent_of(c)
     aid, uid = agent_id(c, a["slug"])
     edge = "TIMESTAMP(CURDATE() - INTERVAL 1 DAY, '10:00:00')"
-    seed_invocations(aid, uid, 2400, when=f"{edge} - INTERVAL (@i * 5) SECOND")
+    seed_invocations(aid, uid, 4000, when=f"{edge} - INTERVAL (@i * 5) SECOND")
     seed_invocations(aid, uid, 25, when="TIMESTAMP(CURDATE() - INTERVAL 1 DAY, '07:59:59.999')")
     seed_invocations(aid, uid, 25, when="TIMESTAMP(CURDATE() - INTERVAL 1 DAY, '08:00:00.000')")
     seed_invocations(aid, uid, 1, when=f"{edge} - INTERVAL 3601 SECOND")  # recorded late
