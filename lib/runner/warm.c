@@ -370,6 +370,7 @@ void *ah_warm_thread(void *arg)
 			size_t n = survey(todo, MAX_AGENTS);
 			for (size_t i = 0; i < n; i++)
 				top_up(r, todo[i][0], todo[i][1]);
+			ah_sandboxes_drop_idle_held();
 			next_survey = ah_now_ms() + TICK_MS;
 		}
 		starting = ah_sandboxes_warm_poll();
@@ -391,6 +392,7 @@ struct ah_warm_next *ah_warm_next_of(const ah_config *cfg, const struct ah_run_r
 	struct ah_warm_next *n = c ? malloc(sizeof *n) : NULL;
 	if (n) {
 		n->c = *c;
+		n->c.idle_ms = q->warm_idle_ms;
 		n->cfg = cfg;
 		json_object_put(n->c.files); /* the session's sandbox has its files already */
 		n->c.files = NULL;
@@ -408,7 +410,7 @@ void ah_warm_next_start(struct ah_warm_next *n, struct ah_sbx_lease *lease)
 	ah_err err = {0};
 	struct start_ctx x = {n->cfg, &n->c};
 	if (start_warm(lease->sb, &x, key, &err) == 0)
-		ah_sandboxes_lease_set_held(lease, n->c.fp, key);
+		ah_sandboxes_lease_set_held(lease, n->c.fp, key, n->c.idle_ms);
 	else
 		ah_log_warn("agent=%s: the session's next process did not start: %s", n->c.agent_id,
 		            err.msg);
