@@ -36,6 +36,15 @@ process.stdin.on('end', () => {
 });
 """
 
+# Exits on its own half a second after it starts unless its prompt came: a warm
+# process of it dies while it waits.
+DIES_WAITING_JS = r"""
+const quit = setTimeout(() => process.exit(7), 500);
+let buf = '';
+process.stdin.on('data', d => { clearTimeout(quit); buf += d; });
+process.stdin.on('end', () => process.stdout.write('got ' + buf));
+"""
+
 THROW_JS = "throw new Error('boom at start-up');\n"
 EXIT_JS = "process.stderr.write('leaving\\n'); process.exit(3);\n"
 
@@ -215,6 +224,22 @@ def test_crash_at_start_up_gives_the_normal_failure(js, pro):
         assert got.json()["invocation"]["error"] == want.json()["invocation"]["error"]
         time.sleep(0.5)  # warm processes would have started and died meanwhile
     assert warm_of(warm["id"]) == 0  # never kept, never handed a prompt
+
+
+@needs_runner
+def test_a_warm_process_that_dies_waiting_is_never_handed_a_prompt(pro):
+    c = pro
+    a = deployed_agent(c, DIES_WAITING_JS, min_warm=2)
+    for prompt, pause in (("one", 1.0), ("two", 1.0), ("three", 3.0)):
+        r = invoke(c, a["slug"], prompt)
+        assert r.status_code == 200, r.text
+        assert r.json()["response_content"] == "got " + prompt
+        time.sleep(pause)  # the warm processes it left die meanwhile
+    with open(os.path.join(VAR, "log", "runner.log"), errors="replace") as f:
+        log = f.read()
+    assert any(f"agent={a['id']} " in line and "ended while it waited" in line
+               for line in log.splitlines())
+    assert warm_of(a["id"]) == 0
 
 
 @needs_runner
