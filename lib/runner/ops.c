@@ -345,11 +345,10 @@ static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q
 	int rc = ah_run_req_parse(q, r, req, err);
 	/* Before the gateway's token replaces the key: the fingerprint is of
 	 * what the API sent, the same for every call until something changes. */
-	if (rc == 0) {
+	if (rc == 0 && q->min_warm > 0)
 		ah_warm_fingerprint(fp, q);
-		if (!q->session)
-			ah_warm_note(q, fp);
-	}
+	if (rc == 0 && !q->session)
+		ah_warm_note(q, fp); /* with min_warm 0: drops a recipe left from before */
 	if (rc == 0 && use_gw)
 		rc = gateway_plan(gw, q, r->cfg, err);
 	if (rc != 0) {

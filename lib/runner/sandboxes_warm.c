@@ -50,6 +50,7 @@ int ah_sandboxes_take_warm(struct ah_sbx_lease *out, const char *agent_id, const
 		got->warm = got->spare = false; /* an ordinary ephemeral entry now */
 		got->refs++;
 		memcpy(key, got->key, AH_SBX_KEY_LEN + 1);
+		sodium_memzero(got->key, sizeof got->key);
 	}
 	pthread_mutex_unlock(&ah_sbx_mu);
 	ah_sbx_sweep();

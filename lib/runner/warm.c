@@ -17,6 +17,7 @@
 #define MAX_DEATHS 3       /* in a row, then no restart until the recipe changes */
 #define TICK_MS 1000       /* dead and idle processes are noticed this often */
 #define READY_POLL_MS 5    /* while a warm process starts: has it reached its read? */
+#define RETRY_MS 10000     /* after a failed start (the host's budget, most likely) */
 #define ENV_EXTRA 3        /* the gateway's two variables and NULL */
 
 struct recipe {
@@ -29,6 +30,7 @@ struct recipe {
 	json_object *files;        /* {"attach": [...]} of the call, or NULL */
 	int want, deaths;
 	int64_t idle_ms, last_call_ms;
+	int64_t retry_ms;          /* no start before this (a start failed) */
 	struct recipe *next;
 };
 
@@ -268,7 +270,7 @@ static struct recipe *wanting(const char *agent_id, int have)
 	struct recipe *copy = NULL;
 	pthread_mutex_lock(&mu);
 	struct recipe *c = *find(agent_id);
-	if (c && !stopping && have < c->want && c->deaths < MAX_DEATHS &&
+	if (c && !stopping && have < c->want && c->deaths < MAX_DEATHS && ah_now_ms() >= c->retry_ms &&
 	    (copy = malloc(sizeof *copy))) {
 		*copy = *c;
 		copy->next = NULL;
@@ -283,6 +285,15 @@ static struct recipe *wanting(const char *agent_id, int have)
 	}
 	pthread_mutex_unlock(&mu);
 	return copy;
+}
+
+static void put_off(const char *agent_id, const char *fp)
+{
+	pthread_mutex_lock(&mu);
+	struct recipe *c = *find(agent_id);
+	if (c && strcmp(c->fp, fp) == 0)
+		c->retry_ms = ah_now_ms() + RETRY_MS;
+	pthread_mutex_unlock(&mu);
 }
 
 /* Brings one agent to its count: reaps the dead, starts what is missing. */
@@ -305,8 +316,10 @@ static void top_up(const struct ah_runner *r, const char *agent_id, const char *
 		int rc = ah_sandboxes_add_warm(agent_id, c->image, fp, start_warm, &x, &err);
 		recipe_free(c);
 		if (rc != 0) {
-			ah_log_warn("agent=%s: no warm process: %s", agent_id, err.msg);
-			return; /* the budget, most likely: the next tick tries again */
+			ah_log_warn("agent=%s: no warm process: %s; again in %d s", agent_id, err.msg,
+			            RETRY_MS / 1000);
+			put_off(agent_id, fp);
+			return;
 		}
 	}
 }
@@ -374,6 +387,15 @@ void *ah_warm_thread(void *arg)
 			next_survey = ah_now_ms() + TICK_MS;
 		}
 		starting = ah_sandboxes_warm_poll();
+	}
+	pthread_mutex_lock(&mu); /* shutdown: the recipes' secrets go now */
+	struct recipe *all = recipes;
+	recipes = NULL;
+	pthread_mutex_unlock(&mu);
+	while (all) {
+		struct recipe *next = all->next;
+		recipe_free(all);
+		all = next;
 	}
 	return NULL;
 }
