@@ -45,6 +45,13 @@ process.stdin.on('data', d => { clearTimeout(quit); buf += d; });
 process.stdin.on('end', () => process.stdout.write('got ' + buf));
 """
 
+# Reads its prompt with a blocking read at the top level.
+SYNC_READ_JS = r"""
+const t0 = Date.now();
+const prompt = require('fs').readFileSync(0, 'utf8');
+process.stdout.write('early:' + JSON.stringify({t0, prompt}));
+"""
+
 THROW_JS = "throw new Error('boom at start-up');\n"
 EXIT_JS = "process.stderr.write('leaving\\n'); process.exit(3);\n"
 
@@ -150,6 +157,18 @@ def test_warm_call_same_result_env_and_early_output(pro):
     assert res == dict(first, t0=res["t0"], prompt="second")
     assert res["cwd"] == "/app"
     assert runner_ping()["warm"] >= 1  # counted in the runner's state
+
+
+@needs_runner
+def test_ready_when_blocked_in_a_read_of_stdin(pro):
+    """Readiness is seen (well before the 5 s after which a process counts as
+    ready anyway) for both ways of reading stdin: a blocking read here, the
+    stream's 'data' events in the other tests."""
+    c = pro
+    a = deployed_agent(c, SYNC_READ_JS, min_warm=1)
+    assert report(invoke(c, a["slug"], "cold"))["prompt"] == "cold"
+    wait_warm(a["id"], 1, timeout=4)
+    assert warm_call(c, a, "warm")["prompt"] == "warm"
 
 
 @needs_runner
