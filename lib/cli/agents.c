@@ -21,6 +21,7 @@ const struct ah_cli_col ah_cli_agent_cols[] = {
 	{"git repo", "git_repo_url", AH_COL_TEXT},
 	{"git branch", "git_branch", AH_COL_TEXT},
 	{"timeout s", "timeout_seconds", AH_COL_NUM},
+	{"min warm", "min_warm", AH_COL_NUM},
 	{"status", "status", AH_COL_STATUS},
 	{"message", "status_message", AH_COL_TEXT},
 	{"sandbox", "sandbox_id", AH_COL_TEXT},
@@ -92,6 +93,9 @@ static int agent_fields(struct ah_cli *c, const struct ah_cli_args *a, json_obje
 	int rc = ah_cli_opt_int(a, "timeout", 1, 600, &t, err);
 	if (!rc && t)
 		json_object_object_add(body, "timeout_seconds", json_object_new_int64(t));
+	long long warm = -1; /* the server checks the plan's cap */
+	if (!rc && !(rc = ah_cli_opt_int(a, "min-warm", 0, 1000, &warm, err)) && warm >= 0)
+		json_object_object_add(body, "min_warm", json_object_new_int64(warm));
 	(void)c;
 	return rc;
 }
@@ -162,7 +166,8 @@ static int run_stop(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	{"branch", 0, "BRANCH", "git branch or tag (default: the remote's default)"}, \
 	{"local", 0, NULL, "deploy from uploaded code (agenthost deploy)"}, \
 	{"source", 0, "git|local", "the source type"}, \
-	{"timeout", 0, "SECONDS", "default invocation timeout, 1-600"}
+	{"timeout", 0, "SECONDS", "default invocation timeout, 1-600"}, \
+	{"min-warm", 0, "N", "warm processes kept started, waiting for calls (0: none)"}
 
 const struct ah_cli_cmd ah_cli_agents_cmds[] = {
 	{"agents list", NULL, "list your agents", 0, 0, false, run_list,
