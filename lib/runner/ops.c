@@ -348,7 +348,7 @@ static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q
 	if (rc == 0 && q->min_warm > 0)
 		ah_warm_fingerprint(fp, q);
 	if (rc == 0 && !q->session)
-		ah_warm_note(q, fp); /* with min_warm 0: drops a recipe left from before */
+		ah_warm_note(q, fp, ah_cfg_int(r->cfg, AH_CFG_WARM_IDLE_SECONDS) * 1000);
 	if (rc == 0 && use_gw)
 		rc = gateway_plan(gw, q, r->cfg, err);
 	if (rc != 0) {

@@ -146,7 +146,7 @@ static struct recipe *recipe_of(const struct ah_run_req *q, const char *fp)
 	return c;
 }
 
-void ah_warm_note(const struct ah_run_req *q, const char *fp)
+void ah_warm_note(const struct ah_run_req *q, const char *fp, int64_t idle_ms)
 {
 	struct recipe *fresh = NULL, *old = NULL;
 	if (q->min_warm > 0 && !(fresh = recipe_of(q, fp)))
@@ -156,7 +156,7 @@ void ah_warm_note(const struct ah_run_req *q, const char *fp)
 	int had = *p ? (*p)->want : 0;
 	if (*p && fresh && strcmp((*p)->fp, fp) == 0) {
 		(*p)->want = q->min_warm; /* the same recipe: only its call time and count */
-		(*p)->idle_ms = q->warm_idle_ms;
+		(*p)->idle_ms = idle_ms;
 		(*p)->last_call_ms = ah_now_ms();
 		recipe_free(fresh);
 		fresh = NULL;
@@ -166,7 +166,7 @@ void ah_warm_note(const struct ah_run_req *q, const char *fp)
 			*p = old->next;
 		if (fresh) {
 			fresh->want = q->min_warm;
-			fresh->idle_ms = q->warm_idle_ms;
+			fresh->idle_ms = idle_ms;
 			fresh->last_call_ms = ah_now_ms();
 			fresh->next = recipes;
 			recipes = fresh;
@@ -414,7 +414,7 @@ struct ah_warm_next *ah_warm_next_of(const ah_config *cfg, const struct ah_run_r
 	struct ah_warm_next *n = c ? malloc(sizeof *n) : NULL;
 	if (n) {
 		n->c = *c;
-		n->c.idle_ms = q->warm_idle_ms;
+		n->c.idle_ms = ah_cfg_int(cfg, AH_CFG_WARM_IDLE_SECONDS) * 1000;
 		n->cfg = cfg;
 		json_object_put(n->c.files); /* the session's sandbox has its files already */
 		n->c.files = NULL;

@@ -305,3 +305,23 @@ def test_sessions_next_process_is_warm(pro):
     fourth = report(invoke(c, a["slug"], "four", session_id=sid))
     assert (fourth["calls"], fourth["secret"]) == (4, "two")
     assert warm_call(c, a, "five", session_id=sid)["secret"] == "two"
+
+
+@needs_runner
+def test_idle_warm_processes_are_dropped(pro):
+    """After warm_idle_seconds (a runner setting: 10 s here, its least) without
+    a call, an agent's warm processes and its sessions' waiting ones go; the
+    next call runs cold and brings them back."""
+    from test_deploy_faults import runner_with
+    c = pro
+    a = deployed_agent(c, REPORT_JS, min_warm=1)
+    sid = "idle-" + uuid.uuid4().hex[:8]
+    with runner_with(warm_idle_seconds="10"):
+        report(invoke(c, a["slug"]))
+        report(invoke(c, a["slug"], session_id=sid))
+        wait_warm(a["id"], 2)
+        assert runner_ping()["warm"] >= 2
+        assert wait_until(lambda: warm_of(a["id"]) == 0, timeout=25), "still warm after 25 s idle"
+        sent = time.time() * 1000
+        assert report(invoke(c, a["slug"]))["t0"] >= sent
+        assert warm_call(c, a)["calls"] == 1
