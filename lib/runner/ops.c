@@ -275,9 +275,11 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 	return 0;
 }
 
-/* A session's sandbox is released at once (cheap: it stays); an ephemeral
- * one after the answer is out (ah_op_finish). A sandbox whose run failed is
- * not reused: its namespace may be at fault. */
+/* A session's sandbox is released at once (cheap: it stays), or, for a warm
+ * agent, after its next process has started once the answer is out; an
+ * ephemeral one after the answer is out (ah_op_finish). A sandbox whose run
+ * failed is not reused: its namespace may be at fault. A warm agent's call
+ * first looks for a warm process of its fingerprint (warm.h). */
 static int execute(const struct ah_runner *r, const struct ah_run_req *q, const char *fp,
                    struct gw_plan *gw, struct run_out *out, ah_op_after *after, ah_err *err)
 {
