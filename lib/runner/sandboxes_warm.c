@@ -131,14 +131,18 @@ static void drop_held(const char *agent_id, bool idle)
 	pthread_mutex_unlock(&ah_sbx_mu);
 	for (int i = 0; i < n; i++) {
 		struct ah_sbx_entry *e = pinned[i];
-		pthread_mutex_lock(&e->run_mu); /* a call of the session may hold it */
-		bool still = false;
-		pthread_mutex_lock(&ah_sbx_mu);
-		still = e->held;
-		e->held = e->ready = false;
-		pthread_mutex_unlock(&ah_sbx_mu);
-		bool broken = still && ah_sandbox_exec_cancel(e->sb, "warm retired") != 0;
-		pthread_mutex_unlock(&e->run_mu);
+		/* A call of the session holds it (for up to its timeout): that call
+		 * takes or cancels the waiting process itself, and any process it
+		 * leaves is checked by the next call's fingerprint. */
+		bool broken = false;
+		if (pthread_mutex_trylock(&e->run_mu) == 0) {
+			pthread_mutex_lock(&ah_sbx_mu);
+			bool still = e->held;
+			e->held = e->ready = false;
+			pthread_mutex_unlock(&ah_sbx_mu);
+			broken = still && ah_sandbox_exec_cancel(e->sb, "warm retired") != 0;
+			pthread_mutex_unlock(&e->run_mu);
+		}
 		pthread_mutex_lock(&ah_sbx_mu);
 		e->doomed = e->doomed || broken;
 		e->refs--;
