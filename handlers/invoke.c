@@ -285,10 +285,8 @@ static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *i
 	ah_json_int(q, "max_output_bytes", ah_cfg_int(r->cfg, AH_CFG_MAX_OUTPUT_BYTES));
 	/* Warm agents (issue 15): the runner keeps this many processes of this
 	 * request's program and environment started, waiting for a prompt. */
-	if (a->min_warm > 0) {
+	if (a->min_warm > 0)
 		ah_json_int(q, "min_warm", a->min_warm);
-		ah_json_int(q, "warm_idle_ms", ah_cfg_int(r->cfg, AH_CFG_WARM_IDLE_SECONDS) * 1000);
-	}
 	return q;
 }
 

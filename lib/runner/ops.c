@@ -275,9 +275,11 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 	return 0;
 }
 
-/* A session's sandbox is released at once (cheap: it stays); an ephemeral
- * one after the answer is out (ah_op_finish). A sandbox whose run failed is
- * not reused: its namespace may be at fault. */
+/* A session's sandbox is released at once (cheap: it stays), or, for a warm
+ * agent, after its next process has started once the answer is out; an
+ * ephemeral one after the answer is out (ah_op_finish). A sandbox whose run
+ * failed is not reused: its namespace may be at fault. A warm agent's call
+ * first looks for a warm process of its fingerprint (warm.h). */
 static int execute(const struct ah_runner *r, const struct ah_run_req *q, const char *fp,
                    struct gw_plan *gw, struct run_out *out, ah_op_after *after, ah_err *err)
 {
@@ -345,11 +347,10 @@ static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q
 	int rc = ah_run_req_parse(q, r, req, err);
 	/* Before the gateway's token replaces the key: the fingerprint is of
 	 * what the API sent, the same for every call until something changes. */
-	if (rc == 0) {
+	if (rc == 0 && q->min_warm > 0)
 		ah_warm_fingerprint(fp, q);
-		if (!q->session)
-			ah_warm_note(q, fp);
-	}
+	if (rc == 0 && !q->session)
+		ah_warm_note(q, fp, ah_cfg_int(r->cfg, AH_CFG_WARM_IDLE_SECONDS) * 1000);
 	if (rc == 0 && use_gw)
 		rc = gateway_plan(gw, q, r->cfg, err);
 	if (rc != 0) {

@@ -14,7 +14,6 @@
 #define DEFAULT_MAX_OUTPUT (10 << 20)
 #define LIMIT_MAX_OUTPUT (16 << 20)
 #define LIMIT_WARM 256      /* warm_max's bound (core/config_keys.h) */
-#define DEFAULT_WARM_IDLE_MS 600000
 #define ENV_EXTRA 6        /* 3 defaults + 2 of the model gateway + NULL */
 
 bool ah_run_token_ok(const char *s, size_t max, const char *extra)
@@ -183,7 +182,6 @@ int ah_run_req_parse(struct ah_run_req *q, const struct ah_runner *r, json_objec
 	q->timeout_ms = (int)get_int(req, "timeout_ms", DEFAULT_TIMEOUT_MS, 1, LIMIT_TIMEOUT_MS);
 	q->max_output = (size_t)get_int(req, "max_output_bytes", DEFAULT_MAX_OUTPUT, 1, LIMIT_MAX_OUTPUT);
 	q->min_warm = (int)get_int(req, "min_warm", 0, 0, LIMIT_WARM);
-	q->warm_idle_ms = get_int(req, "warm_idle_ms", DEFAULT_WARM_IDLE_MS, 10000, 30LL * 86400000);
 	int rc = parse_env(q, req, err);
 	return rc ? rc : parse_stdin(q, req, err);
 }

@@ -24,7 +24,6 @@ struct ah_run_req {
 	size_t max_output;
 	json_object *files;        /* managed files in and out (run_files.c), or NULL; in the JSON */
 	int min_warm;              /* warm processes to keep (warm.h); 0: none */
-	long long warm_idle_ms;    /* they go after this long without a call */
 };
 
 /* Fills q from req (which must outlive q); AH_EINVALID with the reason for the

@@ -85,7 +85,9 @@ int ah_sandboxes_retire_warm(const char *agent_id, int keep);
  * with key); the held mark goes either way. set_held marks one just started. */
 bool ah_sandboxes_lease_held(struct ah_sbx_lease *l, const char *fp, char key[AH_SBX_KEY_LEN + 1]);
 void ah_sandboxes_lease_set_held(struct ah_sbx_lease *l, const char *fp,
-                                 const char key[AH_SBX_KEY_LEN + 1]);
+                                 const char key[AH_SBX_KEY_LEN + 1], int64_t idle_ms);
+/* Sessions' next processes idle past their idle_ms stop (their sandboxes stay). */
+void ah_sandboxes_drop_idle_held(void);
 /* Marks the warm sandboxes whose program has reached its read of stdin
  * ready; returns how many are not yet. */
 int ah_sandboxes_warm_poll(void);

@@ -21,7 +21,8 @@ struct ah_sbx_entry {
 	bool warm;                /* a spare whose program waits for a call of fp (warm.h) */
 	bool ready;               /* warm, and its program has reached its read of stdin */
 	bool died;
-	bool held;                /* a session's: its next process waits in sb for fp */                /* warm, and its program ended while it waited */
+	bool held;                /* a session's: its next process waits in sb for fp */
+	int64_t held_idle_ms;     /* held: stopped after this long without a call */                /* warm, and its program ended while it waited */
 	char fp[AH_SBX_FP_LEN + 1];
 	char key[AH_SBX_KEY_LEN + 1]; /* the warm program's gateway token, or "" */
 	int64_t last_used_ms;

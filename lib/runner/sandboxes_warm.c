@@ -50,6 +50,7 @@ int ah_sandboxes_take_warm(struct ah_sbx_lease *out, const char *agent_id, const
 		got->warm = got->spare = false; /* an ordinary ephemeral entry now */
 		got->refs++;
 		memcpy(key, got->key, AH_SBX_KEY_LEN + 1);
+		sodium_memzero(got->key, sizeof got->key);
 	}
 	pthread_mutex_unlock(&ah_sbx_mu);
 	ah_sbx_sweep();
@@ -114,27 +115,34 @@ int ah_sandboxes_add_warm(const char *agent_id, const char *image, const char *f
 	return rc;
 }
 
-/* The agent's sessions' next processes stop; their sandboxes stay. */
-static void drop_held(const char *agent_id)
+/* Sessions' next processes stop (the agent's, or with idle those of sessions
+ * idle past their warm_idle_seconds); their sandboxes stay. */
+static void drop_held(const char *agent_id, bool idle)
 {
 	enum { BATCH = 64 };
 	struct ah_sbx_entry *pinned[BATCH];
 	int n = 0;
+	int64_t now = ah_now_ms();
 	pthread_mutex_lock(&ah_sbx_mu);
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e && n < BATCH; e = e->next)
-		if (e->held && !e->doomed && e->sb && (!agent_id || strcmp(e->agent_id, agent_id) == 0))
+		if (e->held && !e->doomed && e->sb && (!agent_id || strcmp(e->agent_id, agent_id) == 0) &&
+		    (!idle || (e->refs == 0 && now - e->last_used_ms > e->held_idle_ms)))
 			(pinned[n++] = e)->refs++;
 	pthread_mutex_unlock(&ah_sbx_mu);
 	for (int i = 0; i < n; i++) {
 		struct ah_sbx_entry *e = pinned[i];
-		pthread_mutex_lock(&e->run_mu); /* a call of the session may hold it */
-		bool still = false;
-		pthread_mutex_lock(&ah_sbx_mu);
-		still = e->held;
-		e->held = e->ready = false;
-		pthread_mutex_unlock(&ah_sbx_mu);
-		bool broken = still && ah_sandbox_exec_cancel(e->sb, "warm retired") != 0;
-		pthread_mutex_unlock(&e->run_mu);
+		/* A call of the session holds it (for up to its timeout): that call
+		 * takes or cancels the waiting process itself, and any process it
+		 * leaves is checked by the next call's fingerprint. */
+		bool broken = false;
+		if (pthread_mutex_trylock(&e->run_mu) == 0) {
+			pthread_mutex_lock(&ah_sbx_mu);
+			bool still = e->held;
+			e->held = e->ready = false;
+			pthread_mutex_unlock(&ah_sbx_mu);
+			broken = still && ah_sandbox_exec_cancel(e->sb, "warm retired") != 0;
+			pthread_mutex_unlock(&e->run_mu);
+		}
 		pthread_mutex_lock(&ah_sbx_mu);
 		e->doomed = e->doomed || broken;
 		e->refs--;
@@ -146,7 +154,7 @@ static void drop_held(const char *agent_id)
 int ah_sandboxes_retire_warm(const char *agent_id, int keep)
 {
 	if (keep == 0)
-		drop_held(agent_id);
+		drop_held(agent_id, false);
 	int n = 0, kept = 0;
 	pthread_mutex_lock(&ah_sbx_mu);
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
@@ -178,6 +186,11 @@ size_t ah_sandboxes_warm_total(const char *agent_id)
 /* A program that never reads stdin the ways ah_sandbox_exec_reading sees
  * (it awaits something else first) counts as ready after this. */
 #define WARM_READY_GIVE_UP_MS 5000
+
+void ah_sandboxes_drop_idle_held(void)
+{
+	drop_held(NULL, true);
+}
 
 int ah_sandboxes_warm_poll(void)
 {
@@ -234,11 +247,12 @@ bool ah_sandboxes_lease_held(struct ah_sbx_lease *l, const char *fp, char key[AH
 }
 
 void ah_sandboxes_lease_set_held(struct ah_sbx_lease *l, const char *fp,
-                                 const char key[AH_SBX_KEY_LEN + 1])
+                                 const char key[AH_SBX_KEY_LEN + 1], int64_t idle_ms)
 {
 	struct ah_sbx_entry *e = l->entry;
 	pthread_mutex_lock(&ah_sbx_mu);
 	e->held = true;
+	e->held_idle_ms = idle_ms;
 	e->ready = false;
 	snprintf(e->fp, sizeof e->fp, "%s", fp);
 	memcpy(e->key, key, AH_SBX_KEY_LEN + 1);

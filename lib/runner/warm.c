@@ -17,6 +17,7 @@
 #define MAX_DEATHS 3       /* in a row, then no restart until the recipe changes */
 #define TICK_MS 1000       /* dead and idle processes are noticed this often */
 #define READY_POLL_MS 5    /* while a warm process starts: has it reached its read? */
+#define RETRY_MS 10000     /* after a failed start (the host's budget, most likely) */
 #define ENV_EXTRA 3        /* the gateway's two variables and NULL */
 
 struct recipe {
@@ -29,6 +30,7 @@ struct recipe {
 	json_object *files;        /* {"attach": [...]} of the call, or NULL */
 	int want, deaths;
 	int64_t idle_ms, last_call_ms;
+	int64_t retry_ms;          /* no start before this (a start failed) */
 	struct recipe *next;
 };
 
@@ -144,7 +146,7 @@ static struct recipe *recipe_of(const struct ah_run_req *q, const char *fp)
 	return c;
 }
 
-void ah_warm_note(const struct ah_run_req *q, const char *fp)
+void ah_warm_note(const struct ah_run_req *q, const char *fp, int64_t idle_ms)
 {
 	struct recipe *fresh = NULL, *old = NULL;
 	if (q->min_warm > 0 && !(fresh = recipe_of(q, fp)))
@@ -154,7 +156,7 @@ void ah_warm_note(const struct ah_run_req *q, const char *fp)
 	int had = *p ? (*p)->want : 0;
 	if (*p && fresh && strcmp((*p)->fp, fp) == 0) {
 		(*p)->want = q->min_warm; /* the same recipe: only its call time and count */
-		(*p)->idle_ms = q->warm_idle_ms;
+		(*p)->idle_ms = idle_ms;
 		(*p)->last_call_ms = ah_now_ms();
 		recipe_free(fresh);
 		fresh = NULL;
@@ -164,7 +166,7 @@ void ah_warm_note(const struct ah_run_req *q, const char *fp)
 			*p = old->next;
 		if (fresh) {
 			fresh->want = q->min_warm;
-			fresh->idle_ms = q->warm_idle_ms;
+			fresh->idle_ms = idle_ms;
 			fresh->last_call_ms = ah_now_ms();
 			fresh->next = recipes;
 			recipes = fresh;
@@ -268,7 +270,7 @@ static struct recipe *wanting(const char *agent_id, int have)
 	struct recipe *copy = NULL;
 	pthread_mutex_lock(&mu);
 	struct recipe *c = *find(agent_id);
-	if (c && !stopping && have < c->want && c->deaths < MAX_DEATHS &&
+	if (c && !stopping && have < c->want && c->deaths < MAX_DEATHS && ah_now_ms() >= c->retry_ms &&
 	    (copy = malloc(sizeof *copy))) {
 		*copy = *c;
 		copy->next = NULL;
@@ -283,6 +285,15 @@ static struct recipe *wanting(const char *agent_id, int have)
 	}
 	pthread_mutex_unlock(&mu);
 	return copy;
+}
+
+static void put_off(const char *agent_id, const char *fp)
+{
+	pthread_mutex_lock(&mu);
+	struct recipe *c = *find(agent_id);
+	if (c && strcmp(c->fp, fp) == 0)
+		c->retry_ms = ah_now_ms() + RETRY_MS;
+	pthread_mutex_unlock(&mu);
 }
 
 /* Brings one agent to its count: reaps the dead, starts what is missing. */
@@ -305,8 +316,10 @@ static void top_up(const struct ah_runner *r, const char *agent_id, const char *
 		int rc = ah_sandboxes_add_warm(agent_id, c->image, fp, start_warm, &x, &err);
 		recipe_free(c);
 		if (rc != 0) {
-			ah_log_warn("agent=%s: no warm process: %s", agent_id, err.msg);
-			return; /* the budget, most likely: the next tick tries again */
+			ah_log_warn("agent=%s: no warm process: %s; again in %d s", agent_id, err.msg,
+			            RETRY_MS / 1000);
+			put_off(agent_id, fp);
+			return;
 		}
 	}
 }
@@ -370,9 +383,19 @@ void *ah_warm_thread(void *arg)
 			size_t n = survey(todo, MAX_AGENTS);
 			for (size_t i = 0; i < n; i++)
 				top_up(r, todo[i][0], todo[i][1]);
+			ah_sandboxes_drop_idle_held();
 			next_survey = ah_now_ms() + TICK_MS;
 		}
 		starting = ah_sandboxes_warm_poll();
+	}
+	pthread_mutex_lock(&mu); /* shutdown: the recipes' secrets go now */
+	struct recipe *all = recipes;
+	recipes = NULL;
+	pthread_mutex_unlock(&mu);
+	while (all) {
+		struct recipe *next = all->next;
+		recipe_free(all);
+		all = next;
 	}
 	return NULL;
 }
@@ -391,6 +414,7 @@ struct ah_warm_next *ah_warm_next_of(const ah_config *cfg, const struct ah_run_r
 	struct ah_warm_next *n = c ? malloc(sizeof *n) : NULL;
 	if (n) {
 		n->c = *c;
+		n->c.idle_ms = ah_cfg_int(cfg, AH_CFG_WARM_IDLE_SECONDS) * 1000;
 		n->cfg = cfg;
 		json_object_put(n->c.files); /* the session's sandbox has its files already */
 		n->c.files = NULL;
@@ -408,7 +432,7 @@ void ah_warm_next_start(struct ah_warm_next *n, struct ah_sbx_lease *lease)
 	ah_err err = {0};
 	struct start_ctx x = {n->cfg, &n->c};
 	if (start_warm(lease->sb, &x, key, &err) == 0)
-		ah_sandboxes_lease_set_held(lease, n->c.fp, key);
+		ah_sandboxes_lease_set_held(lease, n->c.fp, key, n->c.idle_ms);
 	else
 		ah_log_warn("agent=%s: the session's next process did not start: %s", n->c.agent_id,
 		            err.msg);

@@ -22,6 +22,8 @@
 #ifndef AH_RUNNER_WARM_H
 #define AH_RUNNER_WARM_H
 
+#include <stdint.h>
+
 #include "runner/run_req.h"
 #include "runner/runner.h"
 #include "runner/sandboxes.h"
@@ -30,9 +32,9 @@
  * any order), attached files. */
 void ah_warm_fingerprint(char out[AH_SBX_FP_LEN + 1], const struct ah_run_req *q);
 
-/* A call of q's agent (ephemeral or not) with its min_warm: records the recipe
- * (min_warm > 0) or drops it (0). */
-void ah_warm_note(const struct ah_run_req *q, const char *fp);
+/* An ephemeral call of q's agent with its min_warm: records the recipe
+ * (min_warm > 0), kept until idle_ms pass without a call, or drops it (0). */
+void ah_warm_note(const struct ah_run_req *q, const char *fp, int64_t idle_ms);
 /* n warm processes of fp were found dead by a call. */
 void ah_warm_deaths(const char *agent_id, const char *fp, int n);
 /* The agent's recipe and warm processes go (stop, redeploy, delete, a

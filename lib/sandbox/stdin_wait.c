@@ -7,11 +7,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Seen from the host, in /proc: a process of the sandbox whose fd 0 is the
  * held pipe either blocks in read(0) (fs.readFileSync(0): /proc/PID/syscall
- * starts "0 0x0 ") or watches fd 0 in an epoll set (process.stdin's 'data'
+ * starts with read's number and "0x0") or watches fd 0 in an epoll set (process.stdin's 'data'
  * listeners: a "tfd: 0" line in the epoll fd's fdinfo). */
 
 static bool reads_fd0(pid_t pid)
@@ -22,7 +23,12 @@ static bool reads_fd0(pid_t pid)
 	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
 	if (fd >= 0)
 		close(fd);
-	return n > 6 && strncmp(buf, "0 0x0 ", 6) == 0;
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	char want[32]; /* "<read's number> 0x0 ": read(0, …) */
+	int w = snprintf(want, sizeof want, "%d 0x0 ", (int)SYS_read);
+	return n > w && strncmp(buf, want, (size_t)w) == 0;
 }
 
 static bool fdinfo_watches_fd0(pid_t pid, const char *fd_name)

@@ -18,25 +18,27 @@ import time
 
 import pytest
 
-from agent_code import CONFIG, ECHO_JS, deployed_agent, needs_runner
+from agent_code import CONFIG, ECHO_JS, config_get, deployed_agent, needs_runner
 from conftest import BUILD, new_client
 
 CLI = os.path.join(BUILD, "lib", "sandbox", "agenthost-sandbox")
 LOCKS = "/run/agenthost-sandbox"
 MIB = 1 << 20
+# The stack's cgroup parent (sandbox_cgroup): stacks sharing the host each have their own.
+CGROUP = config_get("sandbox_cgroup", "agenthost")
 
 
 def budget_bytes():
     """The limit the runner gave the sandboxes' cgroup parent: the budget."""
-    for f in ("/sys/fs/cgroup/memory/agenthost/memory.limit_in_bytes",
-              "/sys/fs/cgroup/agenthost/memory.max"):
+    for f in (f"/sys/fs/cgroup/memory/{CGROUP}/memory.limit_in_bytes",
+              f"/sys/fs/cgroup/{CGROUP}/memory.max"):
         if os.path.exists(f):
             return int(open(f).read())
     return None
 
 
 def committed_bytes():
-    """Memory caps of the live sandboxes under "agenthost", from the records
+    """Memory caps of the live sandboxes under the stack's cgroup parent, from the records
     their owners keep in the slots' lock files (lib/sandbox/budget.c)."""
     total = 0
     for lock in glob.glob(os.path.join(LOCKS, "slot-*.lock")):
@@ -47,7 +49,7 @@ def committed_bytes():
             except BlockingIOError:
                 pass
             fields = f.read().split()
-        if len(fields) == 6 and fields[0] == "agenthost":
+        if len(fields) == 6 and fields[0] == CGROUP:
             total += int(fields[1])
     return total
 

@@ -216,3 +216,26 @@ def test_agent_without_model_calls_records_zero(gateway_runner, client):
     inv = exact(r)
     assert (inv["model_input_tokens"], inv["model_output_tokens"]) == (0, 0)
     assert inv["total_cost_usd"] == Decimal(0)
+
+
+def test_gateway_for_warm_processes(gateway_runner):
+    """Warm agents (issue 15): a warm process's environment holds a token of its
+    own, made when it started; the call that takes it serves the gateway with
+    that token, and it dies with the call like any other."""
+    from conftest import new_client
+    from test_warm import wait_warm
+    c = new_client("pro")
+    a = deployed_agent(c, AGENT_JS, min_warm=2)
+    try:
+        _, first = invoke(c, a["slug"], text="cold")
+        tokens = [first["token"]]
+        for text in ("warm one", "warm two"):
+            wait_warm(a["id"], 1)
+            _, seen = invoke(c, a["slug"], text=text, old_token=tokens[-1])
+            assert seen["answer"]["status"] == 200, seen
+            assert json.loads(seen["answer"]["body"])["content"][0]["text"] == "echo: " + text
+            assert seen["old"] == 401 and seen["token"] not in tokens
+            assert not any(OPERATOR_KEY in v for v in seen["env"].values())
+            tokens.append(seen["token"])
+    finally:
+        c.delete(f"/agents/{a['slug']}")

@@ -36,6 +36,22 @@ process.stdin.on('end', () => {
 });
 """
 
+# Exits on its own half a second after it starts unless its prompt came: a warm
+# process of it dies while it waits.
+DIES_WAITING_JS = r"""
+const quit = setTimeout(() => process.exit(7), 500);
+let buf = '';
+process.stdin.on('data', d => { clearTimeout(quit); buf += d; });
+process.stdin.on('end', () => process.stdout.write('got ' + buf));
+"""
+
+# Reads its prompt with a blocking read at the top level.
+SYNC_READ_JS = r"""
+const t0 = Date.now();
+const prompt = require('fs').readFileSync(0, 'utf8');
+process.stdout.write('early:' + JSON.stringify({t0, prompt}));
+"""
+
 THROW_JS = "throw new Error('boom at start-up');\n"
 EXIT_JS = "process.stderr.write('leaving\\n'); process.exit(3);\n"
 
@@ -144,6 +160,18 @@ def test_warm_call_same_result_env_and_early_output(pro):
 
 
 @needs_runner
+def test_ready_when_blocked_in_a_read_of_stdin(pro):
+    """Readiness is seen (well before the 5 s after which a process counts as
+    ready anyway) for both ways of reading stdin: a blocking read here, the
+    stream's 'data' events in the other tests."""
+    c = pro
+    a = deployed_agent(c, SYNC_READ_JS, min_warm=1)
+    assert report(invoke(c, a["slug"], "cold"))["prompt"] == "cold"
+    wait_warm(a["id"], 1, timeout=4)
+    assert warm_call(c, a, "warm")["prompt"] == "warm"
+
+
+@needs_runner
 def test_secret_change_applies_to_the_next_call(pro):
     c = pro
     a = deployed_agent(c, REPORT_JS, min_warm=2)
@@ -171,7 +199,9 @@ def test_redeploy_and_stop_retire_warm_processes(pro):
               headers={"Content-Type": "application/gzip"})
     assert r.status_code == 200, r.text
     deploy(c, a["slug"])
-    assert warm_of(a["id"]) == 0
+    # The runner retires them right after it switches the agent to the new image
+    # (a call in between could not take one: their image is not the call's).
+    assert wait_until(lambda: warm_of(a["id"]) == 0, timeout=10)
     assert report(invoke(c, a["slug"]))["mark"] == "v2"
     assert warm_call(c, a)["mark"] == "v2"
     wait_warm(a["id"], 1)
@@ -213,6 +243,22 @@ def test_crash_at_start_up_gives_the_normal_failure(js, pro):
         assert got.json()["invocation"]["error"] == want.json()["invocation"]["error"]
         time.sleep(0.5)  # warm processes would have started and died meanwhile
     assert warm_of(warm["id"]) == 0  # never kept, never handed a prompt
+
+
+@needs_runner
+def test_a_warm_process_that_dies_waiting_is_never_handed_a_prompt(pro):
+    c = pro
+    a = deployed_agent(c, DIES_WAITING_JS, min_warm=2)
+    for prompt, pause in (("one", 1.0), ("two", 1.0), ("three", 3.0)):
+        r = invoke(c, a["slug"], prompt)
+        assert r.status_code == 200, r.text
+        assert r.json()["response_content"] == "got " + prompt
+        time.sleep(pause)  # the warm processes it left die meanwhile
+    with open(os.path.join(VAR, "log", "runner.log"), errors="replace") as f:
+        log = f.read()
+    assert any(f"agent={a['id']} " in line and "ended while it waited" in line
+               for line in log.splitlines())
+    assert warm_of(a["id"]) == 0
 
 
 @needs_runner
@@ -259,3 +305,23 @@ def test_sessions_next_process_is_warm(pro):
     fourth = report(invoke(c, a["slug"], "four", session_id=sid))
     assert (fourth["calls"], fourth["secret"]) == (4, "two")
     assert warm_call(c, a, "five", session_id=sid)["secret"] == "two"
+
+
+@needs_runner
+def test_idle_warm_processes_are_dropped(pro):
+    """After warm_idle_seconds (a runner setting: 10 s here, its least) without
+    a call, an agent's warm processes and its sessions' waiting ones go; the
+    next call runs cold and brings them back."""
+    from test_deploy_faults import runner_with
+    c = pro
+    a = deployed_agent(c, REPORT_JS, min_warm=1)
+    sid = "idle-" + uuid.uuid4().hex[:8]
+    with runner_with(warm_idle_seconds="10"):
+        report(invoke(c, a["slug"]))
+        report(invoke(c, a["slug"], session_id=sid))
+        wait_warm(a["id"], 2)
+        assert runner_ping()["warm"] >= 2
+        assert wait_until(lambda: warm_of(a["id"]) == 0, timeout=25), "still warm after 25 s idle"
+        sent = time.time() * 1000
+        assert report(invoke(c, a["slug"]))["t0"] >= sent
+        assert warm_call(c, a)["calls"] == 1
