@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from agent_code import config_get, deploy, deployed_agent, needs_runner, project, VAR
-from conftest import assert_422, new_client, wait_until
+from conftest import assert_422, db_query, new_client, wait_until
 
 # Top-level code runs at start; the answer says when (t0), what came before the
 # prompt ("early:" on stdout), the prompt, a secret and the working directory.
@@ -68,10 +68,25 @@ def pro():
 
 
 def runner_ping(agent_id=None):
-    path = config_get("runner_socket", os.path.join(VAR, "run", "runner.sock"))
     req = {"op": "ping"}
     if agent_id:
         req["agent_id"] = agent_id
+    return runner_op(req)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def room():
+    """Warm processes start only while the host's sandbox budget has room (as
+    spare sandboxes do), and the tests before this module leave idle session
+    sandboxes (kept for session_idle_seconds) and spares that fill it: their
+    agents' sandboxes go first, so the counts below do not depend on what ran
+    before."""
+    for (aid,) in db_query("SELECT id FROM agents WHERE status = 'active'"):
+        assert runner_op({"op": "destroy_agent", "agent_id": aid}).get("ok"), aid
+
+
+def runner_op(req):
+    path = config_get("runner_socket", os.path.join(VAR, "run", "runner.sock"))
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(5)
         s.connect(path)
