@@ -1,6 +1,8 @@
 /* MariaDB access: one connection per process, prepared statements only (cached
  * per connection), every cell returned as text in the caller's arena, and a
  * transparent reconnect-and-retry when the server went away outside a transaction.
+ * With db_hosts, a list of cluster nodes to fail over between (db.c says what
+ * is retried where).
  *
  * Parameters are described by a format string, one letter per `?`:
  *   s  const char *      (NULL binds SQL NULL)
@@ -42,6 +44,12 @@ bool ah_db_deadlocked(const ah_db *db);
 /* The last statement failed because the server could not be reached (and a
  * reconnect failed too): a 503 to retry, not a 500. */
 bool ah_db_unavailable(const ah_db *db);
+
+/* Runs body in a transaction, committed when it returns >= 0 and rolled back
+ * otherwise; a deadlock or a Galera certification conflict (1213, at any
+ * statement or the COMMIT) runs it again, a few times. body must only touch
+ * the database (it may run more than once). Returns body's result. */
+int ah_db_tx(ah_db *db, int (*body)(ah_db *db, void *ud), void *ud);
 
 int ah_db_begin(ah_db *db);
 int ah_db_commit(ah_db *db);

@@ -91,8 +91,8 @@ static int still_ours(ah_db *db, ah_arena *a, struct ah_runner *r, const struct 
 	return 0;
 }
 
-static int switch_agent(ah_db *db, ah_arena *a, struct ah_runner *r, const struct ah_job *j,
-                        const struct ah_deploy_req *q, const struct ah_manifest *m)
+static int switch_once(ah_db *db, ah_arena *a, struct ah_runner *r, const struct ah_job *j,
+                       const struct ah_deploy_req *q, const struct ah_manifest *m)
 {
 	const char *sandbox_id = ah_id_new(a, "sbx");
 	if (ah_db_begin(db) != 0)
@@ -116,6 +116,23 @@ static int switch_agent(ah_db *db, ah_arena *a, struct ah_runner *r, const struc
 	if (rc == 0)
 		ah_log_info("%s: agent %s active with image %s (%s)", j->tag, j->agent_id, q->image_dir,
 		            sandbox_id);
+	return rc;
+}
+
+/* A deadlock, or on a cluster a certification conflict with another node's
+ * write to the agent's rows, rolled the switch back: it is run again (the
+ * build is not). */
+static int switch_agent(ah_db *db, ah_arena *a, struct ah_runner *r, const struct ah_job *j,
+                        const struct ah_deploy_req *q, const struct ah_manifest *m)
+{
+	int rc = AH_EFAIL;
+	for (int tries = 0; tries < 4; tries++) {
+		rc = switch_once(db, a, r, j, q, m);
+		if (rc != AH_EFAIL || !ah_db_deadlocked(db))
+			break;
+		ah_log_warn("%s: switch rolled back (%s); again", j->tag, ah_db_error(db));
+		usleep(20000u << tries);
+	}
 	return rc;
 }
 
