@@ -36,6 +36,7 @@ static const ah_col AGENT_COLUMNS[] = {
 	AH_COL_S("a.entrypoint", ah_agent, entrypoint),
 	AH_COL_S("a.runner_id", ah_agent, runner_id),
 	AH_COL_S("a.code_sha256", ah_agent, code_sha256),
+	AH_COL_S("a.image_sha256", ah_agent, image_sha256),
 };
 #define AGENT_NCOLS (sizeof(AGENT_COLUMNS) / sizeof(AGENT_COLUMNS[0]))
 

@@ -100,9 +100,10 @@ static int switch_once(ah_db *db, ah_arena *a, struct ah_runner *r, const struct
 	int rc = still_ours(db, a, r, j);
 	if (rc == 0)
 		rc = ah_db_exec(db, NULL, "UPDATE agents SET status = 'active', status_message = NULL, "
-		                "image_path = ?, entrypoint = ?, runner_id = ?, sandbox_id = ?, "
-		                "needs_redeploy = 0, deployed_at = NOW(3), updated_at = NOW(3) WHERE id = ?",
-		                "sssss", q->image_dir, m->entrypoint, r->id, sandbox_id, j->agent_id);
+		                "image_path = ?, image_sha256 = NULLIF(?, ''), entrypoint = ?, runner_id = ?, "
+		                "sandbox_id = ?, needs_redeploy = 0, deployed_at = NOW(3), updated_at = NOW(3) "
+		                "WHERE id = ?", "ssssss", q->image_dir, j->image_sha, m->entrypoint, r->id,
+		                sandbox_id, j->agent_id);
 	if (rc == 0)
 		rc = ah_db_exec(db, NULL, "UPDATE sessions SET state = 'ended', sandbox_id = NULL "
 		                "WHERE agent_id = ? AND state = 'active'", "s", j->agent_id);
@@ -173,6 +174,20 @@ static int apply_mounts(ah_db *db, ah_arena *a, struct ah_runner *r, const struc
 	return rc;
 }
 
+/* The image into the file store, so that another runner can take the agent
+ * over if this one is gone (images.c). Without it the agent still works here:
+ * a warning, not a failed deploy. */
+static void publish(struct ah_runner *r, struct ah_job *j, const char *image_dir)
+{
+	ah_err err = {0};
+	j->image_sha[0] = '\0';
+	if (ah_image_publish(r, image_dir, j->image_sha, &err) != 0) {
+		j->image_sha[0] = '\0';
+		ah_log_warn("%s: image not kept in the file store (%s); no other runner can take "
+		            "the agent over", j->tag, err.msg);
+	}
+}
+
 /* After the pipeline built the image: the switch, with a few tries while the
  * database is away. */
 static int finish(ah_db *db, ah_arena *a, struct ah_runner *r, struct ah_job *j,
@@ -216,6 +231,8 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 	}
 	if (rc == 0 && (rc = apply_mounts(db, a, r, j, q.image_dir, err)) != 0)
 		ah_deploy_rmtree(q.image_dir);
+	if (rc == 0)
+		publish(r, j, q.image_dir);
 	if (rc == 0 && (rc = finish(db, a, r, j, &q, &m, ag.old_image, err)) != 0) {
 		/* Not switched (superseded, lease lost, deleted): its mount plan and
 		 * the processes only it named go with its image. */

@@ -286,7 +286,9 @@ static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q
                      struct gw_plan *gw, struct run_out *out, ah_op_after *after, ah_err *err)
 {
 	bool use_gw = ah_cfg_bool(r->cfg, AH_CFG_MODEL_GATEWAY);
-	int rc = ah_run_req_parse(q, r, req, err);
+	int rc = ah_image_adopt_req(r, req, err);
+	if (rc == 0)
+		rc = ah_run_req_parse(q, r, req, err);
 	if (rc == 0 && use_gw)
 		rc = gateway_plan(gw, q, r->cfg, err);
 	if (rc != 0) {
