@@ -361,8 +361,11 @@ unsigned long long ah_db_insert_id(const ah_db *db)
 static int simple(ah_db *db, const char *q, bool may_retry)
 {
 	for (int attempt = 0; attempt < (db->nnodes > 2 ? db->nnodes : 2); attempt++) {
-		if (!db->conn && reconnect(db) != 0)
+		if (!db->conn && (!may_retry || reconnect(db) != 0)) {
+			ah_db_set_error(db, q, "connection lost");
+			db->last_errno = CR_SERVER_LOST;
 			return AH_EFAIL;
+		}
 		if (mysql_query(db->conn, q) == 0) {
 			db->last_errno = 0;
 			return 0;

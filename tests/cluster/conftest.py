@@ -7,6 +7,7 @@ stopped, by PID, at its end. Environment:
   AGENTHOST_SANDBOX_CGROUP            prefix of the runners' cgroups (-r1, -r2)
 """
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -99,6 +100,10 @@ class Client:
 
 @pytest.fixture(scope="session")
 def cluster():
+    # A fresh cluster each session: what an earlier run left (logs the tests
+    # read, agents, a node's state) must not decide this one.
+    kit("stop", check=False)
+    shutil.rmtree(CVAR, ignore_errors=True)
     kit("start")
     try:
         yield HOSTS

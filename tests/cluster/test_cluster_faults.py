@@ -107,6 +107,10 @@ def test_database_node_stopped_under_load(user):
         for t in threads:
             t.join(timeout=120)
     assert len(out) > 50, len(out)
+    counts = {}
+    for _, kind, status, _ in out:
+        counts[(kind, status)] = counts.get((kind, status), 0) + 1
+    print("requests by kind and status:", sorted(counts.items()))
     # After the failover, everything works again, through both hosts.
     for c in (user, user.on("b")):
         r = c.post(f"/agents/{slugs[0]}/invoke", json={"prompt": "done"})
