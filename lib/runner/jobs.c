@@ -90,7 +90,7 @@ static int try_candidate(ah_db *db, ah_arena *a, struct ah_runner *r, ah_rows *r
 	if (n == 0)
 		return NOTHING;
 	if (expired)
-		ah_log_warn("job=%lld agent=%s: lease expired (runner died?); taken over", j->id,
+		ah_log_warn("job=%lld agent=%s: lease expired (runner died?); taking it over", j->id,
 		            j->agent_id);
 	j->attempts = (int)attempts + 1;
 	return CLAIMED;
