@@ -94,6 +94,9 @@ class Client:
     def put(self, path, **kw):
         return self.request("PUT", path, **kw)
 
+    def patch(self, path, **kw):
+        return self.request("PATCH", path, **kw)
+
     def delete(self, path, **kw):
         return self.request("DELETE", path, **kw)
 

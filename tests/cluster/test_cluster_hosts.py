@@ -5,7 +5,7 @@ import concurrent.futures
 import os
 import subprocess
 
-from conftest import BUILD, CVAR, deployed, log_text, sql
+from conftest import BUILD, CVAR, deployed, log_text, new_agent, sql
 
 
 def runner_host(agent_id):
@@ -59,3 +59,15 @@ def test_migrate_at_once_on_two_nodes_applies_each_file_once():
         assert res.returncode == 0, res.stdout + res.stderr
     assert sql("SELECT COUNT(*) FROM schema_migrations")[0][0] == before
     assert sql("SELECT holder FROM schema_lock WHERE id = 1") == [["NULL"]]
+
+
+def test_a_write_through_one_host_reads_back_through_the_other(user):
+    """Each host reads through its own node (and its query cache): a change
+    made through one host is what the other answers right after."""
+    slug = new_agent(user)
+    b = user.on("b")
+    for i in range(20):
+        writer, reader = (user, b) if i % 2 else (b, user)
+        r = writer.patch(f"/agents/{slug}", json={"description": f"revision {i}"})
+        assert r.status_code == 200, r.text
+        assert reader.get(f"/agents/{slug}").json()["description"] == f"revision {i}"
