@@ -176,13 +176,17 @@ static int bind_params(MYSQL_BIND *b, long long *ints, const char *fmt, va_list 
 	return 0;
 }
 
-/* Binds and executes; retries what retry_kind allows, a few times (every
- * node of a cluster once, a deadlock victim thrice). */
+/* Binds and executes; retries what retry_kind allows: a lost connection on
+ * every node of a cluster once, a deadlock victim up to DEADLOCK_TRIES times
+ * with a growing, jittered pause (writers that met on one row, such as a
+ * user's counters, would otherwise meet again). */
+#define DEADLOCK_TRIES 8
 static MYSQL_STMT *run(ah_db *db, const char *sql, const char *fmt, va_list ap)
 {
 	MYSQL_BIND binds[MAX_PARAMS];
 	long long ints[MAX_PARAMS];
-	int tries = (db->nnodes > 2 ? db->nnodes : 2) + 2;
+	int tries = (db->nnodes > 2 ? db->nnodes : 2) + DEADLOCK_TRIES;
+	int lost = 0, deadlocks = 0;
 	for (int attempt = 0; attempt < tries; attempt++) {
 		unsigned errnum = 0;
 		bool sent = false;
@@ -207,14 +211,17 @@ static MYSQL_STMT *run(ah_db *db, const char *sql, const char *fmt, va_list ap)
 			errnum = db->last_errno = mysql_stmt_errno(st);
 			ah_db_set_error(db, "execute", mysql_stmt_error(st));
 		}
-		int kind = attempt + 1 < tries ? retry_kind(db, sql, errnum, sent) : 0;
+		int kind = retry_kind(db, sql, errnum, sent);
+		if ((kind == 1 && ++lost > (db->nnodes > 2 ? db->nnodes : 2)) ||
+		    (kind == 2 && ++deadlocks >= DEADLOCK_TRIES))
+			kind = 0;
 		if (kind == 0) {
 			if (errnum == ER_WSREP_NOT_READY)
 				drop_conn(db); /* the next statement looks for a node that works */
 			return NULL;
 		}
 		if (kind == 2) {
-			usleep(10000u * (unsigned)(attempt + 1));
+			usleep(5000u * (unsigned)deadlocks + (unsigned)((random() + getpid() * 7919L) % 10000));
 			continue;
 		}
 		ah_log_warn("database connection lost (%s); reconnecting", db->error);

@@ -18,15 +18,15 @@
 struct agent_row {
 	char slug[64];
 	bool from_git;
-	const char *git_url, *git_branch, *old_image;
+	const char *git_url, *git_branch, *old_image, *code_sha;
 };
 
 static int load_agent(ah_db *db, ah_arena *a, const char *agent_id, struct agent_row *out,
                       ah_err *err)
 {
 	ah_rows rows;
-	if (ah_db_query(db, a, &rows, "SELECT slug, source_type, git_repo_url, git_branch, image_path "
-	                "FROM agents WHERE id = ?", "s", agent_id) != 0)
+	if (ah_db_query(db, a, &rows, "SELECT slug, source_type, git_repo_url, git_branch, image_path, "
+	                "code_sha256 FROM agents WHERE id = ?", "s", agent_id) != 0)
 		return ah_err_set(err, AH_EFAIL, "database error while reading the agent");
 	if (rows.n == 0)
 		return ah_err_set(err, AH_ECONFLICT, "agent deleted");
@@ -35,6 +35,7 @@ static int load_agent(ah_db *db, ah_arena *a, const char *agent_id, struct agent
 	out->git_url = ah_cell(&rows, 0, 2);
 	out->git_branch = ah_cell(&rows, 0, 3);
 	out->old_image = ah_cell(&rows, 0, 4);
+	out->code_sha = ah_cell(&rows, 0, 5);
 	return 0;
 }
 
@@ -226,7 +227,10 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 		            ag.from_git ? "git" : "uploaded code");
 		fill_request(&q, a, r, j, &ag);
 		ah_deploy_rmtree(q.image_dir); /* left by an attempt that died after building */
-		rc = ah_deploy_build_image(&m, &q, err);
+		if (!ag.from_git)
+			rc = ah_code_fetch(r, ag.code_sha, q.tarball, err);
+		if (rc == 0)
+			rc = ah_deploy_build_image(&m, &q, err);
 		ah_deploy_rmtree(q.work_dir);
 	}
 	if (rc == 0 && (rc = apply_mounts(db, a, r, j, q.image_dir, err)) != 0)

@@ -1,4 +1,5 @@
-/* Images that outlive their runner (docs/cluster.md). A deploy packs the image
+/* Images that outlive their runner (docs/cluster.md), and uploaded code that
+ * reaches a runner on another machine than the API host it was uploaded to. A deploy packs the image
  * it built into the file store (content-addressed: local directory on one
  * host, S3 for several) and records its SHA-256 on the agent; a runner asked
  * to run an image that is not in its own data directory (the agent was taken
@@ -136,5 +137,38 @@ int ah_image_adopt_req(const struct ah_runner *r, json_object *req, ah_err *err)
 	int rc = ah_image_adopt(r, image, sha, local, sizeof local, err);
 	if (rc == 0)
 		json_object_object_add(req, "image", json_object_new_string(local));
+	return rc;
+}
+
+/* An uploaded tarball that is not here, or not the one the agent names now
+ * (uploaded again through another host): from the file store, checked. */
+int ah_code_fetch(const struct ah_runner *r, const char *sha, const char *path, ah_err *err)
+{
+	char got[65] = "";
+	long long size = 0;
+	if (!sha || (ah_file_sha256(path, got, &size, err) == 0 && strcmp(got, sha) == 0))
+		return 0; /* here (or nothing to check against: the pipeline says what is wrong) */
+	const ah_store *s = ah_run_files_store(r->cfg);
+	if (!s)
+		return ah_err_set(err, AH_EFAIL, "the uploaded code is not on this runner and the file "
+		                  "store is unavailable");
+	ah_arena *a = ah_arena_new();
+	char *tmp = NULL;
+	int fd = -1;
+	const char *slash = strrchr(path, '/');
+	int rc = ah_store_tmp(s, a, &fd, &tmp, err);
+	if (fd >= 0)
+		close(fd);
+	if (rc == 0)
+		rc = ah_store_fetch(s, sha, tmp, err);
+	if (rc == 0 && (rc = ah_file_sha256(tmp, got, &size, err)) == 0 && strcmp(got, sha) != 0)
+		rc = ah_err_set(err, AH_EFAIL, "stored code %.12s has the wrong hash", sha);
+	if (rc == 0 && slash)
+		rc = ah_deploy_mkdirs(ah_sprintf(a, "%.*s", (int)(slash - path), path), err);
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = ah_err_set(err, AH_EFAIL, "cannot move the code into place: %s", strerror(errno));
+	if (rc != 0 && tmp)
+		unlink(tmp);
+	ah_arena_destroy(a);
 	return rc;
 }

@@ -95,6 +95,9 @@ int ah_image_publish(const struct ah_runner *r, const char *image_dir, char sha[
  * file store by its SHA-256 and extracted if not there yet. */
 int ah_image_adopt(const struct ah_runner *r, const char *image, const char *sha, char *out,
                    size_t n, ah_err *err);
+/* The uploaded code at path (<data_dir>/code/<agent>.tar.gz) made the one
+ * whose SHA-256 is sha, from the file store if it is missing or another. */
+int ah_code_fetch(const struct ah_runner *r, const char *sha, const char *path, ah_err *err);
 /* A run request's "image" made this runner's (ah_image_adopt with its
  * "image_sha256"), when it names another runner's. */
 int ah_image_adopt_req(const struct ah_runner *r, json_object *req, ah_err *err);
