@@ -114,11 +114,15 @@ def cluster():
         kit("stop", check=False)
 
 
+def new_user(plan="enterprise"):
+    """A fresh user's client on host A (.on("b") for host B)."""
+    key = admin("user", "create", f"c-{uuid.uuid4().hex[:12]}@cluster.test", "--plan", plan)
+    return Client(key.strip().splitlines()[-1], "a")
+
+
 @pytest.fixture
 def user(cluster):
-    """A fresh user's client on host A (.on("b") for host B)."""
-    key = admin("user", "create", f"c-{uuid.uuid4().hex[:12]}@cluster.test", "--plan", "enterprise")
-    return Client(key.strip().splitlines()[-1], "a")
+    return new_user()
 
 
 def new_agent(client, js=agent_code.TOOL_JS):
