@@ -29,9 +29,9 @@ import agent_code  # noqa: E402  (the integration tests' agent projects)
 HOSTS = {"a": f"http://127.0.2.1:{BASE + 40}/api/v1", "b": f"http://127.0.2.2:{BASE + 50}/api/v1"}
 
 
-def kit(*args, check=True):
+def kit(*args, check=True, env=None):
     env = dict(os.environ, AGENTHOST_CLUSTER_VAR=CVAR, AGENTHOST_CLUSTER_PORT=str(BASE),
-               AGENTHOST_BUILD=BUILD)
+               AGENTHOST_BUILD=BUILD, **(env or {}))
     r = subprocess.run([KIT, *args], env=env, capture_output=True, text=True, timeout=600)
     if check and r.returncode != 0:
         raise AssertionError(f"scripts/cluster {' '.join(args)}: {r.stdout}{r.stderr}")
