@@ -338,26 +338,6 @@ bool ah_db_unavailable(const ah_db *db)
 	return !db->conn || is_lost(db->last_errno);
 }
 
-int ah_db_tx(ah_db *db, int (*body)(ah_db *db, void *ud), void *ud)
-{
-	int rc = AH_EFAIL;
-	for (int tries = 0; tries < 4; tries++) {
-		if (tries > 0)
-			usleep(5000u << tries);
-		if (ah_db_begin(db) != 0)
-			return AH_EFAIL;
-		rc = body(db, ud);
-		if (rc >= 0 && ah_db_commit(db) != 0)
-			rc = AH_EFAIL;
-		else if (rc < 0)
-			ah_db_rollback(db);
-		if (rc != AH_EFAIL || !ah_db_deadlocked(db))
-			return rc;
-		ah_log_warn("database: transaction rolled back (%s); running it again", db->error);
-	}
-	return rc;
-}
-
 unsigned long long ah_db_insert_id(const ah_db *db)
 {
 	return db->insert_id;

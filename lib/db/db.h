@@ -45,12 +45,6 @@ bool ah_db_deadlocked(const ah_db *db);
  * reconnect failed too): a 503 to retry, not a 500. */
 bool ah_db_unavailable(const ah_db *db);
 
-/* Runs body in a transaction, committed when it returns >= 0 and rolled back
- * otherwise; a deadlock or a Galera certification conflict (1213, at any
- * statement or the COMMIT) runs it again, a few times. body must only touch
- * the database (it may run more than once). Returns body's result. */
-int ah_db_tx(ah_db *db, int (*body)(ah_db *db, void *ud), void *ud);
-
 int ah_db_begin(ah_db *db);
 int ah_db_commit(ah_db *db);
 void ah_db_rollback(ah_db *db);
