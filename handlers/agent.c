@@ -37,6 +37,7 @@ static const ah_col AGENT_COLUMNS[] = {
 	AH_COL_S("a.runner_id", ah_agent, runner_id),
 	AH_COL_S("a.code_sha256", ah_agent, code_sha256),
 	AH_COL_I("a.min_warm", ah_agent, min_warm, 0),
+	AH_COL_S("a.image_sha256", ah_agent, image_sha256),
 };
 #define AGENT_NCOLS (sizeof(AGENT_COLUMNS) / sizeof(AGENT_COLUMNS[0]))
 

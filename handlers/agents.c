@@ -16,6 +16,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Newest first; offset pages as a deferred join (ids from the index, then
  * the page's rows), cursor pages right after the cursor's (created_at, id). */
@@ -234,31 +235,47 @@ static int delete_agent(ah_req *r)
 	return ah_reply_no_content(r);
 }
 
-static int deploy_agent(ah_req *r)
+/* The deploy's transaction: 0, AH_ECONFLICT (a deploy is running) or AH_EFAIL. */
+static int start_deploy(ah_req *r, const ah_agent *a)
 {
-	const ah_agent *a;
 	unsigned long long changed = 0;
-	int rc = ah_agent_load(r, &a);
-	if (rc != 0)
-		return rc;
-	if (a->source_type == AH_SOURCE_LOCAL && !a->code_sha256)
-		return ah_reply_error(r, 400, "No code uploaded for this local agent; "
-		                      "upload a tarball with PUT /api/v1/agents/{slug}/code first");
 	if (ah_db_begin(r->db) != 0)
 		return AH_EFAIL;
 	if (ah_db_exec(r->db, &changed, SQL_START_DEPLOY, "s", a->id) != 0)
 		goto fail;
 	if (changed == 0) {
 		ah_db_rollback(r->db);
-		return ah_reply_error(r, 409, "A deploy is already running for this agent");
+		return AH_ECONFLICT;
 	}
 	if (ah_db_exec(r->db, NULL, SQL_SUPERSEDE_JOBS, "s", a->id) != 0 ||
 	    ah_db_exec(r->db, NULL, SQL_ENQUEUE, "s", a->id) != 0 || ah_db_commit(r->db) != 0)
 		goto fail;
-	return reply_agent_by_id(r, 202, a->id);
+	return 0;
 fail:
 	ah_db_rollback(r->db);
 	return AH_EFAIL;
+}
+
+static int deploy_agent(ah_req *r)
+{
+	const ah_agent *a;
+	int rc = ah_agent_load(r, &a);
+	if (rc != 0)
+		return rc;
+	if (a->source_type == AH_SOURCE_LOCAL && !a->code_sha256)
+		return ah_reply_error(r, 400, "No code uploaded for this local agent; "
+		                      "upload a tarball with PUT /api/v1/agents/{slug}/code first");
+	/* A deadlock, or on a cluster a certification conflict with a runner's
+	 * claim on another node, rolled it all back: run it again. */
+	for (int tries = 0; tries < 4; tries++) {
+		rc = start_deploy(r, a);
+		if (rc != AH_EFAIL || !ah_db_deadlocked(r->db))
+			break;
+		usleep(10000u << tries);
+	}
+	if (rc == AH_ECONFLICT)
+		return ah_reply_error(r, 409, "A deploy is already running for this agent");
+	return rc == 0 ? reply_agent_by_id(r, 202, a->id) : rc;
 }
 
 static int stop_sandbox(ah_req *r)

@@ -1,8 +1,11 @@
 /* PUT /agents/{slug}/code: the gzip tarball of a `local` agent's project, streamed
  * to <data_dir>/code/<agent id>.tar.gz. It is written to a temporary file and
  * renamed into place only once complete, so a failed upload never replaces good
- * code. The runner unpacks and checks it at deploy time. */
+ * code. The runner unpacks and checks it at deploy time. A copy goes into the
+ * file store under its SHA-256, for a runner on another machine (whose
+ * data_dir this host's upload never reached: docs/cluster.md). */
 #include "agents.h"
+#include "files.h"
 #include "code.h"
 #include "routes.h"
 #include "core/log.h"
@@ -85,6 +88,37 @@ static int answer_upload_error(ah_req *r, int rc)
 	return AH_EFAIL;
 }
 
+/* The uploaded tarball into the file store (content-addressed, so a repeat
+ * upload of the same code costs nothing there). Best effort: on one host the
+ * runner reads data_dir, and says so if a runner elsewhere cannot find it. */
+static void store_copy(ah_req *r, const char *path, const char *sha)
+{
+	const ah_store *s = ah_files_store();
+	ah_err err = {0};
+	char *tmp = NULL, buf[64 * 1024];
+	int out = -1, in = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	ssize_t n = 0;
+	if (!s || in < 0 || ah_store_tmp(s, r->arena, &out, &tmp, &err) != 0)
+		rc = AH_EFAIL;
+	while (rc == 0 && (n = read(in, buf, sizeof buf)) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			rc = AH_EFAIL;
+	if (rc == 0 && n < 0)
+		rc = AH_EFAIL;
+	if (out >= 0)
+		close(out);
+	if (in >= 0)
+		close(in);
+	if (rc == 0)
+		rc = ah_store_put(s, sha, tmp, "application/gzip", &err); /* consumes tmp */
+	else if (tmp)
+		unlink(tmp);
+	if (rc != 0)
+		ah_log_warn("uploaded code %.12s not copied to the file store (%s); only runners "
+		            "that share %s can deploy it", sha, err.msg[0] ? err.msg : strerror(errno),
+		            path);
+}
+
 static int put_code(ah_req *r)
 {
 	const ah_agent *a;
@@ -118,6 +152,7 @@ static int put_code(ah_req *r)
 		unlink(tmp);
 		return answer_upload_error(r, rc);
 	}
+	store_copy(r, dest, hex);
 	ah_rows rows;
 	if (ah_db_exec(r->db, NULL, SQL_SET_CODE, "sis", hex, size, a->id) != 0 ||
 	    ah_db_query(r->db, r->arena, &rows, SQL_GET_CODE, "s", a->id) != 0 || rows.n != 1)

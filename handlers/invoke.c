@@ -29,6 +29,9 @@
 
 #define FAILED_OUTPUT_MAX (64 * 1024) /* stdout a failed invocation returns: failed_output */
 #define RUNNER_SLACK_MS 30000 /* sandbox set-up, a wait for a free slot, the kill */
+/* A runner that refuses connections is restarting, or gone and taken over
+ * once its heartbeat is three periods old (runner_client/takeover.c). */
+#define RUNNER_AWAY_RETRY_S 5
 #define MODEL_KEY_MAX 4096
 
 /* The agent's secrets and, for a call in a session, the session's state (the
@@ -277,6 +280,8 @@ static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *i
 	if (a->runner_id)
 		ah_json_str(q, "runner_id", a->runner_id);
 	ah_json_str(q, "image", a->image_path);
+	if (a->image_sha256)
+		ah_json_str(q, "image_sha256", a->image_sha256);
 	ah_json_str(q, "entrypoint", a->entrypoint);
 	ah_json_str(q, "session", in->session_id);
 	json_object_object_add(q, "env", json_object_get(env));
@@ -306,6 +311,11 @@ static void run_agent(ah_req *r, const ah_agent *a, const invoke_in *in, const a
 	if (rc == AH_ETIMEOUT) {
 		ah_log_error("inv=%s: no answer from the runner in time", inv->id);
 		ah_run_timed_out(r, o, in->timeout_s);
+	} else if (rc == AH_EBUSY) { /* never sent: nothing ran, nothing to record */
+		o->http = 503;
+		o->retry_after = RUNNER_AWAY_RETRY_S;
+		o->detail = "The agent's runner cannot be reached; try again shortly (a runner "
+		            "that is gone is replaced within a minute)";
 	} else if (rc != 0) {
 		ah_log_error("inv=%s: runner unreachable or answer unreadable", inv->id);
 		ah_run_failed(r, o, "sandbox runner unavailable");
@@ -382,6 +392,13 @@ static int invoke(ah_req *r)
 		                      ah_agent_status_names[a->status]));
 	if (!a->image_path || !a->entrypoint)
 		return ah_reply_error(r, 409, "Agent has no deployed image; deploy it again");
+	ah_agent moved;
+	const char *runner = ah_runner_takeover(r, a->id, a->runner_id, a->image_sha256 != NULL);
+	if (runner != a->runner_id) { /* its runner is gone: another one has it now */
+		moved = *a;
+		moved.runner_id = runner;
+		a = &moved;
+	}
 	int64_t start = ah_now_ms();
 	size_t in_tokens;
 	ah_invocation inv = {.id = ah_id_new(r->arena, "inv"), .created_at = ah_db_time(r->arena, start),

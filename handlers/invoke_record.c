@@ -67,7 +67,7 @@ static const char *spill(ah_req *r, const char *agent_id, const char *inv_id, co
 
 /* One statement (its own transaction, usage and session included), retried:
  * a deadlock with the runner's session updates is possible and harmless to
- * repeat. If the history row cannot be written (the agent was deleted during
+ * repeat, and the primary key makes a repeat of one that did commit fail. If the history row cannot be written (the agent was deleted during
  * the call), the user's usage is still counted. */
 void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *inv)
 {
@@ -84,9 +84,14 @@ void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *
 	} else {
 		s.response = spill(r, agent_id, w.id, &w.response, &w.response_len);
 	}
-	for (int attempt = 0; attempt < 3; attempt++)
-		if (record_once(r, agent_id, v, &s) == 0)
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int rc = record_once(r, agent_id, v, &s);
+		/* A retry that finds the row: the attempt before committed, and only
+		 * its answer was lost with the connection (a cluster node that went
+		 * away mid-statement). Recorded once; the usage must not count twice. */
+		if (rc == 0 || (rc == AH_ECONFLICT && attempt > 0))
 			return;
+	}
 	ah_log_error("inv=%s: cannot record the invocation: %s", v->id, ah_db_error(r->db));
 	char day[11];
 	usage_day(day, v->created_at);

@@ -71,7 +71,7 @@ CREATE TABLE secrets (
   CONSTRAINT secrets_agent_fk FOREIGN KEY (agent_id) REFERENCES agents (id) ON DELETE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
--- The queue the runner consumes with SELECT ... FOR UPDATE SKIP LOCKED. A running
+-- The queue the runners consume, each claim a conditional UPDATE (lib/runner/jobs.c). A running
 -- job whose lease_until has passed belongs to a dead runner and is taken again.
 CREATE TABLE deploy_jobs (
   id           BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,

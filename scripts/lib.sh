@@ -1,7 +1,8 @@
 # Shared set-up for scripts/run, scripts/test and the benchmarks: packages, build,
 # a private MariaDB under $VAR, the runner, the API workers and nginx, each started
 # in the background with a PID file under $VAR/run and stopped by that PID.
-# Source it with ROOT, VAR, PORT and BUILD set.
+# Source it with ROOT, VAR, PORT and BUILD set (LISTEN_ADDR: nginx's address,
+# 127.0.0.1 unless set; scripts/cluster runs several hosts on loopback ones).
 
 PACKAGES="meson ninja-build pkg-config gcc libc6-dev git ca-certificates openssl
   libfcgi-dev libjson-c-dev libmariadb-dev libgit2-dev libsodium-dev libcurl4-openssl-dev
@@ -120,14 +121,26 @@ checkout_paths() {
         echo "tokenizer_vocab = $ROOT/lib/tokenize/data/cl100k_base.tiktoken" >>"$conf"
 }
 
+# create_database PASSWORD USERHOST: the database and its user, through mysql_cli.
+create_database() {
+    mysql_cli -e "CREATE DATABASE IF NOT EXISTS agenthost CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+        CREATE USER IF NOT EXISTS 'agenthost'@'$2' IDENTIFIED BY '$1';
+        ALTER USER 'agenthost'@'$2' IDENTIFIED BY '$1';
+        GRANT ALL ON agenthost.* TO 'agenthost'@'$2';" || die "cannot create the database"
+}
+
 write_config() {
     local conf=$VAR/agenthost.conf
     [ -f "$conf" ] && { checkout_paths; return 0; }
     local pw; pw=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
-    mysql_cli -e "CREATE DATABASE IF NOT EXISTS agenthost CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-        CREATE USER IF NOT EXISTS 'agenthost'@'localhost' IDENTIFIED BY '$pw';
-        ALTER USER 'agenthost'@'localhost' IDENTIFIED BY '$pw';
-        GRANT ALL ON agenthost.* TO 'agenthost'@'localhost';" || die "cannot create the database"
+    create_database "$pw" localhost
+    write_config_file "$pw" "db_socket = $VAR/run/mysql.sock"
+}
+
+# write_config_file PASSWORD DB_LINES: $VAR/agenthost.conf for this checkout,
+# reaching the database as DB_LINES says (a socket, or a cluster's db_hosts).
+write_config_file() {
+    local conf=$VAR/agenthost.conf pw=$1
     mkdir -p "$VAR/data" "$VAR/run"
     umask 077
     # HS256 shared secret for JWT logins (tests sign tokens with it).
@@ -136,7 +149,7 @@ write_config() {
     cat >"$conf" <<CONF
 # agenthost configuration (written by scripts/run; every key can be overridden by
 # an AGENTHOST_<KEY> environment variable).
-db_socket = $VAR/run/mysql.sock
+$2
 db_name = agenthost
 db_user = agenthost
 db_password = $pw
@@ -204,9 +217,9 @@ nginx_conf() {
     local d=$VAR/nginx
     local snip=$d/snippets
     mkdir -p "$snip" "$d/logs" "$d/tmp"
-    local subst="s|@LISTEN@|127.0.0.1:$PORT|g; s|@API_SOCKET@|$VAR/run/api.sock|g;
+    local subst="s|@LISTEN@|${LISTEN_ADDR:-127.0.0.1}:$PORT|g; s|@API_SOCKET@|$VAR/run/api.sock|g;
                  s|@INVOKE_SOCKET@|$VAR/run/api-invoke.sock|g; s|@SNIPPETS@|$snip|g;
-                 s|@FILES_DIR@|$VAR/files|g; s|@WWW@|$ROOT/nginx/www|g;
+                 s|@FILES_DIR@|${FILES_DIR:-$VAR/files}|g; s|@WWW@|$ROOT/nginx/www|g;
                  s|@FLOOD_RATE@|${AGENTHOST_FLOOD_RATE:-2000r/s}|g;
                  s|@FLOOD_BURST@|${AGENTHOST_FLOOD_BURST:-2000}|g"
     for f in "$ROOT"/nginx/snippets/*.conf "$ROOT"/nginx/agenthost-http.conf \
@@ -233,7 +246,7 @@ $( [ "${AGENTHOST_TRUST_XFF:-0}" = 1 ] && printf '    set_real_ip_from 127.0.0.0
     include $d/site.conf;
     # Reference for the benchmarks: nginx answering a static 200 by itself.
     server {
-        listen 127.0.0.1:$((PORT + 1));
+        listen ${LISTEN_ADDR:-127.0.0.1}:$((PORT + 1));
         access_log off;
         location / { return 200 "ok\n"; }
     }
@@ -247,7 +260,7 @@ start_nginx() {
     nginx -t -q -c "$VAR/nginx/nginx.conf" -p "$VAR/nginx" || die "nginx config test failed"
     (with_oom_adj -200 nginx -c "$VAR/nginx/nginx.conf" -p "$VAR/nginx" </dev/null) ||
         die "nginx did not start"
-    wait_for 10 nginx curl -fsS "http://127.0.0.1:$PORT/api/v1/health"
+    wait_for 10 nginx curl -fsS "http://${LISTEN_ADDR:-127.0.0.1}:$PORT/api/v1/health"
 }
 
 start_stack() {

@@ -1,12 +1,18 @@
 /* Numbered migrations from schema/, applied in name order, each recorded in
- * schema_migrations so running migrate again changes nothing. A named lock keeps
- * two hosts that start at once from applying the same file twice. */
+ * schema_migrations so running migrate again changes nothing. A lock row keeps
+ * two hosts that start at once from applying the same file twice: not
+ * GET_LOCK, which on a Galera cluster locks one node only. The row is taken by
+ * a conditional UPDATE (its affected rows decide; two nodes' UPDATEs at once
+ * end in one winner and one certification conflict, which db.c retries and
+ * which then sees the row taken). A lease, not a session, holds it, so a
+ * migrate that was killed blocks the next one for LEASE_S at most. */
 #include "admin/admin.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char SQL_TABLE[] =
 	"CREATE TABLE IF NOT EXISTS schema_migrations (version VARCHAR(255) NOT NULL PRIMARY KEY,"
@@ -14,8 +20,16 @@ static const char SQL_TABLE[] =
 static const char SQL_APPLIED[] = "SELECT 1 FROM schema_migrations WHERE version = ?";
 static const char SQL_RECORD[] =
 	"INSERT INTO schema_migrations (version, applied_at) VALUES (?, NOW(3))";
-static const char SQL_LOCK[] = "SELECT GET_LOCK('agenthost_migrate', 60)";
-static const char SQL_UNLOCK[] = "SELECT RELEASE_LOCK('agenthost_migrate')";
+static const char SQL_LOCK_TABLE[] =
+	"CREATE TABLE IF NOT EXISTS schema_lock (id TINYINT NOT NULL PRIMARY KEY,"
+	" holder VARCHAR(128) NULL, lease_until DATETIME(3) NULL) ENGINE=InnoDB DEFAULT CHARSET=ascii";
+static const char SQL_LOCK_ROW[] = "INSERT IGNORE INTO schema_lock (id) VALUES (1)";
+static const char SQL_LOCK[] =
+	"UPDATE schema_lock SET holder = ?, lease_until = NOW(3) + INTERVAL 600 SECOND"
+	" WHERE id = 1 AND (holder IS NULL OR lease_until < NOW(3))";
+static const char SQL_UNLOCK[] =
+	"UPDATE schema_lock SET holder = NULL, lease_until = NULL WHERE id = 1 AND holder = ?";
+#define LOCK_WAIT_S 120
 
 static int by_name(const struct dirent **a, const struct dirent **b)
 {
@@ -57,18 +71,39 @@ static int apply(ah_admin *ad, const char *dir, const char *file)
 	return 0;
 }
 
+/* Takes the lock row, waiting for another migrate to finish. */
+static int lock_schema(ah_admin *ad, const char *holder)
+{
+	if (ah_db_exec(ad->db, NULL, SQL_LOCK_TABLE, "") != 0 ||
+	    ah_db_exec(ad->db, NULL, SQL_LOCK_ROW, "") != 0)
+		return 1;
+	for (int i = 0; i < LOCK_WAIT_S * 4; i++) {
+		unsigned long long n = 0;
+		if (ah_db_exec(ad->db, &n, SQL_LOCK, "s", holder) != 0)
+			return 1;
+		if (n == 1)
+			return 0;
+		if (i == 0)
+			fprintf(stderr, "agenthost-admin: another migrate is running; waiting\n");
+		usleep(250000);
+	}
+	fprintf(stderr, "agenthost-admin: the schema lock was not released in %d s\n", LOCK_WAIT_S);
+	return 1;
+}
+
 int ah_admin_migrate(ah_admin *ad)
 {
+	char host[64] = "", *holder;
 	const char *dir = ah_cfg_str(ad->cfg, AH_CFG_SCHEMA_DIR);
 	struct dirent **list;
-	ah_rows rows;
 	int n = scandir(dir, &list, NULL, by_name), rc = 0;
 	if (n < 0) {
 		fprintf(stderr, "agenthost-admin: cannot read %s\n", dir);
 		return 1;
 	}
-	if (ah_db_exec(ad->db, NULL, SQL_TABLE, "") != 0 ||
-	    ah_db_query(ad->db, ad->arena, &rows, SQL_LOCK, "") != 0)
+	gethostname(host, sizeof(host) - 1);
+	holder = ah_sprintf(ad->arena, "%s:%ld", host, (long)getpid());
+	if (lock_schema(ad, holder) != 0 || ah_db_exec(ad->db, NULL, SQL_TABLE, "") != 0)
 		rc = 1;
 	for (int i = 0; i < n; i++) {
 		size_t len = strlen(list[i]->d_name);
@@ -77,6 +112,6 @@ int ah_admin_migrate(ah_admin *ad)
 		free(list[i]);
 	}
 	free(list);
-	ah_db_query(ad->db, ad->arena, &rows, SQL_UNLOCK, "");
+	ah_db_exec(ad->db, NULL, SQL_UNLOCK, "s", holder);
 	return rc;
 }

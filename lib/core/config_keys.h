@@ -23,6 +23,7 @@
 	X(DB_SOCKET, "db_socket", PATH, "", 0, 0, "MariaDB unix socket; empty: TCP to db_host") \
 	X(DB_HOST, "db_host", STR, NULL, 0, 0, "MariaDB host (localhost with db_socket, else 127.0.0.1)") \
 	X(DB_PORT, "db_port", INT, "3306", 1, 65535, "MariaDB TCP port") \
+	X(DB_HOSTS, "db_hosts", STR, "", 0, 0, "host:port,... of a cluster's nodes, tried in order (overrides db_socket/db_host/db_port)") \
 	X(DB_USER, "db_user", STR, "agenthost", 0, 0, "MariaDB user") \
 	X(DB_PASSWORD, "db_password", STR, "", 0, 0, "MariaDB password") \
 	X(DB_NAME, "db_name", STR, "agenthost", 0, 0, "MariaDB database") \

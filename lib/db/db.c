@@ -1,9 +1,18 @@
 /* See db.h. Prepared statements are cached per connection keyed by the SQL text's
- * address (callers pass string literals), with a string compare to be safe. */
-#include "db/db.h"
+ * address (callers pass string literals), with a string compare to be safe.
+ *
+ * With db_hosts (a Galera cluster's nodes) a connection is to one node at a
+ * time: the one that answered last, else the next in the list. What is retried
+ * on another connection is only what cannot have taken effect: a statement
+ * that was never sent (prepare failed, the server had gone away before it), one
+ * a node refused because it is not part of the primary component (1047), and
+ * an autocommit statement rolled back as a deadlock or certification conflict
+ * (1213). A statement whose connection broke while it ran may have committed,
+ * so it is retried only if it reads. Nothing is retried inside a transaction:
+ * its owner runs the whole transaction again (ah_db_deadlocked). */
+#include "db/internal.h"
 #include "core/log.h"
 
-#include <mysql.h>
 #include <errmsg.h>
 #include <mysqld_error.h>
 #include <stdarg.h>
@@ -12,27 +21,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define CACHE_SIZE 256
-#define MAX_PARAMS 32
-#define CELL_BUF 512
-
-struct cached {
-	const char *sql;
-	MYSQL_STMT *stmt;
-};
-
-struct ah_db {
-	MYSQL *conn;
-	const ah_config *cfg;
-	struct cached cache[CACHE_SIZE];
-	bool in_tx;
-	unsigned long long insert_id;
-	unsigned last_errno;   /* of the last statement that failed; 0 after one that ran */
-	char error[512];
-};
-
-static void set_error(ah_db *db, const char *what, const char *msg)
+void ah_db_set_error(ah_db *db, const char *what, const char *msg)
 {
 	snprintf(db->error, sizeof(db->error), "%s: %s", what, msg);
 }
@@ -47,39 +38,17 @@ static void drop_cache(ah_db *db)
 	}
 }
 
-static int connect_db(ah_db *db)
-{
-	const ah_config *c = db->cfg;
-	db->conn = mysql_init(NULL);
-	if (!db->conn) {
-		set_error(db, "connect", "out of memory");
-		return AH_EFAIL;
-	}
-	unsigned int timeout = 5;
-	mysql_options(db->conn, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
-	mysql_options(db->conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
-	mysql_options(db->conn, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
-	const char *sock = ah_cfg_opt(c, AH_CFG_DB_SOCKET);
-	const char *host = ah_cfg_str(c, AH_CFG_DB_HOST);
-	unsigned port = (unsigned)ah_cfg_int(c, AH_CFG_DB_PORT);
-	if (!mysql_real_connect(db->conn, host, ah_cfg_str(c, AH_CFG_DB_USER),
-	                        ah_cfg_str(c, AH_CFG_DB_PASSWORD),
-	                        ah_cfg_str(c, AH_CFG_DB_NAME), port, sock, 0)) {
-		set_error(db, "connect", mysql_error(db->conn));
-		mysql_close(db->conn);
-		db->conn = NULL;
-		return AH_EFAIL;
-	}
-	return 0;
-}
-
 int ah_db_open(ah_db **out, const ah_config *cfg, ah_err *err)
 {
 	ah_db *db = calloc(1, sizeof(*db));
 	if (!db)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
 	db->cfg = cfg;
-	if (connect_db(db) != 0) {
+	if (ah_db_parse_nodes(db, err) != 0) {
+		free(db);
+		return AH_EINVALID;
+	}
+	if (ah_db_connect(db) != 0) {
 		ah_err_set(err, AH_EFAIL, "%s", db->error);
 		free(db);
 		return AH_EFAIL;
@@ -101,17 +70,47 @@ void ah_db_close(ah_db *db)
 static bool is_lost(unsigned err)
 {
 	return err == CR_SERVER_GONE_ERROR || err == CR_SERVER_LOST ||
-	       err == ER_CONNECTION_KILLED || err == CR_CONNECTION_ERROR;
+	       err == ER_CONNECTION_KILLED || err == CR_CONNECTION_ERROR || err == ER_WSREP_NOT_READY;
 }
 
-static int reconnect(ah_db *db)
+/* The statement cannot have taken effect, whatever it was. */
+static bool never_ran(unsigned err, bool sent)
+{
+	return !sent || err == CR_SERVER_GONE_ERROR || err == CR_CONNECTION_ERROR ||
+	       err == ER_WSREP_NOT_READY;
+}
+
+static bool is_read(const char *sql)
+{
+	return strncmp(sql, "SELECT", 6) == 0 && !strstr(sql, "FOR UPDATE");
+}
+
+/* Whether a failed statement outside a transaction is run again, and how:
+ * 1 on a new connection, 2 on this one (after a pause), 0 not at all. */
+static int retry_kind(ah_db *db, const char *sql, unsigned err, bool sent)
+{
+	if (db->in_tx)
+		return 0;
+	if (err == ER_LOCK_DEADLOCK)
+		return 2;
+	if (is_lost(err) && (never_ran(err, sent) || is_read(sql)))
+		return 1;
+	return 0;
+}
+
+static void drop_conn(ah_db *db)
 {
 	drop_cache(db);
 	if (db->conn)
 		mysql_close(db->conn);
 	db->conn = NULL;
+}
+
+static int reconnect(ah_db *db)
+{
+	drop_conn(db);
 	db->in_tx = false;
-	return connect_db(db);
+	return ah_db_connect(db);
 }
 
 static MYSQL_STMT *prepare(ah_db *db, const char *sql, unsigned *errnum)
@@ -125,7 +124,7 @@ static MYSQL_STMT *prepare(ah_db *db, const char *sql, unsigned *errnum)
 			MYSQL_STMT *st = mysql_stmt_init(db->conn);
 			if (!st || mysql_stmt_prepare(st, sql, strlen(sql)) != 0) {
 				*errnum = db->last_errno = st ? mysql_stmt_errno(st) : CR_OUT_OF_MEMORY;
-				set_error(db, "prepare", st ? mysql_stmt_error(st) : "out of memory");
+				ah_db_set_error(db, "prepare", st ? mysql_stmt_error(st) : "out of memory");
 				if (st)
 					mysql_stmt_close(st);
 				return NULL;
@@ -137,7 +136,7 @@ static MYSQL_STMT *prepare(ah_db *db, const char *sql, unsigned *errnum)
 	}
 	/* Cache full: cannot happen with a fixed set of statements. */
 	*errnum = 0;
-	set_error(db, "prepare", "statement cache full");
+	ah_db_set_error(db, "prepare", "statement cache full");
 	return NULL;
 }
 
@@ -177,15 +176,23 @@ static int bind_params(MYSQL_BIND *b, long long *ints, const char *fmt, va_list 
 	return 0;
 }
 
-/* Binds and executes; on a lost connection outside a transaction, reconnects and
- * tries once more. */
+/* Binds and executes; retries what retry_kind allows: a lost connection on
+ * every node of a cluster once, a deadlock victim up to DEADLOCK_TRIES times
+ * with a growing, jittered pause (writers that met on one row, such as a
+ * user's counters, would otherwise meet again). */
+#define DEADLOCK_TRIES 8
 static MYSQL_STMT *run(ah_db *db, const char *sql, const char *fmt, va_list ap)
 {
 	MYSQL_BIND binds[MAX_PARAMS];
 	long long ints[MAX_PARAMS];
-	for (int attempt = 0; attempt < 2; attempt++) {
+	int tries = (db->nnodes > 2 ? db->nnodes : 2) + DEADLOCK_TRIES;
+	int lost = 0, deadlocks = 0;
+	for (int attempt = 0; attempt < tries; attempt++) {
 		unsigned errnum = 0;
-		if (!db->conn && reconnect(db) != 0)
+		bool sent = false;
+		/* A transaction's connection that broke is not replaced mid-way: the
+		 * rest of the transaction would run outside it. */
+		if (!db->conn && (db->in_tx || reconnect(db) != 0))
 			return NULL;
 		MYSQL_STMT *st = prepare(db, sql, &errnum);
 		if (st) {
@@ -194,18 +201,32 @@ static MYSQL_STMT *run(ah_db *db, const char *sql, const char *fmt, va_list ap)
 			int rc = bind_params(binds, ints, fmt, cp);
 			va_end(cp);
 			if (rc != 0 || mysql_stmt_param_count(st) != (fmt ? strlen(fmt) : 0)) {
-				set_error(db, "bind", "parameter count mismatch");
+				ah_db_set_error(db, "bind", "parameter count mismatch");
 				return NULL;
 			}
 			db->last_errno = 0;
 			if (mysql_stmt_bind_param(st, binds) == 0 && mysql_stmt_execute(st) == 0)
 				return st;
+			sent = true;
 			errnum = db->last_errno = mysql_stmt_errno(st);
-			set_error(db, "execute", mysql_stmt_error(st));
+			ah_db_set_error(db, "execute", mysql_stmt_error(st));
 		}
-		if (!is_lost(errnum) || db->in_tx || attempt == 1)
+		int kind = retry_kind(db, sql, errnum, sent);
+		if ((kind == 1 && ++lost > (db->nnodes > 2 ? db->nnodes : 2)) ||
+		    (kind == 2 && ++deadlocks >= DEADLOCK_TRIES))
+			kind = 0;
+		if (kind == 0) {
+			if (errnum == ER_WSREP_NOT_READY)
+				drop_conn(db); /* the next statement looks for a node that works */
 			return NULL;
+		}
+		if (kind == 2) {
+			usleep(5000u * (unsigned)deadlocks + (unsigned)((random() + getpid() * 7919L) % 10000));
+			continue;
+		}
 		ah_log_warn("database connection lost (%s); reconnecting", db->error);
+		if (errnum == ER_WSREP_NOT_READY && db->nnodes > 0)
+			db->cur = (db->cur + 1) % db->nnodes;
 		if (reconnect(db) != 0)
 			return NULL;
 	}
@@ -227,7 +248,7 @@ static int fetch_rows(ah_db *db, MYSQL_STMT *st, ah_arena *a, ah_rows *out)
 		b[c].is_null = &nulls[c];
 	}
 	if (mysql_stmt_bind_result(st, b) != 0 || mysql_stmt_store_result(st) != 0) {
-		set_error(db, "fetch", mysql_stmt_error(st));
+		ah_db_set_error(db, "fetch", mysql_stmt_error(st));
 		mysql_stmt_free_result(st);
 		return AH_EFAIL;
 	}
@@ -239,7 +260,7 @@ static int fetch_rows(ah_db *db, MYSQL_STMT *st, ah_arena *a, ah_rows *out)
 	for (size_t r = 0; r < n; r++) {
 		int rc = mysql_stmt_fetch(st);
 		if (rc == 1 || rc == MYSQL_NO_DATA) {
-			set_error(db, "fetch", mysql_stmt_error(st));
+			ah_db_set_error(db, "fetch", mysql_stmt_error(st));
 			mysql_stmt_free_result(st);
 			return AH_EFAIL;
 		}
@@ -259,7 +280,7 @@ static int fetch_rows(ah_db *db, MYSQL_STMT *st, ah_arena *a, ah_rows *out)
 				one.buffer = cell;
 				one.buffer_length = lens[c];
 				if (mysql_stmt_fetch_column(st, &one, (unsigned)c, 0) != 0) {
-					set_error(db, "fetch", mysql_stmt_error(st));
+					ah_db_set_error(db, "fetch", mysql_stmt_error(st));
 					mysql_stmt_free_result(st);
 					return AH_EFAIL;
 				}
@@ -322,16 +343,26 @@ unsigned long long ah_db_insert_id(const ah_db *db)
 	return db->insert_id;
 }
 
-static int simple(ah_db *db, const char *q)
+/* BEGIN may be retried on another connection (nothing ran yet); COMMIT never:
+ * on a new connection it would commit nothing and report success. */
+static int simple(ah_db *db, const char *q, bool may_retry)
 {
-	for (int attempt = 0; attempt < 2; attempt++) {
-		if (!db->conn && reconnect(db) != 0)
+	for (int attempt = 0; attempt < (db->nnodes > 2 ? db->nnodes : 2); attempt++) {
+		if (!db->conn && (!may_retry || reconnect(db) != 0)) {
+			ah_db_set_error(db, q, "connection lost");
+			db->last_errno = CR_SERVER_LOST;
 			return AH_EFAIL;
-		if (mysql_query(db->conn, q) == 0)
+		}
+		if (mysql_query(db->conn, q) == 0) {
+			db->last_errno = 0;
 			return 0;
-		set_error(db, q, mysql_error(db->conn));
-		if (!is_lost(mysql_errno(db->conn)) || db->in_tx || attempt == 1)
+		}
+		db->last_errno = mysql_errno(db->conn);
+		ah_db_set_error(db, q, mysql_error(db->conn));
+		if (!is_lost(db->last_errno) || !may_retry)
 			break;
+		if (db->last_errno == ER_WSREP_NOT_READY && db->nnodes > 0)
+			db->cur = (db->cur + 1) % db->nnodes;
 		if (reconnect(db) != 0)
 			break;
 	}
@@ -341,15 +372,16 @@ static int simple(ah_db *db, const char *q)
 
 int ah_db_begin(ah_db *db)
 {
-	int rc = simple(db, "START TRANSACTION");
+	int rc = simple(db, "START TRANSACTION", true);
 	db->in_tx = rc == 0;
 	return rc;
 }
 
 int ah_db_commit(ah_db *db)
 {
+	int rc = simple(db, "COMMIT", false);
 	db->in_tx = false;
-	return simple(db, "COMMIT");
+	return rc;
 }
 
 void ah_db_rollback(ah_db *db)

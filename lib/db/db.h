@@ -1,6 +1,8 @@
 /* MariaDB access: one connection per process, prepared statements only (cached
  * per connection), every cell returned as text in the caller's arena, and a
  * transparent reconnect-and-retry when the server went away outside a transaction.
+ * With db_hosts, a list of cluster nodes to fail over between (db.c says what
+ * is retried where).
  *
  * Parameters are described by a format string, one letter per `?`:
  *   s  const char *      (NULL binds SQL NULL)

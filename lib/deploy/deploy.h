@@ -84,6 +84,9 @@ struct ah_tar_limits {
  * failure dest may hold a partial tree; the caller removes it. */
 int ah_tarball_extract(const char *tarball, const char *dest,
                        const struct ah_tar_limits *lim, ah_err *err);
+/* Packs the tree under dir (files, directories, symlinks as links; owner
+ * root) into the gzip'd tar dest, which ah_tarball_extract turns back into it. */
+int ah_tarball_pack(const char *dir, const char *dest, ah_err *err);
 /* The project root inside an extracted tree: dest itself, or its only entry
  * when that is a directory and dest holds no manifest (`tar czf x project/`).
  * Writes into out (size n). */

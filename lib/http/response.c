@@ -101,6 +101,12 @@ int ah_reply_error(ah_req *r, int status, const char *detail)
 		status = 503;
 		detail = "The database is unavailable; retry shortly";
 		ah_header(r, "Retry-After", DB_AWAY_RETRY_S);
+	} else if (status == 500 && r->db && ah_db_deadlocked(r->db)) {
+		/* A concurrent change (on a cluster: on another node) won: nothing
+		 * of this request was kept, and the same request will do. */
+		status = 503;
+		detail = "A concurrent change conflicted with this request; retry it";
+		ah_header(r, "Retry-After", "1");
 	}
 	json_object *b = json_object_new_object();
 	ah_json_str(b, "detail", detail);

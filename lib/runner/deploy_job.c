@@ -19,15 +19,15 @@
 struct agent_row {
 	char slug[64];
 	bool from_git;
-	const char *git_url, *git_branch, *old_image;
+	const char *git_url, *git_branch, *old_image, *code_sha;
 };
 
 static int load_agent(ah_db *db, ah_arena *a, const char *agent_id, struct agent_row *out,
                       ah_err *err)
 {
 	ah_rows rows;
-	if (ah_db_query(db, a, &rows, "SELECT slug, source_type, git_repo_url, git_branch, image_path "
-	                "FROM agents WHERE id = ?", "s", agent_id) != 0)
+	if (ah_db_query(db, a, &rows, "SELECT slug, source_type, git_repo_url, git_branch, image_path, "
+	                "code_sha256 FROM agents WHERE id = ?", "s", agent_id) != 0)
 		return ah_err_set(err, AH_EFAIL, "database error while reading the agent");
 	if (rows.n == 0)
 		return ah_err_set(err, AH_ECONFLICT, "agent deleted");
@@ -36,6 +36,7 @@ static int load_agent(ah_db *db, ah_arena *a, const char *agent_id, struct agent
 	out->git_url = ah_cell(&rows, 0, 2);
 	out->git_branch = ah_cell(&rows, 0, 3);
 	out->old_image = ah_cell(&rows, 0, 4);
+	out->code_sha = ah_cell(&rows, 0, 5);
 	return 0;
 }
 
@@ -92,8 +93,8 @@ static int still_ours(ah_db *db, ah_arena *a, struct ah_runner *r, const struct 
 	return 0;
 }
 
-static int switch_agent(ah_db *db, ah_arena *a, struct ah_runner *r, const struct ah_job *j,
-                        const struct ah_deploy_req *q, const struct ah_manifest *m)
+static int switch_once(ah_db *db, ah_arena *a, struct ah_runner *r, const struct ah_job *j,
+                       const struct ah_deploy_req *q, const struct ah_manifest *m)
 {
 	const char *sandbox_id = ah_id_new(a, "sbx");
 	if (ah_db_begin(db) != 0)
@@ -101,9 +102,10 @@ static int switch_agent(ah_db *db, ah_arena *a, struct ah_runner *r, const struc
 	int rc = still_ours(db, a, r, j);
 	if (rc == 0)
 		rc = ah_db_exec(db, NULL, "UPDATE agents SET status = 'active', status_message = NULL, "
-		                "image_path = ?, entrypoint = ?, runner_id = ?, sandbox_id = ?, "
-		                "needs_redeploy = 0, deployed_at = NOW(3), updated_at = NOW(3) WHERE id = ?",
-		                "sssss", q->image_dir, m->entrypoint, r->id, sandbox_id, j->agent_id);
+		                "image_path = ?, image_sha256 = NULLIF(?, ''), entrypoint = ?, runner_id = ?, "
+		                "sandbox_id = ?, needs_redeploy = 0, deployed_at = NOW(3), updated_at = NOW(3) "
+		                "WHERE id = ?", "ssssss", q->image_dir, j->image_sha, m->entrypoint, r->id,
+		                sandbox_id, j->agent_id);
 	if (rc == 0)
 		rc = ah_db_exec(db, NULL, "UPDATE sessions SET state = 'ended', sandbox_id = NULL "
 		                "WHERE agent_id = ? AND state = 'active'", "s", j->agent_id);
@@ -117,6 +119,23 @@ static int switch_agent(ah_db *db, ah_arena *a, struct ah_runner *r, const struc
 	if (rc == 0)
 		ah_log_info("%s: agent %s active with image %s (%s)", j->tag, j->agent_id, q->image_dir,
 		            sandbox_id);
+	return rc;
+}
+
+/* A deadlock, or on a cluster a certification conflict with another node's
+ * write to the agent's rows, rolled the switch back: it is run again (the
+ * build is not). */
+static int switch_agent(ah_db *db, ah_arena *a, struct ah_runner *r, const struct ah_job *j,
+                        const struct ah_deploy_req *q, const struct ah_manifest *m)
+{
+	int rc = AH_EFAIL;
+	for (int tries = 0; tries < 4; tries++) {
+		rc = switch_once(db, a, r, j, q, m);
+		if (rc != AH_EFAIL || !ah_db_deadlocked(db))
+			break;
+		ah_log_warn("%s: switch rolled back (%s); again", j->tag, ah_db_error(db));
+		usleep(20000u << tries);
+	}
 	return rc;
 }
 
@@ -158,6 +177,20 @@ static int apply_mounts(ah_db *db, ah_arena *a, struct ah_runner *r, const struc
 	return rc;
 }
 
+/* The image into the file store, so that another runner can take the agent
+ * over if this one is gone (images.c). Without it the agent still works here:
+ * a warning, not a failed deploy. */
+static void publish(struct ah_runner *r, struct ah_job *j, const char *image_dir)
+{
+	ah_err err = {0};
+	j->image_sha[0] = '\0';
+	if (ah_image_publish(r, image_dir, j->image_sha, &err) != 0) {
+		j->image_sha[0] = '\0';
+		ah_log_warn("%s: image not kept in the file store (%s); no other runner can take "
+		            "the agent over", j->tag, err.msg);
+	}
+}
+
 /* After the pipeline built the image: the switch, with a few tries while the
  * database is away. */
 static int finish(ah_db *db, ah_arena *a, struct ah_runner *r, struct ah_job *j,
@@ -196,11 +229,16 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 		            ag.from_git ? "git" : "uploaded code");
 		fill_request(&q, a, r, j, &ag);
 		ah_deploy_rmtree(q.image_dir); /* left by an attempt that died after building */
-		rc = ah_deploy_build_image(&m, &q, err);
+		if (!ag.from_git)
+			rc = ah_code_fetch(r, ag.code_sha, q.tarball, err);
+		if (rc == 0)
+			rc = ah_deploy_build_image(&m, &q, err);
 		ah_deploy_rmtree(q.work_dir);
 	}
 	if (rc == 0 && (rc = apply_mounts(db, a, r, j, q.image_dir, err)) != 0)
 		ah_deploy_rmtree(q.image_dir);
+	if (rc == 0)
+		publish(r, j, q.image_dir);
 	if (rc == 0 && (rc = finish(db, a, r, j, &q, &m, ag.old_image, err)) != 0) {
 		/* Not switched (superseded, lease lost, deleted): its mount plan and
 		 * the processes only it named go with its image. */

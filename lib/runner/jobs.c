@@ -1,7 +1,13 @@
-/* The deploy queue, consumed with SELECT ... FOR UPDATE SKIP LOCKED so any
- * number of runners can share it. A claim sets a lease that the heartbeat
- * renews; a running job whose lease has passed belongs to a dead runner and is
- * claimed again. Outcomes:
+/* The deploy queue, shared by any number of runners on any number of database
+ * nodes. A claim is one conditional UPDATE whose affected rows decide: it sets
+ * the job running (with a lease the heartbeat renews) only if it is still
+ * claimable, so of two runners that saw the same job one gets the row and the
+ * other gets 0 rows, and tries the next candidate. Row locks (SELECT ... FOR
+ * UPDATE SKIP LOCKED) would not do: on a Galera cluster they lock one node
+ * only, and two nodes' claims would both succeed; their UPDATEs instead meet
+ * in certification, where the second is rolled back (1213) and, run again by
+ * db.c, finds the job taken. A running job whose lease has passed belongs to a
+ * dead runner and is claimed again. Outcomes:
  *   success                  done (the agent was switched in deploy_job.c)
  *   the machine's fault      queued again after a back-off, until
  *                            deploy_max_attempts, then as below
@@ -28,68 +34,80 @@ static bool has_newer_job(ah_db *db, ah_arena *a, const char *agent_id, long lon
 	return rows.n > 0;
 }
 
-/* In the claim transaction: a dead runner's job that used up its attempts. */
-static int give_up(ah_db *db, const struct ah_job *j, const char *last_error, int attempts)
+#define SQL_CLAIMABLE \
+	"((state = 'queued' AND (lease_until IS NULL OR lease_until <= NOW(3))) " \
+	"OR (state = 'running' AND lease_until < NOW(3)))"
+
+/* A dead runner's job that used up its attempts: failed, if it still is
+ * what the candidate's row said (another runner may be ahead of us). */
+static int give_up(ah_db *db, const struct ah_job *j, const char *last_error, long long attempts)
 {
 	char msg[700];
-	snprintf(msg, sizeof(msg), "Deploy failed after %d attempts: %s", attempts,
+	unsigned long long n = 0;
+	snprintf(msg, sizeof(msg), "Deploy failed after %lld attempts: %s", attempts,
 	         last_error ? last_error : "the runner stopped during the deploy");
-	ah_log_warn("job=%lld agent=%s: giving up: %s", j->id, j->agent_id, msg);
-	if (ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'failed', lease_until = NULL, "
-	               "error = ?, updated_at = NOW(3) WHERE id = ?", "si", msg, j->id) != 0)
+	if (ah_db_exec(db, &n, "UPDATE deploy_jobs SET state = 'failed', lease_until = NULL, "
+	               "error = ?, updated_at = NOW(3) WHERE id = ? AND attempts = ? AND state = 'running' "
+	               "AND lease_until < NOW(3)", "sii", msg, j->id, attempts) != 0)
 		return AH_EFAIL;
+	if (n == 0)
+		return 0;
+	ah_log_warn("job=%lld agent=%s: giving up: %s", j->id, j->agent_id, msg);
 	return ah_db_exec(db, NULL, "UPDATE agents SET status = 'error', status_message = ?, "
 	                  "updated_at = NOW(3) WHERE id = ?", "ss", msg, j->agent_id);
 }
 
-/* The rows of one claim, inside the transaction. */
-static int claim_in_tx(ah_db *db, ah_arena *a, struct ah_runner *r, struct ah_job *j)
+/* One candidate row: CLAIMED, AGAIN (it was settled otherwise: superseded,
+ * given up) or NOTHING (another runner took it first). */
+static int try_candidate(ah_db *db, ah_arena *a, struct ah_runner *r, ah_rows *rows, size_t i,
+                         struct ah_job *j)
 {
-	ah_rows rows;
-	if (ah_db_query(db, a, &rows, "SELECT id, agent_id, state, attempts, error FROM deploy_jobs "
-	                "WHERE (state = 'queued' AND (lease_until IS NULL OR lease_until <= NOW(3))) "
-	                "OR (state = 'running' AND lease_until < NOW(3)) "
-	                "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED", "") != 0)
-		return AH_EFAIL;
-	if (rows.n == 0)
-		return NOTHING;
 	long long attempts = 0;
-	if (ah_parse_ll(&j->id, ah_cell(&rows, 0, 0)) != 0 ||
-	    ah_parse_ll(&attempts, ah_cell(&rows, 0, 3)) != 0)
+	unsigned long long n = 0;
+	memset(j, 0, sizeof(*j));
+	if (ah_parse_ll(&j->id, ah_cell(rows, i, 0)) != 0 ||
+	    ah_parse_ll(&attempts, ah_cell(rows, i, 3)) != 0)
 		return AH_EFAIL;
-	snprintf(j->agent_id, sizeof(j->agent_id), "%s", ah_cell(&rows, 0, 1));
-	bool expired = strcmp(ah_cell(&rows, 0, 2), "running") == 0;
+	snprintf(j->agent_id, sizeof(j->agent_id), "%s", ah_cell(rows, i, 1));
+	bool expired = strcmp(ah_cell(rows, i, 2), "running") == 0;
 	if (has_newer_job(db, a, j->agent_id, j->id)) {
-		ah_log_info("job=%lld agent=%s: superseded by a newer deploy", j->id, j->agent_id);
-		return ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'failed', lease_until = NULL, "
-		                  "error = 'Superseded by a newer deploy', updated_at = NOW(3) "
-		                  "WHERE id = ?", "i", j->id) == 0 ? AGAIN : AH_EFAIL;
+		if (ah_db_exec(db, &n, "UPDATE deploy_jobs SET state = 'failed', lease_until = NULL, "
+		               "error = 'Superseded by a newer deploy', updated_at = NOW(3) "
+		               "WHERE id = ? AND " SQL_CLAIMABLE, "i", j->id) != 0)
+			return AH_EFAIL;
+		if (n == 1)
+			ah_log_info("job=%lld agent=%s: superseded by a newer deploy", j->id, j->agent_id);
+		return AGAIN;
 	}
 	if (expired && attempts >= r->max_attempts)
-		return give_up(db, j, ah_cell(&rows, 0, 4), (int)attempts) == 0 ? AGAIN : AH_EFAIL;
+		return give_up(db, j, ah_cell(rows, i, 4), attempts) == 0 ? AGAIN : AH_EFAIL;
+	/* attempts = ?: the row is still the one we looked at. */
+	if (ah_db_exec(db, &n, "UPDATE deploy_jobs SET state = 'running', attempts = attempts + 1, "
+	               "runner_id = ?, lease_until = NOW(3) + INTERVAL ? SECOND, updated_at = NOW(3) "
+	               "WHERE id = ? AND attempts = ? AND " SQL_CLAIMABLE, "siii", r->id,
+	               (long long)r->lease_seconds, j->id, attempts) != 0)
+		return AH_EFAIL;
+	if (n == 0)
+		return NOTHING;
 	if (expired)
 		ah_log_warn("job=%lld agent=%s: lease expired (runner died?); taking it over", j->id,
 		            j->agent_id);
 	j->attempts = (int)attempts + 1;
-	if (ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'running', attempts = attempts + 1, "
-	               "runner_id = ?, lease_until = NOW(3) + INTERVAL ? SECOND, updated_at = NOW(3) "
-	               "WHERE id = ?", "sii", r->id, (long long)r->lease_seconds, j->id) != 0)
-		return AH_EFAIL;
 	return CLAIMED;
 }
 
+/* The oldest claimable jobs (a few: the others' claims may take the first),
+ * tried in order until one is ours. */
 static int claim(ah_db *db, struct ah_runner *r, struct ah_job *j)
 {
 	ah_arena *a = ah_arena_new();
-	memset(j, 0, sizeof(*j));
-	int rc = ah_db_begin(db);
-	if (rc == 0) {
-		rc = claim_in_tx(db, a, r, j);
-		if (rc >= 0 && ah_db_commit(db) != 0)
-			rc = AH_EFAIL;
-		if (rc < 0)
-			ah_db_rollback(db);
-	}
+	ah_rows rows;
+	int rc = NOTHING;
+	if (ah_db_query(db, a, &rows, "SELECT id, agent_id, state, attempts, error FROM deploy_jobs "
+	                "WHERE " SQL_CLAIMABLE " ORDER BY id LIMIT 8", "") != 0)
+		rc = AH_EFAIL;
+	for (size_t i = 0; rc == NOTHING && i < rows.n; i++)
+		rc = try_candidate(db, a, r, &rows, i, j);
 	ah_arena_destroy(a);
 	return rc;
 }

@@ -344,7 +344,9 @@ static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q
 {
 	bool use_gw = ah_cfg_bool(r->cfg, AH_CFG_MODEL_GATEWAY);
 	char fp[AH_SBX_FP_LEN + 1] = "";
-	int rc = ah_run_req_parse(q, r, req, err);
+	int rc = ah_image_adopt_req(r, req, err);
+	if (rc == 0)
+		rc = ah_run_req_parse(q, r, req, err);
 	/* Before the gateway's token replaces the key: the fingerprint is of
 	 * what the API sent, the same for every call until something changes. */
 	if (rc == 0 && q->min_warm > 0)

@@ -52,6 +52,11 @@ static const ah_store *get_store(const ah_config *cfg)
 	return store;
 }
 
+const ah_store *ah_run_files_store(const ah_config *cfg)
+{
+	return get_store(cfg);
+}
+
 /* sh -c script with args, as the agent; stdout into out_fd (capped) or memory. */
 static int sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2, const void *in,
               size_t in_len, int out_fd, size_t max_out, ah_sandbox_result *res, ah_err *err)

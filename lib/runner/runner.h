@@ -11,6 +11,7 @@
 #ifndef AH_RUNNER_RUNNER_H
 #define AH_RUNNER_RUNNER_H
 
+#include <json-c/json.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -45,6 +46,7 @@ struct ah_job {
 	char agent_id[33];
 	int attempts;                 /* including this one */
 	char tag[160];                /* "agent=<slug> (<id>) job=<id>" for log lines */
+	char image_sha[65];           /* the built image in the file store; "" if not kept */
 };
 
 /* deploy_job.c: one attempt of a claimed job, up to and including the switch
@@ -84,5 +86,20 @@ bool ah_tcp_admit(int fd, struct ah_rwire *w);
 /* The sealed request of an admitted connection (malloc'ed, NUL-terminated),
  * or NULL, logged with the peer's address, when none came intact. */
 char *ah_tcp_read_request(struct ah_rwire *w, size_t cap, int timeout_ms, size_t *len);
+
+/* ---- images.c: images in the file store, for a takeover ---- */
+/* Packs image_dir into the file store; its SHA-256 (hex) into sha. */
+int ah_image_publish(const struct ah_runner *r, const char *image_dir, char sha[65], ah_err *err);
+/* The local path (into out) of another runner's image path
+ * .../images/<agent>/<job>: <data_dir>/images/<agent>/<job>, fetched from the
+ * file store by its SHA-256 and extracted if not there yet. */
+int ah_image_adopt(const struct ah_runner *r, const char *image, const char *sha, char *out,
+                   size_t n, ah_err *err);
+/* The uploaded code at path (<data_dir>/code/<agent>.tar.gz) made the one
+ * whose SHA-256 is sha, from the file store if it is missing or another. */
+int ah_code_fetch(const struct ah_runner *r, const char *sha, const char *path, ah_err *err);
+/* A run request's "image" made this runner's (ah_image_adopt with its
+ * "image_sha256"), when it names another runner's. */
+int ah_image_adopt_req(const struct ah_runner *r, json_object *req, ah_err *err);
 
 #endif

@@ -133,7 +133,7 @@ static int call_unix(ah_req *r, const char *path, const char *s, size_t len, int
 {
 	int fd = connect_unix(path);
 	if (fd < 0)
-		return AH_EFAIL;
+		return AH_EBUSY; /* nothing sent */
 	int rc = ah_send_all(fd, s, len);
 	if (rc == 0)
 		rc = ah_send_all(fd, "\n", 1);
@@ -159,7 +159,7 @@ static int call_tcp(ah_req *r, const char *address, const char *s, size_t len, i
 	int rc = ah_rwire_dial(&w, address, key, &err);
 	if (rc != 0) {
 		ah_log_error("runner at %s: %s", address, err.msg);
-		return AH_EFAIL;
+		return AH_EBUSY; /* the request was not sent */
 	}
 	rc = ah_rwire_exchange(&w, s, len, timeout_ms, &m, alen, &err);
 	close(w.fd);

@@ -14,7 +14,9 @@
 
 /* Sends req (not consumed) and parses the answer into *resp (owned by the
  * request's arena). AH_ETIMEOUT when no answer came within timeout_ms;
- * AH_EFAIL when the runner is unreachable or answered garbage. */
+ * AH_EBUSY when the runner could not be reached, so the request was never
+ * sent; AH_EFAIL when the connection broke after it was, or the runner
+ * answered garbage. */
 int ah_runner_call(ah_req *r, json_object *req, json_object **resp, int timeout_ms);
 
 /* This host's runner id (see local.c): what the runner on runner_socket
@@ -22,6 +24,13 @@ int ah_runner_call(ah_req *r, json_object *req, json_object **resp, int timeout_
  * -1 when runner_socket's directory does not exist (yet): the id is then
  * computed from the path as configured and may not be the runner's. */
 int ah_runner_local_id(const ah_config *cfg, char *out, size_t n);
+
+/* The runner an invocation of the agent goes to: runner_id, or when that
+ * runner is gone (no heartbeat for three periods) and the agent is movable
+ * (its image is in the file store), a live runner that now holds it
+ * (takeover.c). Returns runner_id itself when nothing moved. */
+const char *ah_runner_takeover(ah_req *r, const char *agent_id, const char *runner_id,
+                               bool movable);
 
 /* Destroys every sandbox of the agent (redeploy, stop). 0 on success. */
 int ah_runner_destroy_agent(ah_req *r, const char *agent_id);

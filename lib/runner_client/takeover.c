@@ -1,0 +1,57 @@
+/* An agent whose runner is gone (its heartbeat in `runners` older than three
+ * periods: killed, crashed, its machine lost) is taken over by a live runner
+ * on its next invocation: this host's own if it is alive, else any. The move
+ * is a conditional UPDATE of agents.runner_id from the dead runner's id, so of
+ * several API hosts deciding at once one moves it and the others follow that
+ * move. Sessions are sandboxes on the dead runner: they end with it, as if
+ * they had expired, and the next call with their id starts anew. The new
+ * runner fetches the image from the file store (lib/runner/images.c), so an
+ * agent whose image was not kept there stays where it is. */
+#include "runner_client/runner_client.h"
+#include "core/log.h"
+#include "db/db.h"
+
+#include <string.h>
+
+static const char SQL_DEAD[] =
+	"SELECT heartbeat_at < NOW(3) - INTERVAL ? SECOND FROM runners WHERE id = ?";
+static const char SQL_LIVE[] =
+	"SELECT id FROM runners WHERE heartbeat_at >= NOW(3) - INTERVAL ? SECOND "
+	"ORDER BY id = ? DESC, heartbeat_at DESC LIMIT 1";
+static const char SQL_MOVE[] =
+	"UPDATE agents SET runner_id = ?, updated_at = NOW(3) "
+	"WHERE id = ? AND runner_id = ?";
+static const char SQL_END_SESSIONS[] =
+	"UPDATE sessions SET state = 'ended', sandbox_id = NULL WHERE agent_id = ? AND state = 'active'";
+static const char SQL_NOW[] = "SELECT runner_id FROM agents WHERE id = ?";
+
+const char *ah_runner_takeover(ah_req *r, const char *agent_id, const char *runner_id,
+                               bool movable)
+{
+	long long grace = 3 * ah_cfg_int(r->cfg, AH_CFG_RUNNER_HEARTBEAT_SECONDS);
+	char local[80] = "";
+	ah_rows rows;
+	unsigned long long n = 0;
+	if (!runner_id || !movable || !r->db ||
+	    ah_db_query(r->db, r->arena, &rows, SQL_DEAD, "is", grace, runner_id) != 0 ||
+	    (rows.n == 1 && strcmp(ah_cell(&rows, 0, 0), "0") == 0))
+		return runner_id; /* alive (or unknown: the call says what is wrong) */
+	ah_runner_local_id(r->cfg, local, sizeof local);
+	if (ah_db_query(r->db, r->arena, &rows, SQL_LIVE, "is", grace, local) != 0 || rows.n == 0)
+		return runner_id; /* no runner alive: nothing to move to */
+	const char *to = rows.v[0][0];
+	if (ah_db_exec(r->db, &n, SQL_MOVE, "sss", to, agent_id, runner_id) != 0)
+		return runner_id;
+	if (n == 1) {
+		ah_log_warn("agent=%s: runner %s is gone; runner %s takes the agent over", agent_id,
+		            runner_id, to);
+		if (ah_db_exec(r->db, NULL, SQL_END_SESSIONS, "s", agent_id) != 0)
+			ah_log_warn("agent=%s: could not end the sessions on runner %s", agent_id, runner_id);
+		return to;
+	}
+	/* Another API host moved it first: wherever it went. */
+	if (ah_db_query(r->db, r->arena, &rows, SQL_NOW, "s", agent_id) != 0 || rows.n != 1 ||
+	    !rows.v[0][0])
+		return runner_id;
+	return rows.v[0][0];
+}
