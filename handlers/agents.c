@@ -216,6 +216,8 @@ static int delete_agent(ah_req *r)
 	if (a->runner_id && *a->runner_id)
 		ah_runner_forget_agent(r, a->id, a->runner_id, true);
 	ah_code_remove(r, a->id);
+	ah_code_release(r, a->code_sha256);
+	ah_code_release(r, a->image_sha256);
 	/* Its agent and session files, bytes and quota with them (attachments of
 	 * the user's own files went with the row). */
 	ah_err err;

@@ -39,6 +39,13 @@ void ah_code_remove(ah_req *r, const char *agent_id)
 	unlink(ah_sprintf(r->arena, "%s/%s.tar.gz", code_dir(r), agent_id));
 }
 
+void ah_code_release(ah_req *r, const char *sha)
+{
+	ah_err err = {0};
+	if (sha && *sha && ah_blob_drop(r->db, ah_files_store(), sha, &err) != 0)
+		ah_log_warn("blob %.12s left in the file store: %s", sha, err.msg);
+}
+
 static bool is_gzip_type(const char *ct)
 {
 	if (!ct)
@@ -88,10 +95,11 @@ static int answer_upload_error(ah_req *r, int rc)
 	return AH_EFAIL;
 }
 
-/* The uploaded tarball into the file store (content-addressed, so a repeat
- * upload of the same code costs nothing there). Best effort: on one host the
- * runner reads data_dir, and says so if a runner elsewhere cannot find it. */
-static void store_copy(ah_req *r, const char *path, const char *sha)
+/* The uploaded tarball into the file store too, for runners on other
+ * machines (docs/cluster.md), with a reference of the agent's own in
+ * file_blobs (a file of the same bytes deleted never takes it away); the
+ * reference of the code it replaces is dropped once the agent names the new. */
+static int store_copy(ah_req *r, const char *path, const char *sha, long long size)
 {
 	const ah_store *s = ah_files_store();
 	ah_err err = {0};
@@ -102,7 +110,7 @@ static void store_copy(ah_req *r, const char *path, const char *sha)
 		rc = AH_EFAIL;
 	while (rc == 0 && (n = read(in, buf, sizeof buf)) > 0)
 		if (write(out, buf, (size_t)n) != n)
-			rc = AH_EFAIL;
+			rc = errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
 	if (rc == 0 && n < 0)
 		rc = AH_EFAIL;
 	if (out >= 0)
@@ -110,13 +118,13 @@ static void store_copy(ah_req *r, const char *path, const char *sha)
 	if (in >= 0)
 		close(in);
 	if (rc == 0)
-		rc = ah_store_put(s, sha, tmp, "application/gzip", &err); /* consumes tmp */
-	else if (tmp)
-		unlink(tmp);
+		rc = ah_blob_keep(r->db, s, sha, size, tmp, "application/gzip", &err); /* consumes tmp */
+	if (tmp)
+		unlink(tmp); /* when it failed before placing it */
 	if (rc != 0)
-		ah_log_warn("uploaded code %.12s not copied to the file store (%s); only runners "
-		            "that share %s can deploy it", sha, err.msg[0] ? err.msg : strerror(errno),
-		            path);
+		ah_log_error("uploaded code %.12s not kept in the file store: %s", sha,
+		             err.msg[0] ? err.msg : strerror(errno));
+	return rc;
 }
 
 static int put_code(ah_req *r)
@@ -146,17 +154,19 @@ static int put_code(ah_req *r)
 		rc = errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
 	close(fd);
 	const char *dest = ah_sprintf(r->arena, "%s/%s.tar.gz", dir, a->id);
+	if (rc == 0)
+		rc = store_copy(r, tmp, hex, size);
 	if (rc == 0 && rename(tmp, dest) != 0)
 		rc = AH_EFAIL;
 	if (rc != 0) {
 		unlink(tmp);
 		return answer_upload_error(r, rc);
 	}
-	store_copy(r, dest, hex);
 	ah_rows rows;
 	if (ah_db_exec(r->db, NULL, SQL_SET_CODE, "sis", hex, size, a->id) != 0 ||
 	    ah_db_query(r->db, r->arena, &rows, SQL_GET_CODE, "s", a->id) != 0 || rows.n != 1)
 		return AH_EFAIL;
+	ah_code_release(r, a->code_sha256);
 	json_object *o = json_object_new_object();
 	ah_json_str(o, "sha256", hex);
 	ah_json_int(o, "size", size);

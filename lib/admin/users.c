@@ -135,7 +135,7 @@ int ah_admin_user_unlink(ah_admin *ad, const char *email, const char *issuer, co
 
 /* ---- user delete ---- */
 
-static const char SQL_AGENTS_OF[] = "SELECT id FROM agents WHERE user_id = ?";
+static const char SQL_AGENTS_OF[] = "SELECT id, code_sha256, image_sha256 FROM agents WHERE user_id = ?";
 static const char SQL_USER_DELETE[] = "DELETE FROM users WHERE id = ?";
 
 /* The history's prompts and responses in the file store of one deleted agent. */
@@ -151,8 +151,9 @@ static int release_history(ah_admin *ad, const ah_store *s, const char *agent_id
 
 /* Everything of the user that the row's cascade does not reach, in the
  * order that never leaves bytes without a row pointing at them: files (bytes
- * and blob references) first, then the rows, then the uploaded code and the
- * history blobs the rows referred to. The runners' minute sweep removes the
+ * and blob references) first, then the rows, then the uploaded code, the
+ * history blobs and the agents' references to their code and images in the
+ * file store. The runners' minute sweep removes the
  * agents' images and sandboxes once the rows are gone. */
 static int delete_user(ah_admin *ad, const ah_store *s, const char *id, ah_err *err)
 {
@@ -166,7 +167,9 @@ static int delete_user(ah_admin *ad, const ah_store *s, const char *id, ah_err *
 	const char *data = ah_cfg_str(ad->cfg, AH_CFG_DATA_DIR);
 	for (size_t i = 0; i < agents.n; i++) {
 		unlink(ah_sprintf(ad->arena, "%s/code/%s.tar.gz", data, agents.v[i][0]));
-		if (release_history(ad, s, agents.v[i][0], err) != 0)
+		if (release_history(ad, s, agents.v[i][0], err) != 0 ||
+		    ah_blob_drop(ad->db, s, agents.v[i][1], err) != 0 ||
+		    ah_blob_drop(ad->db, s, agents.v[i][2], err) != 0)
 			return AH_EFAIL;
 	}
 	printf("deleted user %s: %zu agents, %d files; runners remove the agents' images "

@@ -62,3 +62,32 @@ int ah_quota_release(ah_db *db, const char *user_id, long long bytes)
 {
 	return ah_db_exec(db, NULL, SQL_RELEASE, "is", bytes, user_id) ? AH_EFAIL : 0;
 }
+
+/* ---- blobs kept for something other than a file: images and uploaded code ---- */
+
+int ah_blob_keep(ah_db *db, const ah_store *s, const char *sha, long long size, const char *src,
+                 const char *content_type, ah_err *err)
+{
+	if (ah_db_begin(db) != 0)
+		return ah_err_set(err, AH_EFAIL, "begin: %s", ah_db_error(db));
+	int rc = ah_blob_ref(db, s, sha, size, src, content_type, err);
+	if (rc == 0 && ah_db_commit(db) != 0)
+		rc = ah_err_set(err, AH_EFAIL, "commit: %s", ah_db_error(db));
+	if (rc != 0)
+		ah_db_rollback(db);
+	return rc;
+}
+
+int ah_blob_drop(ah_db *db, const ah_store *s, const char *sha, ah_err *err)
+{
+	if (!sha || !*sha)
+		return 0;
+	if (ah_db_begin(db) != 0)
+		return ah_err_set(err, AH_EFAIL, "begin: %s", ah_db_error(db));
+	int rc = ah_blob_unref(db, s, sha, err);
+	if (rc == 0 && ah_db_commit(db) != 0)
+		rc = ah_err_set(err, AH_EFAIL, "commit: %s", ah_db_error(db));
+	if (rc != 0)
+		ah_db_rollback(db);
+	return rc;
+}

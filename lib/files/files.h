@@ -89,6 +89,13 @@ int ah_blob_ref(ah_db *db, const ah_store *s, const char *sha, long long size, c
                 const char *content_type, ah_err *err);
 /* One user fewer; the last one removes the row and the bytes. */
 int ah_blob_unref(ah_db *db, const ah_store *s, const char *sha, ah_err *err);
+/* The same, each in its own transaction, for blobs kept by something other
+ * than a file record (an agent's image, its uploaded code): one reference per
+ * keeper, dropped when the keeper lets go, so a file of the same bytes and the
+ * image never take each other's bytes away. ah_blob_drop of NULL or "" is a no-op. */
+int ah_blob_keep(ah_db *db, const ah_store *s, const char *sha, long long size, const char *src,
+                 const char *content_type, ah_err *err);
+int ah_blob_drop(ah_db *db, const ah_store *s, const char *sha, ah_err *err);
 /* Reserves bytes of the user's quota: AH_EDENIED when used + bytes > quota. */
 int ah_quota_reserve(ah_db *db, const char *user_id, long long bytes);
 /* Gives bytes back (never below 0). */

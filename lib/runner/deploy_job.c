@@ -7,6 +7,7 @@
 #include "runner/warm.h"
 #include "runner/sandboxes.h"
 #include "runner/fuse.h"
+#include "runner/run_files.h"
 #include "core/arena.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -93,13 +94,20 @@ static int still_ours(ah_db *db, ah_arena *a, struct ah_runner *r, const struct 
 	return 0;
 }
 
-static int switch_once(ah_db *db, ah_arena *a, struct ah_runner *r, const struct ah_job *j,
+static int switch_once(ah_db *db, ah_arena *a, struct ah_runner *r, struct ah_job *j,
                        const struct ah_deploy_req *q, const struct ah_manifest *m)
 {
 	const char *sandbox_id = ah_id_new(a, "sbx");
 	if (ah_db_begin(db) != 0)
 		return AH_EFAIL;
 	int rc = still_ours(db, a, r, j);
+	ah_rows old;
+	if (rc == 0 && ah_db_query(db, a, &old, "SELECT image_sha256 FROM agents WHERE id = ? FOR UPDATE",
+	                           "s", j->agent_id) != 0)
+		rc = AH_EFAIL;
+	if (rc == 0)
+		snprintf(j->old_image_sha, sizeof j->old_image_sha, "%s",
+		         old.n == 1 && ah_cell(&old, 0, 0) ? ah_cell(&old, 0, 0) : "");
 	if (rc == 0)
 		rc = ah_db_exec(db, NULL, "UPDATE agents SET status = 'active', status_message = NULL, "
 		                "image_path = ?, image_sha256 = NULLIF(?, ''), entrypoint = ?, runner_id = ?, "
@@ -125,7 +133,7 @@ static int switch_once(ah_db *db, ah_arena *a, struct ah_runner *r, const struct
 /* A deadlock, or on a cluster a certification conflict with another node's
  * write to the agent's rows, rolled the switch back: it is run again (the
  * build is not). */
-static int switch_agent(ah_db *db, ah_arena *a, struct ah_runner *r, const struct ah_job *j,
+static int switch_agent(ah_db *db, ah_arena *a, struct ah_runner *r, struct ah_job *j,
                         const struct ah_deploy_req *q, const struct ah_manifest *m)
 {
 	int rc = AH_EFAIL;
@@ -180,15 +188,25 @@ static int apply_mounts(ah_db *db, ah_arena *a, struct ah_runner *r, const struc
 /* The image into the file store, so that another runner can take the agent
  * over if this one is gone (images.c). Without it the agent still works here:
  * a warning, not a failed deploy. */
-static void publish(struct ah_runner *r, struct ah_job *j, const char *image_dir)
+static void publish(ah_db *db, struct ah_runner *r, struct ah_job *j, const char *image_dir)
 {
 	ah_err err = {0};
 	j->image_sha[0] = '\0';
-	if (ah_image_publish(r, image_dir, j->image_sha, &err) != 0) {
+	if (ah_image_publish(r, db, image_dir, j->image_sha, &err) != 0) {
 		j->image_sha[0] = '\0';
 		ah_log_warn("%s: image not kept in the file store (%s); no other runner can take "
 		            "the agent over", j->tag, err.msg);
 	}
+}
+
+/* Lets go of an image kept in the file store (its bytes go with the last
+ * reference); a failure leaves a blob behind, logged. */
+static void drop_image(ah_db *db, const struct ah_runner *r, const struct ah_job *j, const char *sha)
+{
+	ah_err err = {0};
+	const ah_store *s = ah_run_files_store(r->cfg);
+	if (sha[0] && s && ah_blob_drop(db, s, sha, &err) != 0)
+		ah_log_warn("%s: image %.12s left in the file store: %s", j->tag, sha, err.msg);
 }
 
 /* After the pipeline built the image: the switch, with a few tries while the
@@ -205,8 +223,12 @@ static int finish(ah_db *db, ah_arena *a, struct ah_runner *r, struct ah_job *j,
 	}
 	if (rc == 0) {
 		retire_old(r, j, old_image, q->image_dir);
+		/* The replaced image's reference (publish took one for the new image,
+		 * also when the same bytes were built again). */
+		drop_image(db, r, j, j->old_image_sha);
 		return 0;
 	}
+	drop_image(db, r, j, j->image_sha); /* never switched to */
 	ah_deploy_rmtree(q->image_dir);
 	if (rc == AH_EDONE || rc == AH_ECONFLICT) {
 		ah_log_warn("%s: %s; image discarded", j->tag,
@@ -238,7 +260,7 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 	if (rc == 0 && (rc = apply_mounts(db, a, r, j, q.image_dir, err)) != 0)
 		ah_deploy_rmtree(q.image_dir);
 	if (rc == 0)
-		publish(r, j, q.image_dir);
+		publish(db, r, j, q.image_dir);
 	if (rc == 0 && (rc = finish(db, a, r, j, &q, &m, ag.old_image, err)) != 0) {
 		/* Not switched (superseded, lease lost, deleted): its mount plan and
 		 * the processes only it named go with its image. */

@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "deploy/deploy.h"
+#include "files/files.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -22,7 +23,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int ah_image_publish(const struct ah_runner *r, const char *image_dir, char sha[65], ah_err *err)
+/* Kept with a reference of its own in file_blobs (ah_blob_keep): the agent
+ * holds it until a redeploy replaces it or the agent goes (ah_blob_drop). */
+int ah_image_publish(const struct ah_runner *r, ah_db *db, const char *image_dir, char sha[65],
+                     ah_err *err)
 {
 	const ah_store *s = ah_run_files_store(r->cfg);
 	if (!s)
@@ -39,9 +43,9 @@ int ah_image_publish(const struct ah_runner *r, const char *image_dir, char sha[
 	if (rc == 0)
 		rc = ah_file_sha256(tmp, sha, &size, err);
 	if (rc == 0)
-		rc = ah_store_put(s, sha, tmp, "application/gzip", err); /* consumes tmp */
-	else if (tmp)
-		unlink(tmp);
+		rc = ah_blob_keep(db, s, sha, size, tmp, "application/gzip", err); /* consumes tmp */
+	if (tmp)
+		unlink(tmp); /* when it failed before placing it */
 	ah_arena_destroy(a);
 	return rc;
 }

@@ -47,6 +47,7 @@ struct ah_job {
 	int attempts;                 /* including this one */
 	char tag[160];                /* "agent=<slug> (<id>) job=<id>" for log lines */
 	char image_sha[65];           /* the built image in the file store; "" if not kept */
+	char old_image_sha[65];       /* the one it replaced, read by the switch; "" if none */
 };
 
 /* deploy_job.c: one attempt of a claimed job, up to and including the switch
@@ -89,7 +90,8 @@ char *ah_tcp_read_request(struct ah_rwire *w, size_t cap, int timeout_ms, size_t
 
 /* ---- images.c: images in the file store, for a takeover ---- */
 /* Packs image_dir into the file store; its SHA-256 (hex) into sha. */
-int ah_image_publish(const struct ah_runner *r, const char *image_dir, char sha[65], ah_err *err);
+int ah_image_publish(const struct ah_runner *r, ah_db *db, const char *image_dir, char sha[65],
+                     ah_err *err);
 /* The local path (into out) of another runner's image path
  * .../images/<agent>/<job>: <data_dir>/images/<agent>/<job>, fetched from the
  * file store by its SHA-256 and extracted if not there yet. */
