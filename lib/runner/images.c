@@ -69,6 +69,30 @@ static int image_name(const char *image, char *agent, char *job, size_t n)
 	return ah_run_token_ok(agent, 32, "_") && ah_run_token_ok(job, 20, "") ? 0 : AH_EINVALID;
 }
 
+/* The blob sha fetched from the store into a new tmp/ file and checked
+ * against its name; *tmp (from a) is removed on failure. noun names it in
+ * the error. */
+static int fetch_checked(const ah_store *s, ah_arena *a, const char *sha, const char *noun,
+                         char **tmp, ah_err *err)
+{
+	char got[65] = "";
+	long long size = 0;
+	int fd = -1;
+	*tmp = NULL;
+	int rc = ah_store_tmp(s, a, &fd, tmp, err);
+	if (fd >= 0)
+		close(fd);
+	if (rc == 0)
+		rc = ah_store_fetch(s, sha, *tmp, err);
+	if (rc == 0 && (rc = ah_file_sha256(*tmp, got, &size, err)) == 0 && strcmp(got, sha) != 0)
+		rc = ah_err_set(err, AH_EFAIL, "stored %s %.12s… has the wrong hash", noun, sha);
+	if (rc != 0 && *tmp) {
+		unlink(*tmp);
+		*tmp = NULL;
+	}
+	return rc;
+}
+
 /* Fetched, checked and extracted beside dest, then renamed into place: two
  * first calls at once both fetch, one rename wins, the other's copy goes. */
 static int fetch_image(const struct ah_runner *r, const char *sha, const char *dest, ah_err *err)
@@ -77,22 +101,14 @@ static int fetch_image(const struct ah_runner *r, const char *sha, const char *d
 	if (!s)
 		return ah_err_set(err, AH_EFAIL, "the file store is unavailable");
 	ah_arena *a = ah_arena_new();
-	char *tmp = NULL, got[65] = "", stage[PATH_MAX];
-	int fd = -1;
-	long long size = 0;
+	char *tmp = NULL, stage[PATH_MAX];
 	struct ah_tar_limits lim = AH_TAR_LIMITS_DEFAULT;
 	lim.max_extracted = ah_cfg_int(r->cfg, AH_CFG_IMAGE_MAX_MB) << 20;
 	lim.max_compressed = lim.max_extracted + (lim.max_extracted >> 2) + (1 << 20);
 	lim.noun = "The stored image";
 	snprintf(stage, sizeof stage, "%s.adopt-%ld-%lu", dest, (long)getpid(),
 	         (unsigned long)pthread_self());
-	int rc = ah_store_tmp(s, a, &fd, &tmp, err);
-	if (fd >= 0)
-		close(fd);
-	if (rc == 0)
-		rc = ah_store_fetch(s, sha, tmp, err);
-	if (rc == 0 && (rc = ah_file_sha256(tmp, got, &size, err)) == 0 && strcmp(got, sha) != 0)
-		rc = ah_err_set(err, AH_EFAIL, "stored image %.12s… has the wrong hash", sha);
+	int rc = fetch_checked(s, a, sha, "image", &tmp, err);
 	if (rc == 0 && mkdir(stage, 0700) != 0)
 		rc = ah_err_set(err, AH_EFAIL, "cannot create %s: %s", stage, strerror(errno));
 	if (rc == 0 && (rc = ah_tarball_extract(tmp, stage, &lim, err)) == 0)
@@ -158,15 +174,8 @@ int ah_code_fetch(const struct ah_runner *r, const char *sha, const char *path, 
 		                  "store is unavailable");
 	ah_arena *a = ah_arena_new();
 	char *tmp = NULL;
-	int fd = -1;
 	const char *slash = strrchr(path, '/');
-	int rc = ah_store_tmp(s, a, &fd, &tmp, err);
-	if (fd >= 0)
-		close(fd);
-	if (rc == 0)
-		rc = ah_store_fetch(s, sha, tmp, err);
-	if (rc == 0 && (rc = ah_file_sha256(tmp, got, &size, err)) == 0 && strcmp(got, sha) != 0)
-		rc = ah_err_set(err, AH_EFAIL, "stored code %.12s has the wrong hash", sha);
+	int rc = fetch_checked(s, a, sha, "code", &tmp, err);
 	if (rc == 0 && slash)
 		rc = ah_deploy_mkdirs(ah_sprintf(a, "%.*s", (int)(slash - path), path), err);
 	if (rc == 0 && rename(tmp, path) != 0)
