@@ -8,6 +8,10 @@
  * with a row whose bytes were just removed. */
 #include "files/files.h"
 
+#include <stdbool.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 static const char SQL_REF[] =
 	"INSERT INTO file_blobs (sha256, size_bytes, refcount, created_at) VALUES (?, ?, 1, NOW(3))"
 	" ON DUPLICATE KEY UPDATE refcount = refcount + 1";
@@ -65,29 +69,40 @@ int ah_quota_release(ah_db *db, const char *user_id, long long bytes)
 
 /* ---- blobs kept for something other than a file: images and uploaded code ---- */
 
+/* One transaction of fn, run again (up to 8 times, jittered) when the
+ * database rolled it back as a deadlock or, on a cluster, a certification
+ * conflict: many agents keeping the same bytes at once (the same code
+ * uploaded for each) all write that blob's one row. A retry after the bytes
+ * were placed finds them there (ah_store_put takes what exists). */
+static int in_tx(ah_db *db, const ah_store *s, const char *sha, long long size, const char *src,
+                 const char *ct, ah_err *err, bool keep)
+{
+	int rc = AH_EFAIL;
+	for (int tries = 0; tries < 8; tries++) {
+		if (tries > 0)
+			usleep((useconds_t)(10000 << (tries < 5 ? tries : 5)) + (useconds_t)(rand() % 10000));
+		if (ah_db_begin(db) != 0)
+			return ah_err_set(err, AH_EFAIL, "begin: %s", ah_db_error(db));
+		rc = keep ? ah_blob_ref(db, s, sha, size, src, ct, err) : ah_blob_unref(db, s, sha, err);
+		if (rc == 0 && ah_db_commit(db) != 0)
+			rc = ah_err_set(err, AH_EFAIL, "commit: %s", ah_db_error(db));
+		if (rc == 0)
+			return 0;
+		bool again = ah_db_deadlocked(db);
+		ah_db_rollback(db);
+		if (!again)
+			break;
+	}
+	return rc;
+}
+
 int ah_blob_keep(ah_db *db, const ah_store *s, const char *sha, long long size, const char *src,
                  const char *content_type, ah_err *err)
 {
-	if (ah_db_begin(db) != 0)
-		return ah_err_set(err, AH_EFAIL, "begin: %s", ah_db_error(db));
-	int rc = ah_blob_ref(db, s, sha, size, src, content_type, err);
-	if (rc == 0 && ah_db_commit(db) != 0)
-		rc = ah_err_set(err, AH_EFAIL, "commit: %s", ah_db_error(db));
-	if (rc != 0)
-		ah_db_rollback(db);
-	return rc;
+	return in_tx(db, s, sha, size, src, content_type, err, true);
 }
 
 int ah_blob_drop(ah_db *db, const ah_store *s, const char *sha, ah_err *err)
 {
-	if (!sha || !*sha)
-		return 0;
-	if (ah_db_begin(db) != 0)
-		return ah_err_set(err, AH_EFAIL, "begin: %s", ah_db_error(db));
-	int rc = ah_blob_unref(db, s, sha, err);
-	if (rc == 0 && ah_db_commit(db) != 0)
-		rc = ah_err_set(err, AH_EFAIL, "commit: %s", ah_db_error(db));
-	if (rc != 0)
-		ah_db_rollback(db);
-	return rc;
+	return sha && *sha ? in_tx(db, s, sha, 0, NULL, NULL, err, false) : 0;
 }
