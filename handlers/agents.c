@@ -225,15 +225,9 @@ static int delete_agent(ah_req *r)
 		ah_log_error("files of deleted agent %s: %s", a->id, err.msg);
 	/* Its history's prompts and responses kept in the file store (the rows
 	 * went by cascade); what one call leaves, the runner's sweep takes. */
-	for (int round = 0; round < 10; round++) {
-		int released = 0;
-		if (ah_history_blobs_sweep(r->db, ah_files_store(), r->arena, a->id, 100, &released, &err) != 0) {
-			ah_log_error("history blobs of deleted agent %s: %s", a->id, err.msg);
-			break;
-		}
-		if (released < 100)
-			break;
-	}
+	int released;
+	if (ah_history_blobs_sweep(r->db, ah_files_store(), r->arena, a->id, 100, 10, &released, &err) != 0)
+		ah_log_error("history blobs of deleted agent %s: %s", a->id, err.msg);
 	return ah_reply_no_content(r);
 }
 

@@ -103,27 +103,14 @@ static int store_copy(ah_req *r, const char *path, const char *sha, long long si
 {
 	const ah_store *s = ah_files_store();
 	ah_err err = {0};
-	char *tmp = NULL, buf[64 * 1024];
-	int out = -1, in = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-	ssize_t n = 0;
-	if (!s || in < 0 || ah_store_tmp(s, r->arena, &out, &tmp, &err) != 0)
-		rc = AH_EFAIL;
-	while (rc == 0 && (n = read(in, buf, sizeof buf)) > 0)
-		if (write(out, buf, (size_t)n) != n)
-			rc = errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
-	if (rc == 0 && n < 0)
-		rc = AH_EFAIL;
-	if (out >= 0)
-		close(out);
-	if (in >= 0)
-		close(in);
+	char *tmp = NULL;
+	int rc = ah_store_tmp_copy(s, r->arena, path, &tmp, &err);
 	if (rc == 0)
 		rc = ah_blob_keep(r->db, s, sha, size, tmp, "application/gzip", &err); /* consumes tmp */
 	if (tmp)
 		unlink(tmp); /* when it failed before placing it */
 	if (rc != 0)
-		ah_log_error("uploaded code %.12s not kept in the file store: %s", sha,
-		             err.msg[0] ? err.msg : strerror(errno));
+		ah_log_error("uploaded code %.12s not kept in the file store: %s", sha, err.msg);
 	return rc;
 }
 

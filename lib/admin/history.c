@@ -4,6 +4,7 @@
 #include "db/history.h"
 #include "files/files.h"
 
+#include <limits.h>
 #include <stdio.h>
 
 /* The file store's prompts and responses of invocations gone (these and any
@@ -12,21 +13,18 @@ static int release_blobs(ah_admin *ad)
 {
 	ah_store *store;
 	ah_err err = {0};
-	int released = 0, total = 0;
+	int released = 0;
 	if (ah_store_open(&store, ad->cfg, &err) != 0) {
 		fprintf(stderr, "agenthost-admin: file store: %s\n", err.msg);
 		return 1;
 	}
-	do {
-		if (ah_history_blobs_sweep(ad->db, store, ad->arena, NULL, 500, &released, &err) != 0) {
-			fprintf(stderr, "agenthost-admin: %s\n", err.msg);
-			ah_store_close(store);
-			return 1;
-		}
-		total += released;
-	} while (released == 500);
+	int rc = ah_history_blobs_sweep(ad->db, store, ad->arena, NULL, 500, INT_MAX, &released, &err);
 	ah_store_close(store);
-	printf("released %d prompts and responses from the file store\n", total);
+	if (rc != 0) {
+		fprintf(stderr, "agenthost-admin: %s\n", err.msg);
+		return 1;
+	}
+	printf("released %d prompts and responses from the file store\n", released);
 	return 0;
 }
 

@@ -5,6 +5,7 @@
 #include "crypto/crypto.h"
 #include "files/files.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -138,17 +139,6 @@ int ah_admin_user_unlink(ah_admin *ad, const char *email, const char *issuer, co
 static const char SQL_AGENTS_OF[] = "SELECT id, code_sha256, image_sha256 FROM agents WHERE user_id = ?";
 static const char SQL_USER_DELETE[] = "DELETE FROM users WHERE id = ?";
 
-/* The history's prompts and responses in the file store of one deleted agent. */
-static int release_history(ah_admin *ad, const ah_store *s, const char *agent_id, ah_err *err)
-{
-	int released;
-	do {
-		if (ah_history_blobs_sweep(ad->db, s, ad->arena, agent_id, 500, &released, err) != 0)
-			return AH_EFAIL;
-	} while (released == 500);
-	return 0;
-}
-
 /* Everything of the user that the row's cascade does not reach, in the
  * order that never leaves bytes without a row pointing at them: files (bytes
  * and blob references) first, then the rows, then the uploaded code, the
@@ -167,7 +157,9 @@ static int delete_user(ah_admin *ad, const ah_store *s, const char *id, ah_err *
 	const char *data = ah_cfg_str(ad->cfg, AH_CFG_DATA_DIR);
 	for (size_t i = 0; i < agents.n; i++) {
 		unlink(ah_sprintf(ad->arena, "%s/code/%s.tar.gz", data, agents.v[i][0]));
-		if (release_history(ad, s, agents.v[i][0], err) != 0 ||
+		int released;
+		if (ah_history_blobs_sweep(ad->db, s, ad->arena, agents.v[i][0], 500, INT_MAX, &released,
+		                           err) != 0 ||
 		    ah_blob_drop(ad->db, s, agents.v[i][1], err) != 0 ||
 		    ah_blob_drop(ad->db, s, agents.v[i][2], err) != 0)
 			return AH_EFAIL;

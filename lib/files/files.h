@@ -45,6 +45,8 @@ const char *ah_store_dir(const ah_store *s);
 
 /* A new empty file under tmp/ (0600); *path from the arena. */
 int ah_store_tmp(const ah_store *s, ah_arena *a, int *fd, char **path, ah_err *err);
+/* A copy of src under tmp/, e.g. to hand to ah_blob_keep, which consumes it. */
+int ah_store_tmp_copy(const ah_store *s, ah_arena *a, const char *src, char **path, ah_err *err);
 /* Where a presigned upload's bytes wait for confirm (local backend). */
 char *ah_store_pending_path(const ah_store *s, ah_arena *a, const char *file_id);
 /* The object key of a pending upload (S3 backend). */
@@ -155,10 +157,12 @@ int ah_history_blob_put(ah_db *db, const ah_store *s, ah_arena *a, const char *i
                         ah_err *err);
 /* The blob's bytes (NUL-terminated) from the arena, or NULL with err set. */
 char *ah_history_blob_get(const ah_store *s, ah_arena *a, const char *sha, size_t *len, ah_err *err);
-/* Releases up to max references whose invocation is gone (of one agent, or of
- * all with agent_id NULL), removing blobs nothing else uses. */
-int ah_history_blobs_sweep(ah_db *db, const ah_store *s, ah_arena *a, const char *agent_id, int max,
-                           int *released, ah_err *err);
+/* Releases the references whose invocation is gone (of one agent, or of all
+ * with agent_id NULL), removing blobs nothing else uses: batches of batch
+ * references, each its own transaction per reference, until one comes back
+ * short or max_batches ran (INT_MAX: all of them). *released counts them. */
+int ah_history_blobs_sweep(ah_db *db, const ah_store *s, ah_arena *a, const char *agent_id, int batch,
+                           int max_batches, int *released, ah_err *err);
 
 /* ---- names (names.c): NULL when acceptable, else why not ---- */
 const char *ah_filename_problem(const char *name, size_t len);

@@ -113,8 +113,9 @@ char *ah_history_blob_get(const ah_store *s, ah_arena *a, const char *sha, size_
 	return buf;
 }
 
-int ah_history_blobs_sweep(ah_db *db, const ah_store *s, ah_arena *a, const char *agent_id, int max,
-                           int *released, ah_err *err)
+/* One batch of at most max references; *released counts those released. */
+static int sweep_batch(ah_db *db, const ah_store *s, ah_arena *a, const char *agent_id, int max,
+                       int *released, ah_err *err)
 {
 	ah_rows rows;
 	*released = 0;
@@ -130,6 +131,21 @@ int ah_history_blobs_sweep(ah_db *db, const ah_store *s, ah_arena *a, const char
 			return ah_err_set(err, AH_EFAIL, "releasing history blob %s", sha);
 		}
 		*released += (int)n;
+	}
+	return 0;
+}
+
+int ah_history_blobs_sweep(ah_db *db, const ah_store *s, ah_arena *a, const char *agent_id, int batch,
+                           int max_batches, int *released, ah_err *err)
+{
+	*released = 0;
+	for (int i = 0; i < max_batches; i++) {
+		int n;
+		if (sweep_batch(db, s, a, agent_id, batch, &n, err) != 0)
+			return AH_EFAIL;
+		*released += n;
+		if (n < batch)
+			break; /* a short batch: nothing more is orphaned */
 	}
 	return 0;
 }

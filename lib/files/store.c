@@ -320,3 +320,12 @@ int ah_store_each_pending(const ah_store *s, int (*fn)(void *ud, const char *fil
 	struct pending_walk w = {fn, ud};
 	return s->s3 ? ah_s3_list(&s->bucket, "pending/", 1000, pending_key, &w, err) : 0;
 }
+
+int ah_store_tmp_copy(const ah_store *s, ah_arena *a, const char *src, char **path, ah_err *err)
+{
+	int fd;
+	if (ah_store_tmp(s, a, &fd, path, err) != 0)
+		return AH_EFAIL;
+	close(fd);
+	return copy_file(src, *path, err); /* removes *path when it fails */
+}

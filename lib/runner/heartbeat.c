@@ -138,7 +138,7 @@ static void purge_history(ah_db *db, const ah_config *cfg)
 		return;
 	}
 	ah_arena *a = ah_arena_new();
-	if (ah_history_blobs_sweep(db, store, a, NULL, 200, &released, &err) != 0)
+	if (ah_history_blobs_sweep(db, store, a, NULL, 200, 1, &released, &err) != 0)
 		ah_log_error("history blobs: %s", err.msg);
 	else if (released > 0)
 		ah_log_info("history blobs: %d released", released);
