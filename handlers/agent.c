@@ -50,7 +50,18 @@ static const char SQL_SCOPE[] =
 	"SELECT " AH_AUTH_KEY_COLS ", " AH_AGENT_COLS " FROM " AH_AUTH_KEY_FROM
 	" LEFT JOIN agents a ON a.user_id = u.id AND a.slug = ? WHERE k.key_id = ?";
 
-const ah_scope ah_agent_scope = {SQL_SCOPE, AGENT_COLUMNS, AGENT_NCOLS, sizeof(ah_agent)};
+const ah_scope ah_agent_scope = {SQL_SCOPE, AGENT_COLUMNS, AGENT_NCOLS, sizeof(ah_agent), 0};
+
+/* list_counts' row of the agent's history (schema/019): ascii, hence the
+ * CONVERT, which lets its primary key take the agent's id. */
+static const char SQL_SCOPE_HISTORY[] =
+	"SELECT " AH_AUTH_KEY_COLS ", " AH_AGENT_COLS ", c.n, c.changes FROM " AH_AUTH_KEY_FROM
+	" LEFT JOIN agents a ON a.user_id = u.id AND a.slug = ?"
+	" LEFT JOIN list_counts c ON c.kind = 'inv' AND c.owner_id = CONVERT(a.id USING ascii)"
+	" WHERE k.key_id = ?";
+
+const ah_scope ah_agent_history_scope = {SQL_SCOPE_HISTORY, AGENT_COLUMNS, AGENT_NCOLS,
+                                         sizeof(ah_agent), 2};
 
 const ah_col *ah_agent_columns(size_t *n)
 {

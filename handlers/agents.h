@@ -56,6 +56,11 @@ typedef struct ah_agent {
 extern const ah_scope ah_agent_scope;
 #define AH_AGENT_SCOPE (&ah_agent_scope)
 
+/* AH_AGENT_SCOPE plus the agent's history count and change counter
+ * (list_counts n and changes, schema/019) in r->scope_extra[0] and [1],
+ * NULL while the agent has never had an invocation. */
+extern const ah_scope ah_agent_history_scope;
+
 /* The caller's agent named by the first path parameter: the one
  * authentication loaded (AH_AGENT_SCOPE routes) or a fresh query. Answers
  * 404 itself (also for another user's agent) → AH_EDONE. */

@@ -183,12 +183,17 @@ static char *counted_key(ah_req *r, const char *sql, const char **args, size_t n
 	return key;
 }
 
-static struct counted *counted_slot(const char *key)
+static uint64_t key_hash(const char *key)
 {
 	uint64_t h = 14695981039346656037ULL; /* FNV-1a */
 	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
 		h = (h ^ *p) * 1099511628211ULL;
-	return &counted[h % COUNTED_SLOTS];
+	return h;
+}
+
+static struct counted *counted_slot(const char *key)
+{
+	return &counted[key_hash(key) % COUNTED_SLOTS];
 }
 
 /* count_sql's answer, from this worker's last count of the same thing if the
@@ -294,11 +299,100 @@ static int locate(ah_req *r, const ah_list *l, const char *owner, size_t nfilter
 	return 0;
 }
 
+/* The page after counting (total): from the cursor (t, id) or the first
+ * page's sentinel, located, from the far end, or from the top. args[0, n)
+ * are the owner and filters, with room for three more. */
+static int read_page(ah_req *r, const ah_list *l, const char **args, size_t n, const char *t,
+                     const char *id, long long total, long long limit, long long offset,
+                     ah_rows *rows)
+{
+	/* One row more than the page tells whether there is a next one. */
+	long long paging[2] = {limit + 1, offset};
+	const char *from = t, *from_id = id;
+	if (!from && offset == 0)
+		first_cursor(l, &from, &from_id);
+	if (from) {
+		args[n] = from, args[n + 1] = from, args[n + 2] = from_id;
+		return query_args(r, rows, l->after_sql, args, n + 3, paging, 1);
+	}
+	if (locate(r, l, args[0], n - 1, total, &from, paging) == 0) {
+		args[n] = from;
+		return query_args(r, rows, l->below_sql, args, n + 1, paging, 2);
+	}
+	if (reverse_paging(l, total, limit, offset, paging) == 0) {
+		rows->n = 0;
+		return paging[0] ? query_args(r, rows, l->rev_sql, args, n, paging, 2) : 0;
+	}
+	return query_args(r, rows, l->page_sql, args, n, paging, 2);
+}
+
+/* ---- first pages kept while their list's change counter stands ---- */
+
+/* This worker's last first pages of scope_counted lists, as answered: the
+ * body and the next cursor. The key is after_sql's address, the owner and the
+ * request's whole query (which the Link header repeats). A page is kept under
+ * the counter read before it was: a change meanwhile makes the page newer
+ * than its counter says, and the counter has moved on for every later
+ * request, so a kept page is never older than the list. Bodies over
+ * FIRST_MAX_BYTES are not kept (at most FIRST_SLOTS × that per worker). */
+#define FIRST_SLOTS 32
+#define FIRST_MAX_BYTES (256 * 1024)
+static struct first {
+	char *key, *body, *cursor; /* cursor NULL: no next page */
+	size_t len;
+	long long changes;
+} firsts[FIRST_SLOTS];
+
+static char *first_key(ah_req *r, const ah_list *l, const char *owner)
+{
+	return ah_sprintf(r->arena, "%p|%zu:%s|%s", (const void *)l->after_sql, strlen(owner), owner,
+	                  r->query ? r->query : "");
+}
+
+static void reply_page(ah_req *r, long long total, const char *cursor, long long limit,
+                       const char *body, size_t len)
+{
+	char n[32];
+	snprintf(n, sizeof n, "%lld", total);
+	ah_header(r, "X-Total-Count", n);
+	if (cursor)
+		next_headers(r, cursor, limit);
+	ah_reply_raw(r, 200, "application/json", body, len);
+}
+
+/* Answers the first page from this worker's copy if the list has not changed
+ * since; false when there is none to answer with. */
+static bool first_from_kept(ah_req *r, const char *key, long long changes, long long total,
+                            long long limit)
+{
+	struct first *f = &firsts[key_hash(key) % FIRST_SLOTS];
+	if (!f->key || f->changes != changes || strcmp(f->key, key) != 0)
+		return false;
+	reply_page(r, total, f->cursor, limit, f->body, f->len);
+	return true;
+}
+
+static void first_keep(const char *key, long long changes, const char *cursor, const char *body,
+                       size_t len)
+{
+	struct first *f = &firsts[key_hash(key) % FIRST_SLOTS];
+	if (len > FIRST_MAX_BYTES)
+		return;
+	char *k = strdup(key), *b = malloc(len + 1), *c = cursor ? strdup(cursor) : NULL;
+	if (!k || !b || (cursor && !c)) {
+		free(k), free(b), free(c);
+		return;
+	}
+	memcpy(b, body, len + 1);
+	free(f->key), free(f->body), free(f->cursor);
+	*f = (struct first){k, b, c, len, changes};
+}
+
 int ah_list_keyset(ah_req *r, const ah_list *l, const char *owner, const char *const *filters,
                    size_t nfilters)
 {
 	long long limit, offset, total;
-	char *t, *id;
+	char *t, *id, *cursor = NULL, *kept = NULL;
 	const char *args[1 + AH_LIST_MAX_FILTERS + 3] = {owner};
 	ah_rows rows;
 	check_cursor(r, &t, &id);
@@ -307,36 +401,34 @@ int ah_list_keyset(ah_req *r, const ah_list *l, const char *owner, const char *c
 	for (size_t i = 0; i < nfilters; i++)
 		args[1 + i] = filters[i];
 	size_t n = 1 + nfilters;
-	if (count_of(r, l, args, n, &total) != 0)
+	long long changes = 0;
+	if (l->scope_counted && r->scope_extra && nfilters == 0) {
+		total = ah_cell_ll(r->scope_extra[0]);
+		changes = ah_cell_ll(r->scope_extra[1]);
+		if (!t && offset == 0) {
+			kept = first_key(r, l, owner);
+			if (first_from_kept(r, kept, changes, total, limit))
+				return AH_EDONE;
+		}
+	} else if (count_of(r, l, args, n, &total) != 0) {
 		return AH_EFAIL;
-	/* One row more than the page tells whether there is a next one. */
-	long long paging[2] = {limit + 1, offset};
-	const char *from = t, *from_id = id;
-	int rc;
-	if (!from && offset == 0)
-		first_cursor(l, &from, &from_id);
-	if (from) {
-		args[n] = from, args[n + 1] = from, args[n + 2] = from_id;
-		rc = query_args(r, &rows, l->after_sql, args, n + 3, paging, 1);
-	} else if (locate(r, l, owner, nfilters, total, &from, paging) == 0) {
-		args[n] = from;
-		rc = query_args(r, &rows, l->below_sql, args, n + 1, paging, 2);
-	} else if (reverse_paging(l, total, limit, offset, paging) == 0) {
-		rc = paging[0] ? query_args(r, &rows, l->rev_sql, args, n, paging, 2) : 0;
-		if (!paging[0])
-			rows.n = 0;
-	} else {
-		rc = query_args(r, &rows, l->page_sql, args, n, paging, 2);
 	}
-	if (rc != 0)
+	if (read_page(r, l, args, n, t, id, total, limit, offset, &rows) != 0)
 		return AH_EFAIL;
 	if (rows.n > (size_t)limit) {
 		rows.n = (size_t)limit;
 		char **last = rows.v[rows.n - 1];
-		next_headers(r, cursor_make(r->arena, last[l->time_col], last[l->id_col]), limit);
+		cursor = cursor_make(r->arena, last[l->time_col], last[l->id_col]);
 	}
 	json_object *arr = json_object_new_array();
 	for (size_t i = 0; i < rows.n; i++)
 		json_object_array_add(arr, l->to_json(r, &rows, i));
-	return ah_reply_list(r, arr, total);
+	size_t len;
+	const char *body = json_object_to_json_string_length(
+		arr, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	if (kept)
+		first_keep(kept, changes, cursor, body, len);
+	reply_page(r, total, cursor, limit, body, len);
+	json_object_put(arr);
+	return AH_EDONE;
 }

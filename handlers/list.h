@@ -52,14 +52,18 @@ int ah_list_reply(ah_req *r, const char *count_sql, const char *list_sql, const 
  * owner. time_col and id_col are the sort key's columns in the rows. The first
  * page (no cursor, offset 0) is after_sql from a cursor before every row: a
  * range read of limit + 1 rows, half the cost of the deferred join's two
- * steps; ascending tells which end that is. */
+ * steps; ascending tells which end that is.
+ * scope_counted: the route's scope reads the list's count and change counter
+ * with the key (r->scope_extra, e.g. ah_agent_history_scope), so no page
+ * counts, and each worker keeps the first page it answered and answers it
+ * again while the counter stands (one query for the whole request). */
 #define AH_LIST_MAX_FILTERS 4
 #define AH_LIST_LOCATE_MIN 1000
 typedef struct ah_list {
 	const char *page_sql, *after_sql, *count_sql, *count_kind, *rev_sql, *locate_sql, *below_sql,
 	           *changes_sql;
 	size_t time_col, id_col;
-	bool ascending;
+	bool ascending, scope_counted;
 	ah_row_json_fn to_json;
 } ah_list;
 

@@ -231,13 +231,13 @@ static int list_invocations(ah_req *r)
 	static const ah_list list = {.page_sql = SQL_HISTORY, .after_sql = SQL_HISTORY_AFTER,
 	                             .rev_sql = SQL_HISTORY_REV, .count_kind = "inv", .time_col = H_CREATED,
 	                             .locate_sql = SQL_HISTORY_LOCATE, .below_sql = SQL_HISTORY_BELOW,
-	                             .id_col = H_ID, .to_json = history_json};
+	                             .id_col = H_ID, .to_json = history_json, .scope_counted = true};
 	return rc ? rc : ah_list_keyset(r, &list, a->id, NULL, 0);
 }
 
 const ah_route ah_sessions_routes[] = {
 	{"GET", "/agents/{slug}/sessions", list_sessions, 0, 0, AH_AGENT_SCOPE},
 	{"DELETE", "/agents/{slug}/sessions/{id}", delete_session, 0, 0, AH_AGENT_SCOPE},
-	{"GET", "/agents/{slug}/invocations", list_invocations, 0, 0, AH_AGENT_SCOPE},
+	{"GET", "/agents/{slug}/invocations", list_invocations, 0, 0, &ah_agent_history_scope},
 	{NULL, NULL, NULL, 0, 0},
 };

@@ -127,6 +127,8 @@ static int authenticate(ah_req *r, const ah_scope *scope, const char *scope_para
 			r->scope = ah_alloc(r->arena, scope->size);
 			ah_record_fill(r->scope, scope->cols, scope->ncols, row);
 		}
+		if (scope->nextra && rows.ncols >= AH_AUTH_KEY_NCOLS + scope->ncols + scope->nextra)
+			r->scope_extra = row + scope->ncols;
 	}
 	return 0;
 }

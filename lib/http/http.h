@@ -55,6 +55,7 @@ typedef struct ah_req {
 	 * route's ah_scope says its type), or NULL when the caller has no such resource. */
 	bool scope_loaded;
 	void *scope;
+	char *const *scope_extra; /* the scope's nextra cells after the record's, or NULL */
 	ah_rate rate;
 
 	/* response state */

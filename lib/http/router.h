@@ -39,6 +39,9 @@ typedef struct ah_scope {
 	const char *sql;
 	const struct ah_col *cols;
 	size_t ncols, size;
+	/* Columns the query appends after the record's, for the route's own use
+	 * (r->scope_extra); 0 for most. */
+	size_t nextra;
 } ah_scope;
 
 #define AH_BODY_DEFAULT (1024 * 1024)

@@ -438,3 +438,49 @@ def test_deep_offsets_agree_with_the_history_order():
         assert r.status_code == 200, r.text
         assert [x["invocation_id"] for x in r.json()] == order[off:off + 20], off
         assert r.headers["X-Total-Count"] == str(len(order))
+
+
+def test_first_page_kept_by_workers_is_never_older_than_the_history():
+    """Each API worker answers a history's first page from its own copy while
+    the history's change counter (schema/019) stands: after every kind of
+    write (an insert, a delete, an update of a row) every answer, whichever
+    worker gives it, is what a fresh read gives, byte for byte."""
+    import concurrent.futures
+    c = new_client("pro")
+    a = agent_of(c)
+    aid, uid = agent_id(c, a["slug"])
+    path = f"/agents/{a['slug']}/invocations"
+    ids = seed_invocations(aid, uid, 8, when="TIMESTAMPADD(SECOND, -@i, NOW(3))")
+
+    def answers():
+        # Concurrent requests reach every worker; each keeps its copy.
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            rs = list(ex.map(lambda _: c.get(f"{path}?limit=5"), range(48)))
+        fresh = c.get(f"{path}?limit=5&fresh={uuid.uuid4().hex}")  # a key no worker keeps
+        assert fresh.status_code == 200, fresh.text
+        for r in rs:
+            assert r.status_code == 200, r.text
+            assert r.content == fresh.content
+            assert r.headers["X-Total-Count"] == fresh.headers["X-Total-Count"]
+            assert r.headers["X-Next-Cursor"] == fresh.headers["X-Next-Cursor"]
+            assert r.headers["Link"] == fresh.headers["Link"].replace(f"fresh={fresh.url[-32:]}&", "")
+        return fresh.json(), int(fresh.headers["X-Total-Count"])
+
+    page, total = answers()
+    assert [x["invocation_id"] for x in page] == ids[:5] and total == 8
+    newest = seed_invocations(aid, uid, 1)
+    page, total = answers()
+    assert page[0]["invocation_id"] == newest[0] and total == 9
+    db_query(f"DELETE FROM invocations WHERE id = '{ids[1]}'")
+    page, total = answers()
+    assert ids[1] not in [x["invocation_id"] for x in page] and total == 8
+    # An update changes neither the count nor the top row.
+    db_query(f"UPDATE invocations SET status = 'failed', error = 'edited' WHERE id = '{ids[2]}'")
+    page, total = answers()
+    assert [x["status"] for x in page if x["invocation_id"] == ids[2]] == ["failed"] and total == 8
+    # One row in, one out in the same moment leaves the count as it was.
+    db_query(f"DELETE FROM invocations WHERE id = '{ids[0]}'")
+    later = seed_invocations(aid, uid, 1)
+    page, total = answers()
+    assert page[0]["invocation_id"] == later[0] and ids[0] not in [x["invocation_id"] for x in page]
+    assert total == 8
