@@ -60,3 +60,30 @@ def test_upload_to_a_full_disk_is_507_and_leaves_nothing(full_code_dir):
     r = c.put(f"/agents/{a['slug']}/code", data=body, headers={"Content-Type": "application/gzip"})
     assert r.status_code == 200, r.text
     assert r.json()["size"] == len(body)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_upload_with_the_file_store_full_is_507_and_leaves_nothing():
+    """The code fits its own directory, but its copy in the file store (which
+    runners on other hosts fetch it from) does not: still 507, nothing kept."""
+    if config_get("storage_backend", "local") != "local":
+        pytest.skip("the file store is not on this host's disk")
+    store_tmp = os.path.join(config_get("files_dir", os.path.join(VAR, "files")), "tmp")
+    c = new_client()
+    a = local_agent(c)
+    body = gz_of(1 << 20)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "ahtest-full", store_tmp],
+                   check=True)
+    try:
+        r = c.put(f"/agents/{a['slug']}/code", data=body, headers={"Content-Type": "application/gzip"})
+        assert r.status_code == 507, r.text
+        assert "storage is full" in r.json()["detail"], r.text
+        assert os.listdir(store_tmp) == []
+    finally:
+        subprocess.run(["umount", "-l", store_tmp], check=True)
+    left = [f for f in os.listdir(CODE) if a["id"] in f or f.startswith(".upload-")]
+    assert left == [], left
+    r = c.post(f"/agents/{a['slug']}/deploy")
+    assert r.status_code == 400 and "No code uploaded" in r.json()["detail"], r.text
+    r = c.put(f"/agents/{a['slug']}/code", data=body, headers={"Content-Type": "application/gzip"})
+    assert r.status_code == 200, r.text
