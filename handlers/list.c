@@ -426,7 +426,7 @@ int ah_list_keyset(ah_req *r, const ah_list *l, const char *owner, const char *c
 	size_t len;
 	const char *body = json_object_to_json_string_length(
 		arr, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-	if (kept)
+	if (kept && !r->partial)
 		first_keep(kept, changes, cursor, body, len);
 	reply_page(r, total, cursor, limit, body, len);
 	json_object_put(arr);

@@ -201,6 +201,7 @@ static void unspill(ah_req *r, const char *sha, const char **bytes, size_t *len)
 		return;
 	}
 	ah_log_error("history blob %s: %s", sha, s ? err.msg : "no file store");
+	r->partial = true;
 	*bytes = "";
 	*len = 0;
 }

@@ -56,6 +56,9 @@ typedef struct ah_req {
 	bool scope_loaded;
 	void *scope;
 	char *const *scope_extra; /* the scope's nextra cells after the record's, or NULL */
+	/* The answer stands in for something that could not be read (a history
+	 * blob): it is not to be kept for later requests. */
+	bool partial;
 	ah_rate rate;
 
 	/* response state */

@@ -350,6 +350,21 @@ def test_large_prompts_and_responses_live_in_the_file_store():
     hist = c.get(f"/agents/{a['slug']}/invocations").json()
     assert [h["prompt"] for h in hist] == ["small", big]
     assert [h["response_content"] for h in hist] == ["small", big]
+    # A blob that cannot be read is answered as "" (and logged), and such an
+    # answer is not kept by the workers (which keep the first page while the
+    # history stands): once the blob is back, every answer has it again.
+    import concurrent.futures
+
+    def prompts():
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            return {r.json()[1]["prompt"] for r in ex.map(
+                lambda _: c.get(f"/agents/{a['slug']}/invocations"), range(48))}
+    os.rename(blob, blob + ".away")
+    try:
+        assert prompts() <= {"", big}
+    finally:
+        os.rename(blob + ".away", blob)
+    assert prompts() == {big}
     # Retention releases them: an old call's blob goes with its row.
     old = "y" * 70_000
     assert c.post(f"/agents/{a['slug']}/invoke", json={"prompt": old}, timeout=120).status_code == 200
