@@ -87,11 +87,8 @@ static int answer_upload_error(ah_req *r, int rc)
 		return ah_reply_error(r, 413, "Request body too large (limit 52428800 bytes)");
 	if (rc == AH_EINVALID)
 		return ah_reply_error(r, 400, "The body is not a gzip file; upload a .tar.gz of the project");
-	if (rc == AH_ENOSPACE) {
-		ah_log_error("code upload refused: the data directory's disk is full");
-		return ah_reply_error(r, 507, "The server's storage is full; nothing was stored. "
-		                      "Try again later");
-	}
+	if (rc == AH_ENOSPACE)
+		return ah_storage_full_reply(r, "code upload");
 	return AH_EFAIL;
 }
 

@@ -103,7 +103,11 @@ static int part_data(void *ud, const char *buf, size_t n)
 		if (u->size > AH_FILES_POST_MAX)
 			return AH_ETOOBIG;
 		crypto_hash_sha256_update(&u->sha, (const unsigned char *)buf, n);
-		return write(u->fd, buf, n) == (ssize_t)n ? 0 : AH_EFAIL;
+		ssize_t w = write(u->fd, buf, n);
+		if (w == (ssize_t)n)
+			return 0;
+		/* A short write to a file: its disk is full. */
+		return w >= 0 || errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
 	}
 	size_t cap = u->field == u->slug ? sizeof(u->slug) : FIELD_MAX;
 	if (*u->field_len + n >= cap) {
@@ -209,22 +213,27 @@ static int post_file(ah_req *r)
 	ah_err err;
 	u->r = r;
 	u->fd = -1;
-	if (ah_store_tmp(ah_files_store(), r->arena, &u->fd, &u->tmp, &err) != 0) {
+	int rc = ah_store_tmp(ah_files_store(), r->arena, &u->fd, &u->tmp, &err);
+	if (rc != 0) {
 		ah_log_error("%s", err.msg);
-		return AH_EFAIL;
+		return rc == AH_ENOSPACE ? ah_storage_full_reply(r, "file upload") : AH_EFAIL;
 	}
 	ah_arena_on_cleanup(r->arena, remove_tmp, u);
 	crypto_hash_sha256_init(&u->sha);
 	char why[256] = "";
 	ah_mp_sink sink = {part_begin, part_data, part_end};
-	int rc = ah_multipart_parse(read_stdin, r, boundary, &sink, u, why, sizeof(why));
+	rc = ah_multipart_parse(read_stdin, r, boundary, &sink, u, why, sizeof(why));
+	if (rc == 0 && fsync(u->fd) != 0)
+		rc = errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
+	if (rc == AH_ENOSPACE)
+		return ah_storage_full_reply(r, "file upload");
 	if (rc == AH_ETOOBIG)
 		return too_big(r);
 	if (rc == AH_EINVALID)
 		ah_verr(r, "body", NULL, why, "multipart_invalid");
 	if (rc == AH_EINVALID || rc == STOP)
 		return ah_verr_reply(r);
-	if (rc != 0 || fsync(u->fd) != 0)
+	if (rc != 0)
 		return AH_EFAIL;
 	char *tags;
 	const char *agent_id;

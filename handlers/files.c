@@ -120,6 +120,12 @@ int ah_files_quota_reply(ah_req *r, long long wanted)
 	        " (plan %s) are in use", wanted, used, r->user->quota_bytes, r->user->plan));
 }
 
+int ah_storage_full_reply(ah_req *r, const char *what)
+{
+	ah_log_error("%s refused: the disk is full", what);
+	return ah_reply_error(r, 507, "The server's storage is full; nothing was stored. Try again later");
+}
+
 void ah_files_sweep(ah_req *r)
 {
 	ah_err err;

@@ -21,6 +21,8 @@ int ah_file_load(ah_req *r, const char *id, bool lock, ah_file *out);
 int ah_file_reply(ah_req *r, int status, const char *id);
 /* 403 with a detail saying how much is used of what (plan). */
 int ah_files_quota_reply(ah_req *r, long long wanted);
+/* 507: the host's disk is full (AH_ENOSPACE), logged as what (an upload). */
+int ah_storage_full_reply(ah_req *r, const char *what);
 /* Removes up to a few expired pending uploads (any user's): called on the
  * upload paths, so expired reservations and bytes never pile up. */
 void ah_files_sweep(ah_req *r);

@@ -87,3 +87,30 @@ def test_upload_with_the_file_store_full_is_507_and_leaves_nothing():
     assert r.status_code == 400 and "No code uploaded" in r.json()["detail"], r.text
     r = c.put(f"/agents/{a['slug']}/code", data=body, headers={"Content-Type": "application/gzip"})
     assert r.status_code == 200, r.text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_file_upload_to_a_full_disk_is_507_and_changes_nothing():
+    """POST /files whose bytes do not fit the file store's disk: 507 in the
+    contract's shape, no record, no quota used, no partial file."""
+    if config_get("storage_backend", "local") != "local":
+        pytest.skip("the file store is not on this host's disk")
+    store_tmp = os.path.join(config_get("files_dir", os.path.join(VAR, "files")), "tmp")
+    c = new_client()
+    body = os.urandom(1 << 20)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "ahtest-full", store_tmp],
+                   check=True)
+    try:
+        r = c.post("/files", files={"file": ("big.bin", body, "application/octet-stream")})
+        assert r.status_code == 507, r.text
+        assert "storage is full" in r.json()["detail"], r.text
+        assert os.listdir(store_tmp) == []
+    finally:
+        subprocess.run(["umount", "-l", store_tmp], check=True)
+    r = c.get("/files")
+    assert r.status_code == 200 and r.json() == [] and r.headers["X-Total-Count"] == "0"
+    usage = c.get("/files/usage").json()
+    assert usage["total_files"] == 0 and usage["total_size_bytes"] == 0, usage
+    r = c.post("/files", files={"file": ("big.bin", body, "application/octet-stream")})
+    assert r.status_code == 201, r.text
+    assert r.json()["size_bytes"] == len(body)
