@@ -1,7 +1,9 @@
 """A taken-over agent keeps its bucket mounts: the runner that adopts its image
 from the file store plans its mounts as a deploy does, so the agent reads its
 bucket (s3rver on loopback, started and stopped by PID here) on the live
-runner after its own runner was killed."""
+runner after its own runner was killed. When the plan cannot be made (its
+credentials unreadable) the call fails naming the mount rather than running
+without it, and the next call, once they are set again, mounts it."""
 import json
 import os
 import signal
@@ -10,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import BUILD, kit, pid_of, wait_until
+from conftest import BUILD, kit, pid_of, sql, wait_until
 from s3server import KEY, SECRET, S3rver
 from test_cluster_faults import holder_host
 
@@ -62,7 +64,7 @@ def agent_with_mount(client, s3):
     r = client.post(f"/agents/{slug}/mounts", json={"bucket_slug": bucket, "mount_path": "/mnt/data",
                                                     "read_only": True})
     assert r.status_code == 201, r.text
-    return agent_code.deploy(client, slug)
+    return agent_code.deploy(client, slug), bucket
 
 
 @pytest.mark.slow
@@ -72,7 +74,7 @@ def test_taken_over_agent_reads_its_mounted_bucket(user):
     dead = None
     try:
         put(s3, "hello.txt", "hello from the bucket")
-        agent = agent_with_mount(user, s3)
+        agent, bucket = agent_with_mount(user, s3)
         slug = agent["slug"]
         r = user.post(f"/agents/{slug}/invoke", json={"prompt": "/mnt/data/hello.txt"})
         assert r.status_code == 200, r.text
@@ -83,12 +85,25 @@ def test_taken_over_agent_reads_its_mounted_bucket(user):
         os.kill(pid_of(dead, "runner"), signal.SIGKILL)
         client = user.on(live)
 
+        # Credentials the live runner cannot open (as if sealed with another
+        # master key): no plan, so no call without the mount.
+        sql(f"UPDATE buckets SET cred_sealed = 'not sealed' WHERE slug = '{bucket}'")
+
         # Refused with a 503 until the dead runner's heartbeat is old enough;
-        # then the live runner takes the agent over, mounts and all.
+        # then the live runner takes the agent over.
         def call():
             r = client.post(f"/agents/{slug}/invoke", json={"prompt": "/mnt/data/hello.txt"})
-            return None if r.status_code == 503 else r
-        r = wait_until(call, 90, interval=1, what="the agent to move to the live runner")
+            return None if r.status_code == 503 else [r]  # a 500 Response is falsy
+        r = wait_until(call, 90, interval=1, what="the agent to move to the live runner")[0]
+        assert r.status_code == 500, r.text
+        assert "Bucket mount at /mnt/data" in r.json()["detail"], r.text
+        assert "cannot be read" in r.json()["detail"], r.text
+
+        # Set again: the next call plans the mount and reads the bucket.
+        r = user.post(f"/buckets/{bucket}/credentials", json={"access_key_id": KEY,
+                                                              "secret_access_key": SECRET})
+        assert r.status_code == 200, r.text
+        r = client.post(f"/agents/{slug}/invoke", json={"prompt": "/mnt/data/hello.txt"})
         assert r.status_code == 200, r.text
         assert json.loads(r.json()["response_content"]) == "hello from the bucket"
         assert holder_host(agent["id"]) == live
