@@ -7,6 +7,8 @@
  * request to each bucket (lib/buckets' probe) so that a bad credential fails
  * the deploy with a message rather than the agent's reads. The plan is what
  * a deploy applies: later changes wait for the next deploy (needs_redeploy).
+ * A runner that takes the agent over (images.c) writes its own plan the same
+ * way, before the adopted image is in place.
  *
  * One rclone process per mount of an agent serves all of the agent's
  * sandboxes on this runner. It runs with a clean environment (the host's, e.g.
@@ -35,8 +37,8 @@ int ah_fuse_init(const ah_config *cfg, const char *data_dir, ah_err *err);
 /* Stops every rclone process (runner shutdown). */
 void ah_fuse_shutdown(void);
 
-/* Deploy: writes <image_dir>.mounts for the agent's enabled mounts (none: no
- * file). AH_EINVALID with a message naming the mount when one cannot work
+/* Deploy and takeover: writes <image_dir>.mounts for the agent's enabled
+ * mounts (none: no file), replacing it by a rename; any thread. AH_EINVALID with a message naming the mount when one cannot work
  * (no credentials, the bucket test fails). */
 int ah_fuse_plan_write(ah_db *db, ah_arena *a, const struct ah_config *cfg, const char *agent_id,
                        const char *image_dir, ah_err *err);

@@ -11,6 +11,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -89,21 +92,41 @@ static int plan_entry(ah_arena *a, const ah_config *cfg, const ah_rows *rows, si
 	return 0;
 }
 
+/* Written beside path and renamed into place: a run that reads the plan while
+ * another runner thread writes it (two first calls adopting the image at
+ * once, images.c) sees a whole plan, never a half or none. */
 static int write_private(const char *path, const char *text, ah_err *err)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof tmp, "%s.tmp-%ld-%lu", path, (long)getpid(), (unsigned long)pthread_self());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return ah_err_set(err, AH_EFAIL, "%s: %s", path, strerror(errno));
+		return ah_err_set(err, AH_EFAIL, "%s: %s", tmp, strerror(errno));
 	size_t len = strlen(text);
 	ssize_t n = write(fd, text, len);
 	int rc = (n == (ssize_t)len && fchmod(fd, 0600) == 0 && close(fd) == 0) ? 0 : -1;
-	if (rc != 0) {
-		if (n != (ssize_t)len)
-			close(fd);
-		unlink(path);
-		return ah_err_set(err, AH_EFAIL, "%s: write failed", path);
-	}
-	return 0;
+	if (rc != 0 && n != (ssize_t)len)
+		close(fd);
+	if (rc == 0 && rename(tmp, path) == 0)
+		return 0;
+	unlink(tmp);
+	return ah_err_set(err, AH_EFAIL, "%s: write failed", path);
+}
+
+/* The master key file is the API's (it may be made after the runner starts):
+ * read when the first mount needs it, and again later if it was missing.
+ * Deploys (the job thread) and takeovers (run threads) both get here. */
+static int load_key(const ah_config *cfg, ah_err *err)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static bool loaded;
+	ah_err why = {0};
+	pthread_mutex_lock(&lock);
+	if (!loaded && ah_crypto_init(cfg, 0, &why) == 0)
+		loaded = true;
+	bool ok = loaded;
+	pthread_mutex_unlock(&lock);
+	return ok ? 0 : ah_err_set(err, AH_EFAIL, "bucket credentials cannot be opened: %s", why.msg);
 }
 
 int ah_fuse_plan_write(ah_db *db, ah_arena *a, const ah_config *cfg, const char *agent_id,
@@ -111,17 +134,14 @@ int ah_fuse_plan_write(ah_db *db, ah_arena *a, const ah_config *cfg, const char 
 {
 	ah_rows rows;
 	const char *path = ah_sprintf(a, "%s.mounts", image_dir);
-	unlink(path);
 	if (ah_db_query(db, a, &rows, SQL_MOUNTS, "s", agent_id) != 0)
 		return ah_err_set(err, AH_EFAIL, "database error while reading the agent's mounts");
-	if (rows.n == 0)
+	if (rows.n == 0) {
+		unlink(path); /* a stale plan, if any; a new one replaces it by rename */
 		return 0;
-	/* The master key file is the API's (it may be made after the runner
-	 * starts): read when the first mount needs it. Only the job thread gets here. */
-	static bool key_loaded;
-	if (!key_loaded && ah_crypto_init(cfg, 0, err) != 0)
-		return ah_err_set(err, AH_EFAIL, "bucket credentials cannot be opened: %s", err->msg);
-	key_loaded = true;
+	}
+	if (load_key(cfg, err) != 0)
+		return AH_EFAIL;
 	json_object *arr = json_object_new_array();
 	int rc = 0;
 	for (size_t i = 0; i < rows.n && rc == 0; i++)

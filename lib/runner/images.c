@@ -7,6 +7,7 @@
  * its hash, and extracts it with the upload's checks into
  * <data_dir>/images/<agent>/<job>, the same name the deploying runner used. */
 #include "runner/runner.h"
+#include "runner/fuse.h"
 #include "runner/run_files.h"
 #include "runner/run_req.h"
 #include "core/arena.h"
@@ -93,9 +94,31 @@ static int fetch_checked(const ah_store *s, ah_arena *a, const char *sha, const 
 	return rc;
 }
 
-/* Fetched, checked and extracted beside dest, then renamed into place: two
- * first calls at once both fetch, one rename wins, the other's copy goes. */
-static int fetch_image(const struct ah_runner *r, const char *sha, const char *dest, ah_err *err)
+/* The mount plan a deploy writes (fuse.h), for the agent's enabled mounts
+ * now: without it the agent's calls here would run without its buckets. A
+ * connection of its own: run threads have none, and a takeover is rare. */
+static int plan_mounts(const struct ah_runner *r, ah_arena *a, const char *agent,
+                       const char *dest, ah_err *err)
+{
+	ah_db *db = NULL;
+	ah_err why = {0};
+	int rc = ah_db_open(&db, r->cfg, &why);
+	if (rc == 0)
+		rc = ah_fuse_plan_write(db, a, r->cfg, agent, dest, &why);
+	ah_db_close(db);
+	if (rc != 0)
+		ah_err_set(err, rc, "the agent was taken over from a runner that is gone and its "
+		           "bucket mounts cannot be set up here: %s", why.msg);
+	return rc;
+}
+
+/* Fetched, checked and extracted beside dest, its mount plan written, then
+ * renamed into place: two first calls at once both fetch and plan, one rename
+ * wins, the other's copy goes. The plan comes first so that an image in place
+ * always has its plan: one that cannot be made (a bucket unreachable) fails
+ * this call and leaves the next to try again. */
+static int fetch_image(const struct ah_runner *r, const char *agent, const char *sha,
+                       const char *dest, ah_err *err)
 {
 	const ah_store *s = ah_run_files_store(r->cfg);
 	if (!s)
@@ -113,6 +136,8 @@ static int fetch_image(const struct ah_runner *r, const char *sha, const char *d
 		rc = ah_err_set(err, AH_EFAIL, "cannot create %s: %s", stage, strerror(errno));
 	if (rc == 0 && (rc = ah_tarball_extract(tmp, stage, &lim, err)) == 0)
 		rc = ah_deploy_make_readonly(stage, err);
+	if (rc == 0)
+		rc = plan_mounts(r, a, agent, dest, err);
 	if (rc == 0 && rename(stage, dest) != 0 && errno != EEXIST && errno != ENOTEMPTY)
 		rc = ah_err_set(err, AH_EFAIL, "cannot move the image into place: %s", strerror(errno));
 	ah_deploy_rmtree(stage); /* nothing left after a rename that worked */
@@ -139,7 +164,7 @@ int ah_image_adopt(const struct ah_runner *r, const char *image, const char *sha
 	if (rc == 0 && !(stat(out, &st) == 0 && S_ISDIR(st.st_mode))) {
 		rc = ah_deploy_mkdirs(dir, err);
 		if (rc == 0)
-			rc = fetch_image(r, sha, out, err);
+			rc = fetch_image(r, agent, sha, out, err);
 		if (rc == 0)
 			ah_log_info("agent=%s: took over its image %s from the file store", agent, job);
 	}

@@ -94,7 +94,8 @@ int ah_image_publish(const struct ah_runner *r, ah_db *db, const char *image_dir
                      ah_err *err);
 /* The local path (into out) of another runner's image path
  * .../images/<agent>/<job>: <data_dir>/images/<agent>/<job>, fetched from the
- * file store by its SHA-256 and extracted if not there yet. */
+ * file store by its SHA-256 and extracted, with its mount plan, if not there
+ * yet. */
 int ah_image_adopt(const struct ah_runner *r, const char *image, const char *sha, char *out,
                    size_t n, ah_err *err);
 /* The uploaded code at path (<data_dir>/code/<agent>.tar.gz) made the one
