@@ -38,8 +38,9 @@ int ah_fuse_init(const ah_config *cfg, const char *data_dir, ah_err *err);
 void ah_fuse_shutdown(void);
 
 /* Deploy and takeover: writes <image_dir>.mounts for the agent's enabled
- * mounts (none: no file), replacing it by a rename; any thread. AH_EINVALID with a message naming the mount when one cannot work
- * (no credentials, the bucket test fails). */
+ * mounts (none: no file), replacing it by a rename; any thread. AH_EINVALID
+ * with a message naming the mount when one cannot work (no credentials, the
+ * bucket test fails). */
 int ah_fuse_plan_write(ah_db *db, ah_arena *a, const struct ah_config *cfg, const char *agent_id,
                        const char *image_dir, ah_err *err);
 
