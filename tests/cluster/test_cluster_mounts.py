@@ -7,16 +7,17 @@ without it, and the next call, once they are set again, mounts it."""
 import json
 import os
 import signal
-import subprocess
 import uuid
 
 import pytest
 
-from conftest import BUILD, kit, pid_of, sql, wait_until
+from conftest import BUILD, kit, new_agent, pid_of, sql, wait_until
 from s3server import KEY, SECRET, S3rver
 from test_cluster_faults import holder_host
 
 import agent_code
+
+S3_TOOL = os.path.join(BUILD, "tests", "unit", "s3_tool")
 
 # The prompt is a path; the answer its text, or the error's code.
 CAT_JS = r"""
@@ -32,21 +33,6 @@ process.stdin.on('end', () => {
 """
 
 
-def put(s3, key, text):
-    """An object put with the S3 API (lib/s3's driver)."""
-    path = f"/tmp/ah-cl-mnt-{uuid.uuid4().hex}"
-    with open(path, "w") as f:
-        f.write(text)
-    try:
-        env = dict(os.environ, AH_S3_ENDPOINT=s3.endpoint, AH_S3_BUCKET=s3.bucket,
-                   AH_S3_REGION="us-east-1", AH_S3_KEY=KEY, AH_S3_SECRET=SECRET)
-        r = subprocess.run([os.path.join(BUILD, "tests", "unit", "s3_tool"), "put", key, path],
-                           env=env, capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0, r.stderr
-    finally:
-        os.unlink(path)
-
-
 def agent_with_mount(client, s3):
     r = client.post("/buckets", json={"name": "cl " + uuid.uuid4().hex[:6], "provider": "s3",
                                       "bucket_name": s3.bucket, "endpoint_url": s3.endpoint})
@@ -55,12 +41,7 @@ def agent_with_mount(client, s3):
     r = client.post(f"/buckets/{bucket}/credentials", json={"access_key_id": KEY,
                                                             "secret_access_key": SECRET})
     assert r.status_code == 200, r.text
-    r = client.post("/agents", json={"name": "cl " + uuid.uuid4().hex[:10], "source_type": "local"})
-    assert r.status_code == 201, r.text
-    slug = r.json()["slug"]
-    r = client.put(f"/agents/{slug}/code", data=agent_code.project(CAT_JS),
-                   headers={"Content-Type": "application/gzip"})
-    assert r.status_code == 200, r.text
+    slug = new_agent(client, CAT_JS)
     r = client.post(f"/agents/{slug}/mounts", json={"bucket_slug": bucket, "mount_path": "/mnt/data",
                                                     "read_only": True})
     assert r.status_code == 201, r.text
@@ -73,7 +54,7 @@ def test_taken_over_agent_reads_its_mounted_bucket(user):
     agent = None
     dead = None
     try:
-        put(s3, "hello.txt", "hello from the bucket")
+        s3.put(S3_TOOL, "hello.txt", "hello from the bucket")
         agent, bucket = agent_with_mount(user, s3)
         slug = agent["slug"]
         r = user.post(f"/agents/{slug}/invoke", json={"prompt": "/mnt/data/hello.txt"})

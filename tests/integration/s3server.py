@@ -59,6 +59,21 @@ class S3rver:
         self.stop()
         raise RuntimeError("s3rver did not start")
 
+    def put(self, s3_tool, key, text):
+        """Puts an object with the S3 API: lib/s3's driver (SigV4) through the
+        build's tests/unit/s3_tool."""
+        fd, path = tempfile.mkstemp(prefix="ah-s3put-")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        try:
+            env = dict(os.environ, AH_S3_ENDPOINT=self.endpoint, AH_S3_BUCKET=self.bucket,
+                       AH_S3_REGION="us-east-1", AH_S3_KEY=KEY, AH_S3_SECRET=SECRET)
+            r = subprocess.run([s3_tool, "put", key, path], env=env, capture_output=True, text=True,
+                               timeout=60)
+            assert r.returncode == 0, r.stderr
+        finally:
+            os.unlink(path)
+
     def keys(self):
         """Every object key in the bucket, read from s3rver's directory."""
         out = []

@@ -47,20 +47,6 @@ def s3():
     s.stop()
 
 
-def put(s3, key, text):
-    """Puts an object with the S3 API (lib/s3's driver, SigV4)."""
-    path = f"/tmp/ah-mnt-{uuid.uuid4().hex}"
-    with open(path, "w") as f:
-        f.write(text)
-    try:
-        env = dict(os.environ, AH_S3_ENDPOINT=s3.endpoint, AH_S3_BUCKET=s3.bucket,
-                   AH_S3_REGION="us-east-1", AH_S3_KEY=KEY, AH_S3_SECRET=SECRET)
-        r = subprocess.run([S3_TOOL, "put", key, path], env=env, capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0, r.stderr
-    finally:
-        os.unlink(path)
-
-
 def object_text(s3, key):
     with open(os.path.join(s3.dir, s3.bucket, key + "._S3rver_object")) as f:
         return f.read()
@@ -128,13 +114,13 @@ def dead(pid):
 
 def test_agent_reads_lists_and_sees_only_its_prefix(client, s3):
     tag = uuid.uuid4().hex[:8]
-    put(s3, f"{tag}/in/hello.txt", "hello from S3")
-    put(s3, f"{tag}/outside.txt", "not for the agent")
+    s3.put(S3_TOOL, f"{tag}/in/hello.txt", "hello from S3")
+    s3.put(S3_TOOL, f"{tag}/outside.txt", "not for the agent")
     slug = agent_with_mounts(client, [{"bucket_slug": bucket(client, s3), "mount_path": "/mnt/data",
                                        "source_prefix": f"{tag}/in", "read_only": True}])
     assert run(client, slug, "!ls /mnt/data") == ["hello.txt"]
     assert run(client, slug, "!cat /mnt/data/hello.txt") == "hello from S3"
-    put(s3, f"{tag}/in/later.txt", "put after the deploy")
+    s3.put(S3_TOOL, f"{tag}/in/later.txt", "put after the deploy")
     assert run(client, slug, "!cat /mnt/data/later.txt") == "put after the deploy"
 
 
