@@ -160,13 +160,18 @@ static int body_to_file(ah_req *r, char **path)
 {
 	int fd;
 	ah_err err;
-	if (ah_store_tmp(ah_files_store(), r->arena, &fd, path, &err) != 0)
-		return AH_EFAIL;
+	int rc = ah_store_tmp(ah_files_store(), r->arena, &fd, path, &err);
+	if (rc != 0) {
+		ah_log_error("%s", err.msg);
+		return rc;
+	}
 	char buf[65536];
-	int n, rc = 0;
-	while (rc == 0 && (n = FCGX_GetStr(buf, sizeof(buf), r->fcgi->in)) > 0)
-		if (write(fd, buf, (size_t)n) != n)
-			rc = AH_EFAIL;
+	int n;
+	while (rc == 0 && (n = FCGX_GetStr(buf, sizeof(buf), r->fcgi->in)) > 0) {
+		ssize_t w = write(fd, buf, (size_t)n);
+		if (w != n) /* a short write to a file: its disk is full */
+			rc = w >= 0 || errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
+	}
 	close(fd);
 	if (rc)
 		unlink(*path);
@@ -207,8 +212,8 @@ static int upload_put(ah_req *r)
 	const char *nginx_file = ah_param_env(r, "REQUEST_BODY_FILE");
 	char *path = nginx_file && *nginx_file ? ah_strdup(r->arena, nginx_file) : NULL;
 	bool ours = !path;
-	if (ours && body_to_file(r, &path) != 0)
-		return AH_EFAIL;
+	if (ours && (rc = body_to_file(r, &path)) != 0)
+		return rc == AH_ENOSPACE ? ah_storage_full_reply(r, "presigned upload") : AH_EFAIL;
 	struct stat st;
 	long long got = stat(path, &st) == 0 ? (long long)st.st_size : -1;
 	unsigned long long claimed = 0;

@@ -114,3 +114,53 @@ def test_file_upload_to_a_full_disk_is_507_and_changes_nothing():
     r = c.post("/files", files={"file": ("big.bin", body, "application/octet-stream")})
     assert r.status_code == 201, r.text
     assert r.json()["size_bytes"] == len(body)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_streamed_presigned_upload_to_a_full_disk_is_507():
+    """A presigned PUT whose body the worker writes itself (an install's nginx
+    streams it, nginx/upload-body-streamed.conf; the checkout's hands over its
+    own file): on a full disk, 507 and nothing left, and the same URL works
+    once there is room. Sent over FastCGI to a private API master."""
+    import urllib.parse
+    from fcgi import PrivateApi, fcgi_begin, fcgi_read_response, fcgi_record
+    if config_get("storage_backend", "local") != "local":
+        pytest.skip("the file store is not on this host's disk")
+    store_tmp = os.path.join(config_get("files_dir", os.path.join(VAR, "files")), "tmp")
+    c = new_client()
+    data = os.urandom(512 * 1024)
+    r = c.post("/files/presigned-upload", json={"filename": "big.bin", "size_bytes": len(data),
+                                                "content_type": "application/octet-stream"})
+    assert r.status_code == 201, r.text
+    url = urllib.parse.urlsplit(r.json()["upload_url"])
+
+    def put(api):
+        s = fcgi_begin(api.sock, {"REQUEST_METHOD": "PUT", "REQUEST_URI": f"{url.path}?{url.query}",
+                                  "QUERY_STRING": url.query, "REMOTE_ADDR": "10.1.2.3",
+                                  "CONTENT_TYPE": "application/octet-stream",
+                                  "CONTENT_LENGTH": str(len(data))})
+        try:
+            try:  # the worker may answer before it has read it all
+                for i in range(0, len(data), 32768):
+                    s.sendall(fcgi_record(5, data[i:i + 32768]))
+                s.sendall(fcgi_record(5, b""))
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            out = fcgi_read_response(s, timeout=60)
+        finally:
+            s.close()
+        head, body = out.split(b"\r\n\r\n", 1)
+        return int(head[8:11]), body
+
+    with PrivateApi() as api:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "ahtest-full", store_tmp],
+                       check=True)
+        try:
+            status, body = put(api)
+            assert status == 507, body
+            assert b"storage is full" in body
+            assert os.listdir(store_tmp) == []
+        finally:
+            subprocess.run(["umount", "-l", store_tmp], check=True)
+        status, body = put(api)
+        assert status == 200, body
