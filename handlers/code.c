@@ -73,7 +73,7 @@ static int stream_body(ah_req *r, int fd, char hex[65], long long *size)
 			return AH_ETOOBIG;
 		crypto_hash_sha256_update(&st, (unsigned char *)buf, (size_t)n);
 		if (write(fd, buf, (size_t)n) != n)
-			return errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
+			return ah_err_disk(errno);
 	}
 	crypto_hash_sha256_final(&st, digest);
 	sodium_bin2hex(hex, 65, digest, sizeof(digest));
@@ -129,13 +129,13 @@ static int put_code(ah_req *r)
 	int fd = mkstemp(tmp);
 	if (fd < 0) {
 		ah_log_error("cannot create %s: %s", tmp, strerror(errno));
-		return answer_upload_error(r, errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL);
+		return answer_upload_error(r, ah_err_disk(errno));
 	}
 	char hex[65];
 	long long size;
 	rc = stream_body(r, fd, hex, &size);
 	if (rc == 0 && fsync(fd) != 0)
-		rc = errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
+		rc = ah_err_disk(errno);
 	close(fd);
 	const char *dest = ah_sprintf(r->arena, "%s/%s.tar.gz", dir, a->id);
 	if (rc == 0)

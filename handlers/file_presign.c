@@ -170,7 +170,7 @@ static int body_to_file(ah_req *r, char **path)
 	while (rc == 0 && (n = FCGX_GetStr(buf, sizeof(buf), r->fcgi->in)) > 0) {
 		ssize_t w = write(fd, buf, (size_t)n);
 		if (w != n) /* a short write to a file: its disk is full */
-			rc = w >= 0 || errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
+			rc = w >= 0 ? AH_ENOSPACE : ah_err_disk(errno);
 	}
 	close(fd);
 	if (rc)

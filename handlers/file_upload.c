@@ -107,7 +107,7 @@ static int part_data(void *ud, const char *buf, size_t n)
 		if (w == (ssize_t)n)
 			return 0;
 		/* A short write to a file: its disk is full. */
-		return w >= 0 || errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
+		return w >= 0 ? AH_ENOSPACE : ah_err_disk(errno);
 	}
 	size_t cap = u->field == u->slug ? sizeof(u->slug) : FIELD_MAX;
 	if (*u->field_len + n >= cap) {
@@ -224,7 +224,7 @@ static int post_file(ah_req *r)
 	ah_mp_sink sink = {part_begin, part_data, part_end};
 	rc = ah_multipart_parse(read_stdin, r, boundary, &sink, u, why, sizeof(why));
 	if (rc == 0 && fsync(u->fd) != 0)
-		rc = errno == ENOSPC || errno == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
+		rc = ah_err_disk(errno);
 	if (rc == AH_ENOSPACE)
 		return ah_storage_full_reply(r, "file upload");
 	if (rc == AH_ETOOBIG)

@@ -352,12 +352,9 @@ static char *first_key(ah_req *r, const ah_list *l, const char *owner)
 static void reply_page(ah_req *r, long long total, const char *cursor, long long limit,
                        const char *body, size_t len)
 {
-	char n[32];
-	snprintf(n, sizeof n, "%lld", total);
-	ah_header(r, "X-Total-Count", n);
 	if (cursor)
 		next_headers(r, cursor, limit);
-	ah_reply_raw(r, 200, "application/json", body, len);
+	ah_reply_list_body(r, body, len, total);
 }
 
 /* Answers the first page from this worker's copy if the list has not changed
@@ -424,8 +421,7 @@ int ah_list_keyset(ah_req *r, const ah_list *l, const char *owner, const char *c
 	for (size_t i = 0; i < rows.n; i++)
 		json_object_array_add(arr, l->to_json(r, &rows, i));
 	size_t len;
-	const char *body = json_object_to_json_string_length(
-		arr, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	const char *body = ah_json_body(arr, &len);
 	if (kept && !r->partial)
 		first_keep(kept, changes, cursor, body, len);
 	reply_page(r, total, cursor, limit, body, len);

@@ -1,6 +1,7 @@
 /* See err.h. */
 #include "core/err.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -14,4 +15,9 @@ int ah_err_set(ah_err *err, int code, const char *fmt, ...)
 		err->code = code;
 	}
 	return code;
+}
+
+int ah_err_disk(int e)
+{
+	return e == ENOSPC || e == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
 }

@@ -31,4 +31,8 @@ typedef struct ah_err {
 int ah_err_set(ah_err *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* What a failed file write or create with errno e means: AH_ENOSPACE when
+ * its disk or quota is full (ENOSPC, EDQUOT), else AH_EFAIL. */
+int ah_err_disk(int e);
+
 #endif

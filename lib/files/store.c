@@ -102,18 +102,12 @@ void ah_store_close(ah_store *s)
 bool ah_store_is_s3(const ah_store *s) { return s->s3; }
 const char *ah_store_dir(const ah_store *s) { return s->dir; }
 
-/* AH_ENOSPACE for a full disk or quota (the API answers 507), else AH_EFAIL. */
-static int full(int e)
-{
-	return e == ENOSPC || e == EDQUOT ? AH_ENOSPACE : AH_EFAIL;
-}
-
 int ah_store_tmp(const ah_store *s, ah_arena *a, int *fd, char **path, ah_err *err)
 {
 	*path = ah_sprintf(a, "%s/tmp/up-XXXXXX", s->dir);
 	*fd = mkostemp(*path, O_CLOEXEC);
 	if (*fd < 0)
-		return ah_err_set(err, full(errno), "cannot create %s: %s", *path, strerror(errno));
+		return ah_err_set(err, ah_err_disk(errno), "cannot create %s: %s", *path, strerror(errno));
 	return 0;
 }
 
@@ -201,11 +195,11 @@ static int copy_file(const char *src, const char *dest, ah_err *err)
 		if (w >= 0 && w < n)
 			errno = ENOSPC; /* a short write to a file: its disk is full */
 		if (w != n)
-			rc = ah_err_set(err, full(errno), "copy to %s: %s", dest, strerror(errno));
+			rc = ah_err_set(err, ah_err_disk(errno), "copy to %s: %s", dest, strerror(errno));
 	}
 	close(in);
 	if (out >= 0 && close(out) != 0 && rc == 0)
-		rc = ah_err_set(err, full(errno), "close %s: %s", dest, strerror(errno));
+		rc = ah_err_set(err, ah_err_disk(errno), "close %s: %s", dest, strerror(errno));
 	if (rc && out >= 0)
 		unlink(dest);
 	return rc;

@@ -134,6 +134,10 @@ int ah_reply_error(ah_req *r, int status, const char *detail);
 int ah_reply_no_content(ah_req *r);
 /* A bare JSON array plus X-Total-Count. Takes ownership of arr. */
 int ah_reply_list(ah_req *r, json_object *arr, long long total);
+/* The same from the array's text (a list answered from a kept copy). */
+int ah_reply_list_body(ah_req *r, const char *body, size_t len, long long total);
+/* The text every JSON answer is sent as (plain, "/" not escaped); o owns it. */
+const char *ah_json_body(json_object *o, size_t *len);
 /* Raw bytes with a content type. */
 int ah_reply_raw(ah_req *r, int status, const char *content_type, const void *body, size_t len);
 

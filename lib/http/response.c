@@ -78,13 +78,18 @@ int ah_reply_raw(ah_req *r, int status, const char *ctype, const void *body, siz
 	return AH_EDONE;
 }
 
+const char *ah_json_body(json_object *o, size_t *len)
+{
+	return json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
+	                                         len);
+}
+
 int ah_reply_json(ah_req *r, int status, json_object *body)
 {
 	if (!body)
 		return ah_reply_raw(r, status, NULL, NULL, 0);
 	size_t len;
-	const char *s = json_object_to_json_string_length(body,
-	                JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	const char *s = ah_json_body(body, &len);
 	int rc = ah_reply_raw(r, status, "application/json", s, len);
 	json_object_put(body);
 	return rc;
@@ -120,10 +125,19 @@ int ah_reply_no_content(ah_req *r)
 
 int ah_reply_list(ah_req *r, json_object *arr, long long total)
 {
+	size_t len;
+	const char *s = ah_json_body(arr, &len);
+	int rc = ah_reply_list_body(r, s, len, total);
+	json_object_put(arr);
+	return rc;
+}
+
+int ah_reply_list_body(ah_req *r, const char *body, size_t len, long long total)
+{
 	char n[32];
 	snprintf(n, sizeof(n), "%lld", total);
 	ah_header(r, "X-Total-Count", n);
-	return ah_reply_json(r, 200, arr);
+	return ah_reply_raw(r, 200, "application/json", body, len);
 }
 
 void ah_json_str(json_object *o, const char *key, const char *val)
