@@ -151,8 +151,7 @@ static int switch_agent(ah_db *db, ah_arena *a, struct ah_runner *r, struct ah_j
 static void retire_old(const struct ah_runner *r, const struct ah_job *j, const char *old_image,
                        const char *new_image)
 {
-	ah_warm_forget(j->agent_id); /* its recipe names the old image */
-	int n = ah_sandboxes_destroy_agent(j->agent_id);
+	int n = ah_warm_destroy_agent(j->agent_id); /* its recipe names the old image */
 	ah_fuse_retain(j->agent_id, new_image); /* mounts the new deploy dropped or changed */
 	if (n > 0)
 		ah_log_info("%s: destroyed %d sandbox(es) of the previous deploy", j->tag, n);

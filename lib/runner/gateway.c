@@ -11,6 +11,7 @@
 
 #include "core/log.h"
 #include "runner/gateway_int.h"
+#include "runner/run_req.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -43,6 +44,16 @@ void ah_gateway_new_token(char *out)
 	sodium_bin2base64(out + 4, AH_GATEWAY_TOKEN_LEN - 3, raw, sizeof raw,
 	                  sodium_base64_VARIANT_URLSAFE_NO_PADDING);
 	sodium_memzero(raw, sizeof raw);
+}
+
+int ah_gateway_env(struct ah_run_req *q, const ah_config *cfg, char *token, ah_err *err)
+{
+	const char *name = ah_cfg_str(cfg, AH_CFG_MODEL_KEY_NAME);
+	ah_gateway_new_token(token);
+	ah_run_req_unsetenv(q, name);
+	ah_run_req_unsetenv(q, "ANTHROPIC_BASE_URL");
+	int rc = ah_run_req_setenv(q, name, token, err);
+	return rc ? rc : ah_run_req_setenv(q, "ANTHROPIC_BASE_URL", AH_GATEWAY_URL, err);
 }
 
 int ah_gateway_read_key(char **out, const ah_config *cfg, ah_err *err)

@@ -37,6 +37,13 @@ int ah_gateway_global_init(ah_err *err);
 /* A fresh token into out (AH_GATEWAY_TOKEN_LEN + 1 bytes). */
 void ah_gateway_new_token(char *out);
 
+/* A program's environment for the gateway: a fresh token into token
+ * (AH_GATEWAY_TOKEN_LEN + 1 bytes) and in the model key variable (whatever
+ * the API put there, the real key included, is dropped), and
+ * ANTHROPIC_BASE_URL the gateway, so SDKs that read both need no change. */
+struct ah_run_req;
+int ah_gateway_env(struct ah_run_req *q, const ah_config *cfg, char *token, ah_err *err);
+
 /* The configured model-provider key (model_key_value, else the contents of
  * model_key_file) into out (malloc'ed; "" when none); the caller wipes and
  * frees it. */

@@ -6,6 +6,7 @@
 #include "runner/runner.h"
 #include "runner/sandboxes.h"
 #include "runner/fuse.h"
+#include "runner/warm.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "db/history.h"
@@ -100,7 +101,7 @@ static void gc_deleted_agents(ah_db *db, const struct ah_runner *r)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		ah_log_info("agent=%s deleted: removing its sandboxes and images", de->d_name);
-		ah_sandboxes_destroy_agent(de->d_name);
+		ah_warm_destroy_agent(de->d_name);
 		ah_fuse_retain(de->d_name, NULL);
 		ah_deploy_rmtree(path);
 	}

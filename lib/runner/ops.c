@@ -308,13 +308,11 @@ static int execute(const struct ah_runner *r, const struct ah_run_req *q, const 
 	return rc;
 }
 
-/* With the gateway on, the agent's model key variable holds a fresh token
- * (whatever the API put there, the real key included, is dropped) and
- * ANTHROPIC_BASE_URL the gateway: SDKs that read both need no change. */
+/* The gateway's key for this call, and its token in the agent's environment
+ * (ah_gateway_env). */
 static int gateway_plan(struct gw_plan *gw, struct ah_run_req *q, const ah_config *cfg, ah_err *err)
 {
 	ah_err why = {0};
-	const char *name = ah_cfg_str(cfg, AH_CFG_MODEL_KEY_NAME);
 	if (ah_gateway_read_key(&gw->key, cfg, &why) != 0) {
 		ah_log_error("model gateway: %s", why.msg);
 		return ah_err_set(err, AH_EFAIL, "the model gateway has no key");
@@ -322,11 +320,7 @@ static int gateway_plan(struct gw_plan *gw, struct ah_run_req *q, const ah_confi
 	if (!*gw->key)
 		ah_log_warn("model_gateway is on but no model key is configured (model_key_value, "
 		            "model_key_file): the provider will refuse the agents' calls");
-	ah_gateway_new_token(gw->token);
-	ah_run_req_unsetenv(q, name);
-	ah_run_req_unsetenv(q, "ANTHROPIC_BASE_URL");
-	int rc = ah_run_req_setenv(q, name, gw->token, err);
-	return rc ? rc : ah_run_req_setenv(q, "ANTHROPIC_BASE_URL", AH_GATEWAY_URL, err);
+	return ah_gateway_env(q, cfg, gw->token, err);
 }
 
 static void gateway_plan_free(struct gw_plan *gw)
@@ -403,8 +397,7 @@ json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req)
 	json_object *purge = NULL;
 	if (!ah_run_token_ok(agent, 32, "_"))
 		return ah_op_error("invalid agent_id");
-	ah_warm_forget(agent); /* before its sandboxes: no warm start in between */
-	int n = ah_sandboxes_destroy_agent(agent);
+	int n = ah_warm_destroy_agent(agent);
 	ah_fuse_retain(agent, NULL); /* its bucket mounts: the next call starts them again */
 	ah_log_info("agent=%s: destroy_agent (%d sandboxes)", agent, n);
 	if (json_object_object_get_ex(req, "purge", &purge) && json_object_get_boolean(purge)) {

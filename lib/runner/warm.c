@@ -146,23 +146,39 @@ static struct recipe *recipe_of(const struct ah_run_req *q, const char *fp)
 	return c;
 }
 
+/* Lock held: whether the agent has a recipe, and if it is fp's, the call
+ * noted on it (*had: its count before). */
+static bool note_on_same(const struct ah_run_req *q, const char *fp, int64_t idle_ms, bool *exists,
+                         int *had)
+{
+	struct recipe *c = *find(q->agent_id);
+	*exists = c != NULL;
+	if (!c || q->min_warm <= 0 || strcmp(c->fp, fp) != 0)
+		return false;
+	*had = c->want;
+	c->want = q->min_warm; /* the same recipe: only its call time and count */
+	c->idle_ms = idle_ms;
+	c->last_call_ms = ah_now_ms();
+	return true;
+}
+
 void ah_warm_note(const struct ah_run_req *q, const char *fp, int64_t idle_ms)
 {
 	struct recipe *fresh = NULL, *old = NULL;
-	if (q->min_warm > 0 && !(fresh = recipe_of(q, fp)))
-		ah_log_warn("agent=%s: no memory for its warm recipe", q->agent_id);
+	bool exists;
+	int had = 0;
 	pthread_mutex_lock(&mu);
-	struct recipe **p = find(q->agent_id);
-	int had = *p ? (*p)->want : 0;
-	if (*p && fresh && strcmp((*p)->fp, fp) == 0) {
-		(*p)->want = q->min_warm; /* the same recipe: only its call time and count */
-		(*p)->idle_ms = idle_ms;
-		(*p)->last_call_ms = ah_now_ms();
-		recipe_free(fresh);
-		fresh = NULL;
-	} else if (*p || fresh) {
-		old = *p;
-		if (old)
+	bool same = note_on_same(q, fp, idle_ms, &exists, &had);
+	pthread_mutex_unlock(&mu);
+	if (!same && (exists || q->min_warm > 0)) {
+		/* A new recipe (or none): its copies of the secrets and attachments
+		 * are made only now, outside the lock, not on every call. */
+		if (q->min_warm > 0 && !(fresh = recipe_of(q, fp)))
+			ah_log_warn("agent=%s: no memory for its warm recipe", q->agent_id);
+		pthread_mutex_lock(&mu);
+		struct recipe **p = find(q->agent_id);
+		had = *p ? (*p)->want : 0;
+		if ((old = *p))
 			*p = old->next;
 		if (fresh) {
 			fresh->want = q->min_warm;
@@ -171,9 +187,9 @@ void ah_warm_note(const struct ah_run_req *q, const char *fp, int64_t idle_ms)
 			fresh->next = recipes;
 			recipes = fresh;
 		}
+		pthread_mutex_unlock(&mu);
+		recipe_free(old);
 	}
-	pthread_mutex_unlock(&mu);
-	recipe_free(old);
 	/* Fewer wanted: the extra ones go now (another fingerprint's go as the
 	 * thread or a call meets them). */
 	if (had > q->min_warm)
@@ -204,6 +220,12 @@ void ah_warm_forget(const char *agent_id)
 		ah_log_info("agent=%s: %d warm process(es) retired", agent_id, n);
 }
 
+int ah_warm_destroy_agent(const char *agent_id)
+{
+	ah_warm_forget(agent_id); /* first: no warm start between the two */
+	return ah_sandboxes_destroy_agent(agent_id);
+}
+
 void ah_warm_kick(void)
 {
 	pthread_mutex_lock(&mu);
@@ -229,17 +251,7 @@ struct start_ctx {
 
 /* With the gateway on the program gets a token of its own (the call that
  * takes it serves the gateway with that token: ops.c), never the key. */
-static int gateway_env(struct ah_run_req *env, const ah_config *cfg, char key[AH_SBX_KEY_LEN + 1],
-                       ah_err *err)
-{
-	const char *name = ah_cfg_str(cfg, AH_CFG_MODEL_KEY_NAME);
-	_Static_assert(AH_GATEWAY_TOKEN_LEN <= AH_SBX_KEY_LEN, "a token fits the key");
-	ah_gateway_new_token(key);
-	ah_run_req_unsetenv(env, name);
-	ah_run_req_unsetenv(env, "ANTHROPIC_BASE_URL");
-	int rc = ah_run_req_setenv(env, name, key, err);
-	return rc ? rc : ah_run_req_setenv(env, "ANTHROPIC_BASE_URL", AH_GATEWAY_URL, err);
-}
+_Static_assert(AH_GATEWAY_TOKEN_LEN <= AH_SBX_KEY_LEN, "a token fits the key");
 
 static int start_warm(ah_sandbox *sb, void *arg, char key[AH_SBX_KEY_LEN + 1], ah_err *err)
 {
@@ -251,7 +263,7 @@ static int start_warm(ah_sandbox *sb, void *arg, char key[AH_SBX_KEY_LEN + 1], a
 		rc = ah_err_set(err, AH_EFAIL, "out of memory");
 	env.nenv = env.envp ? c->nenv : 0;
 	if (rc == 0 && ah_cfg_bool(x->cfg, AH_CFG_MODEL_GATEWAY))
-		rc = gateway_env(&env, x->cfg, key, err);
+		rc = ah_gateway_env(&env, x->cfg, key, err);
 	char tag[64];
 	snprintf(tag, sizeof tag, "warm agent=%s", c->agent_id);
 	const char *argv[] = {"/usr/bin/node", c->entry, NULL};

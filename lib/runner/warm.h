@@ -40,6 +40,9 @@ void ah_warm_deaths(const char *agent_id, const char *fp, int n);
 /* The agent's recipe and warm processes go (stop, redeploy, delete, a
  * changed secret or min_warm). */
 void ah_warm_forget(const char *agent_id);
+/* The recipe forgotten, then every sandbox of the agent destroyed (stop,
+ * redeploy, delete): their number. */
+int ah_warm_destroy_agent(const char *agent_id);
 /* Something to do: a call took a warm process, or gave a recipe. */
 void ah_warm_kick(void);
 
