@@ -40,7 +40,9 @@ static const char SQL_UPDATE[] =
 	"UPDATE agents SET name = ?, slug = ?, description = ?, source_type = ?, git_repo_url = ?,"
 	" git_branch = ?, timeout_seconds = ?, min_warm = ?, needs_redeploy = ?, updated_at = NOW(3)"
 	" WHERE id = ?";
-static const char SQL_DELETE[] = "DELETE FROM agents WHERE id = ?";
+/* What the row held when it went: a deploy or an upload that changed them
+ * after this request read the agent released the older ones itself. */
+static const char SQL_DELETE[] = "DELETE FROM agents WHERE id = ? RETURNING code_sha256, image_sha256";
 static const char SQL_START_DEPLOY[] =
 	"UPDATE agents SET status = 'deploying', status_message = NULL, updated_at = NOW(3)"
 	" WHERE id = ? AND status <> 'deploying'";
@@ -198,7 +200,7 @@ static int patch_agent(ah_req *r)
 	 * than at the agent's next call (a timeout_seconds change needs nothing:
 	 * the deadline is the call's). */
 	if (rc == 0 && in.has_min_warm && in.min_warm != a->min_warm)
-		ah_runner_retire_warm(r, a->id);
+		ah_runner_retire_warm(r, a->id, a->runner_id);
 	return rc ? rc : reply_agent_by_id(r, 200, a->id);
 }
 
@@ -208,7 +210,8 @@ static int delete_agent(ah_req *r)
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0)
 		return rc;
-	if (ah_db_exec(r->db, NULL, SQL_DELETE, "s", a->id) != 0)
+	ah_rows gone;
+	if (ah_db_query(r->db, r->arena, &gone, SQL_DELETE, "s", a->id) != 0)
 		return AH_EFAIL;
 	/* The row first, so that nothing starts a new sandbox of it; then its
 	 * runner (named: the row no longer leads to it) drops its sandboxes and
@@ -216,8 +219,10 @@ static int delete_agent(ah_req *r)
 	if (a->runner_id && *a->runner_id)
 		ah_runner_forget_agent(r, a->id, a->runner_id, true);
 	ah_code_remove(r, a->id);
-	ah_code_release(r, a->code_sha256);
-	ah_code_release(r, a->image_sha256);
+	if (gone.n == 1) { /* not a delete of the same agent at the same moment */
+		ah_code_release(r, ah_cell(&gone, 0, 0));
+		ah_code_release(r, ah_cell(&gone, 0, 1));
+	}
 	/* Its agent and session files, bytes and quota with them (attachments of
 	 * the user's own files went with the row). */
 	ah_err err;

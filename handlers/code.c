@@ -26,6 +26,7 @@
 static const char SQL_SET_CODE[] =
 	"UPDATE agents SET code_sha256 = ?, code_size = ?, code_uploaded_at = NOW(3),"
 	" needs_redeploy = (deployed_at IS NOT NULL), updated_at = NOW(3) WHERE id = ?";
+static const char SQL_CODE_LOCK[] = "SELECT code_sha256 FROM agents WHERE id = ? FOR UPDATE";
 static const char SQL_GET_CODE[] =
 	"SELECT code_sha256, code_size, code_uploaded_at FROM agents WHERE id = ?";
 
@@ -111,6 +112,25 @@ static int store_copy(ah_req *r, const char *path, const char *sha, long long si
 	return rc;
 }
 
+/* The agent's code set to hex in a transaction that reads what it replaces
+ * (*old, released after by the caller): of two uploads at once each
+ * releases the code it replaced, never both the same. */
+static int set_code(ah_req *r, const char *agent_id, const char *hex, long long size,
+                    const char **old)
+{
+	ah_rows rows;
+	if (ah_db_begin(r->db) != 0)
+		return AH_EFAIL;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_CODE_LOCK, "s", agent_id) != 0 || rows.n != 1 ||
+	    ah_db_exec(r->db, NULL, SQL_SET_CODE, "sis", hex, size, agent_id) != 0 ||
+	    ah_db_commit(r->db) != 0) {
+		ah_db_rollback(r->db);
+		return AH_EFAIL;
+	}
+	*old = ah_cell(&rows, 0, 0);
+	return 0;
+}
+
 static int put_code(ah_req *r)
 {
 	const ah_agent *a;
@@ -147,10 +167,11 @@ static int put_code(ah_req *r)
 		return answer_upload_error(r, rc);
 	}
 	ah_rows rows;
-	if (ah_db_exec(r->db, NULL, SQL_SET_CODE, "sis", hex, size, a->id) != 0 ||
+	const char *old;
+	if (set_code(r, a->id, hex, size, &old) != 0 ||
 	    ah_db_query(r->db, r->arena, &rows, SQL_GET_CODE, "s", a->id) != 0 || rows.n != 1)
 		return AH_EFAIL;
-	ah_code_release(r, a->code_sha256);
+	ah_code_release(r, old);
 	json_object *o = json_object_new_object();
 	ah_json_str(o, "sha256", hex);
 	ah_json_int(o, "size", size);

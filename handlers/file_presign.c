@@ -162,7 +162,8 @@ static int body_to_file(ah_req *r, char **path)
 	ah_err err;
 	int rc = ah_store_tmp(ah_files_store(), r->arena, &fd, path, &err);
 	if (rc != 0) {
-		ah_log_error("%s", err.msg);
+		if (rc != AH_ENOSPACE) /* that one the answer logs */
+			ah_log_error("%s", err.msg);
 		return rc;
 	}
 	char buf[65536];

@@ -215,8 +215,10 @@ static int post_file(ah_req *r)
 	u->fd = -1;
 	int rc = ah_store_tmp(ah_files_store(), r->arena, &u->fd, &u->tmp, &err);
 	if (rc != 0) {
+		if (rc == AH_ENOSPACE)
+			return ah_storage_full_reply(r, "file upload");
 		ah_log_error("%s", err.msg);
-		return rc == AH_ENOSPACE ? ah_storage_full_reply(r, "file upload") : AH_EFAIL;
+		return AH_EFAIL;
 	}
 	ah_arena_on_cleanup(r->arena, remove_tmp, u);
 	crypto_hash_sha256_init(&u->sha);

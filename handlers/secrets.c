@@ -89,7 +89,7 @@ static int list_secrets(ah_req *r)
 static void retire_warm(ah_req *r, const ah_agent *a)
 {
 	if (a->min_warm > 0)
-		ah_runner_retire_warm(r, a->id);
+		ah_runner_retire_warm(r, a->id, a->runner_id);
 }
 
 static int set_secret(ah_req *r)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char B62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -155,4 +156,9 @@ const char *ah_utf8_repair(ah_arena *a, const char *str, size_t len, size_t *out
 	}
 	*outlen = o;
 	return out;
+}
+
+void ah_sleep_jittered(unsigned base_us, unsigned jitter_us)
+{
+	usleep(base_us + randombytes_uniform(jitter_us));
 }

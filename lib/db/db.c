@@ -221,7 +221,7 @@ static MYSQL_STMT *run(ah_db *db, const char *sql, const char *fmt, va_list ap)
 			return NULL;
 		}
 		if (kind == 2) {
-			usleep(5000u * (unsigned)deadlocks + (unsigned)((random() + getpid() * 7919L) % 10000));
+			ah_sleep_jittered(5000u * (unsigned)deadlocks, 10000);
 			continue;
 		}
 		ah_log_warn("database connection lost (%s); reconnecting", db->error);

@@ -80,7 +80,7 @@ static int in_tx(ah_db *db, const ah_store *s, const char *sha, long long size, 
 	int rc = AH_EFAIL;
 	for (int tries = 0; tries < 8; tries++) {
 		if (tries > 0)
-			usleep((useconds_t)(10000 << (tries < 5 ? tries : 5)) + (useconds_t)(rand() % 10000));
+			ah_sleep_jittered(10000u << (tries < 5 ? tries : 5), 10000);
 		if (ah_db_begin(db) != 0)
 			return ah_err_set(err, AH_EFAIL, "begin: %s", ah_db_error(db));
 		rc = keep ? ah_blob_ref(db, s, sha, size, src, ct, err) : ah_blob_unref(db, s, sha, err);

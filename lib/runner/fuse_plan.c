@@ -103,11 +103,10 @@ static int write_private(const char *path, const char *text, ah_err *err)
 	if (fd < 0)
 		return ah_err_set(err, AH_EFAIL, "%s: %s", tmp, strerror(errno));
 	size_t len = strlen(text);
-	ssize_t n = write(fd, text, len);
-	int rc = (n == (ssize_t)len && fchmod(fd, 0600) == 0 && close(fd) == 0) ? 0 : -1;
-	if (rc != 0 && n != (ssize_t)len)
-		close(fd);
-	if (rc == 0 && rename(tmp, path) == 0)
+	bool ok = write(fd, text, len) == (ssize_t)len && fchmod(fd, 0600) == 0;
+	if (close(fd) != 0)
+		ok = false;
+	if (ok && rename(tmp, path) == 0)
 		return 0;
 	unlink(tmp);
 	return ah_err_set(err, AH_EFAIL, "%s: write failed", path);

@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "core/arena.h"
-#include "deploy/deploy.h"
 
 int ah_heartbeat_register(ah_db *db, const struct ah_runner *r, ah_err *err)
 {
@@ -84,7 +83,7 @@ static void sweep_lost_deploys(ah_db *db)
  * are removed: anything finer would race the job loop's switch. */
 static void gc_deleted_agents(ah_db *db, const struct ah_runner *r)
 {
-	char dir[PATH_MAX + 16], path[PATH_MAX + 300];
+	char dir[PATH_MAX + 16];
 	snprintf(dir, sizeof(dir), "%s/images", r->data_dir);
 	DIR *d = opendir(dir);
 	if (!d)
@@ -99,11 +98,10 @@ static void gc_deleted_agents(ah_db *db, const struct ah_runner *r)
 			break; /* database away: decide nothing */
 		if (rows.n > 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		ah_log_info("agent=%s deleted: removing its sandboxes and images", de->d_name);
 		ah_warm_destroy_agent(de->d_name);
 		ah_fuse_retain(de->d_name, NULL);
-		ah_deploy_rmtree(path);
+		ah_image_purge_agent(r, de->d_name);
 	}
 	closedir(d);
 	ah_arena_destroy(a);

@@ -17,6 +17,7 @@
 #include "files/files.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -70,17 +71,26 @@ static int image_name(const char *image, char *agent, char *job, size_t n)
 	return ah_run_token_ok(agent, 32, "_") && ah_run_token_ok(job, 20, "") ? 0 : AH_EINVALID;
 }
 
-/* The blob sha fetched from the store into a new tmp/ file and checked
- * against its name; *tmp (from a) is removed on failure. noun names it in
- * the error. */
+/* The blob sha fetched from the store into a new file and checked against
+ * its name; *tmp (from a) is removed on failure. The file is in the store's
+ * tmp/, or beside `beside` when the caller renames it there (files_dir may
+ * be another filesystem than data_dir). noun names it in the error. */
 static int fetch_checked(const ah_store *s, ah_arena *a, const char *sha, const char *noun,
-                         char **tmp, ah_err *err)
+                         const char *beside, char **tmp, ah_err *err)
 {
 	char got[65] = "";
 	long long size = 0;
-	int fd = -1;
+	int fd = -1, rc = 0;
 	*tmp = NULL;
-	int rc = ah_store_tmp(s, a, &fd, tmp, err);
+	if (beside) {
+		*tmp = ah_sprintf(a, "%s.fetch-XXXXXX", beside);
+		if ((fd = mkostemp(*tmp, O_CLOEXEC)) < 0) {
+			rc = ah_err_set(err, AH_EFAIL, "cannot create %s: %s", *tmp, strerror(errno));
+			*tmp = NULL;
+		}
+	} else {
+		rc = ah_store_tmp(s, a, &fd, tmp, err);
+	}
 	if (fd >= 0)
 		close(fd);
 	if (rc == 0)
@@ -131,7 +141,7 @@ static int fetch_image(const struct ah_runner *r, const char *agent, const char 
 	lim.noun = "The stored image";
 	snprintf(stage, sizeof stage, "%s.adopt-%ld-%lu", dest, (long)getpid(),
 	         (unsigned long)pthread_self());
-	int rc = fetch_checked(s, a, sha, "image", &tmp, err);
+	int rc = fetch_checked(s, a, sha, "image", NULL, &tmp, err);
 	if (rc == 0 && mkdir(stage, 0700) != 0)
 		rc = ah_err_set(err, AH_EFAIL, "cannot create %s: %s", stage, strerror(errno));
 	if (rc == 0 && (rc = ah_tarball_extract(tmp, stage, &lim, err)) == 0)
@@ -200,13 +210,22 @@ int ah_code_fetch(const struct ah_runner *r, const char *sha, const char *path, 
 	ah_arena *a = ah_arena_new();
 	char *tmp = NULL;
 	const char *slash = strrchr(path, '/');
-	int rc = fetch_checked(s, a, sha, "code", &tmp, err);
-	if (rc == 0 && slash)
-		rc = ah_deploy_mkdirs(ah_sprintf(a, "%.*s", (int)(slash - path), path), err);
+	int rc = slash ? ah_deploy_mkdirs(ah_sprintf(a, "%.*s", (int)(slash - path), path), err) : 0;
+	if (rc == 0)
+		rc = fetch_checked(s, a, sha, "code", path, &tmp, err);
 	if (rc == 0 && rename(tmp, path) != 0)
 		rc = ah_err_set(err, AH_EFAIL, "cannot move the code into place: %s", strerror(errno));
 	if (rc != 0 && tmp)
 		unlink(tmp);
 	ah_arena_destroy(a);
 	return rc;
+}
+
+void ah_image_purge_agent(const struct ah_runner *r, const char *agent_id)
+{
+	char p[PATH_MAX + 64];
+	snprintf(p, sizeof p, "%s/images/%s", r->data_dir, agent_id);
+	ah_deploy_rmtree(p);
+	snprintf(p, sizeof p, "%s/code/%s.tar.gz", r->data_dir, agent_id);
+	unlink(p); /* fetched from the store (ah_code_fetch): the API host's own goes with its row */
 }

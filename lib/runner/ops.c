@@ -12,7 +12,6 @@
 #include "core/log.h"
 #include "core/json.h"
 #include "core/util.h"
-#include "deploy/deploy.h"
 
 #include <limits.h>
 #include <sodium.h>
@@ -401,10 +400,8 @@ json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req)
 	ah_fuse_retain(agent, NULL); /* its bucket mounts: the next call starts them again */
 	ah_log_info("agent=%s: destroy_agent (%d sandboxes)", agent, n);
 	if (json_object_object_get_ex(req, "purge", &purge) && json_object_get_boolean(purge)) {
-		char dir[PATH_MAX + 64];
-		snprintf(dir, sizeof(dir), "%s/images/%s", r->data_dir, agent);
 		ah_log_info("agent=%s deleted: removing its images", agent);
-		ah_deploy_rmtree(dir);
+		ah_image_purge_agent(r, agent);
 	}
 	return answer_of(true, (field[]){ {"destroyed", F_INT, NULL, n} }, 1);
 }

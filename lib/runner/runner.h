@@ -98,6 +98,8 @@ int ah_image_publish(const struct ah_runner *r, ah_db *db, const char *image_dir
  * yet. */
 int ah_image_adopt(const struct ah_runner *r, const char *image, const char *sha, char *out,
                    size_t n, ah_err *err);
+/* A deleted agent's images and the uploaded code this runner holds go. */
+void ah_image_purge_agent(const struct ah_runner *r, const char *agent_id);
 /* The uploaded code at path (<data_dir>/code/<agent>.tar.gz) made the one
  * whose SHA-256 is sha, from the file store if it is missing or another. */
 int ah_code_fetch(const struct ah_runner *r, const char *sha, const char *path, ah_err *err);

@@ -219,11 +219,13 @@ int ah_runner_forget_agent(ah_req *r, const char *agent_id, const char *runner_i
 	return 0;
 }
 
-int ah_runner_retire_warm(ah_req *r, const char *agent_id)
+int ah_runner_retire_warm(ah_req *r, const char *agent_id, const char *runner_id)
 {
 	json_object *req = ah_json_own(r, json_object_new_object());
 	ah_json_str(req, "op", "retire_warm");
 	ah_json_str(req, "agent_id", agent_id);
+	if (runner_id && *runner_id)
+		ah_json_str(req, "runner_id", runner_id);
 	json_object *resp, *ok;
 	if (ah_runner_call(r, req, &resp, 5000) != 0 ||
 	    !json_object_object_get_ex(resp, "ok", &ok) || !json_object_get_boolean(ok)) {

@@ -43,6 +43,6 @@ int ah_runner_forget_agent(ah_req *r, const char *agent_id, const char *runner_i
  * call never takes a warm process whose program, image and environment are
  * not the call's own (the runner compares them), so a failure is logged and
  * otherwise ignored. */
-int ah_runner_retire_warm(ah_req *r, const char *agent_id);
+int ah_runner_retire_warm(ah_req *r, const char *agent_id, const char *runner_id);
 
 #endif
