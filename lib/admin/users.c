@@ -136,34 +136,48 @@ int ah_admin_user_unlink(ah_admin *ad, const char *email, const char *issuer, co
 
 /* ---- user delete ---- */
 
-static const char SQL_AGENTS_OF[] = "SELECT id, code_sha256, image_sha256 FROM agents WHERE user_id = ?";
+static const char SQL_AGENTS_OF[] = "SELECT id FROM agents WHERE user_id = ?";
+static const char SQL_AGENT_DELETE[] =
+	"DELETE FROM agents WHERE id = ? RETURNING code_sha256, image_sha256";
 static const char SQL_USER_DELETE[] = "DELETE FROM users WHERE id = ?";
+
+/* One agent of the user: its row (with the code and image references it held
+ * then), its uploaded code, its history blobs and those references. */
+static int delete_agent(ah_admin *ad, const ah_store *s, const char *agent, ah_err *err)
+{
+	ah_rows gone;
+	int released;
+	if (ah_db_query(ad->db, ad->arena, &gone, SQL_AGENT_DELETE, "s", agent) != 0)
+		return ah_err_set(err, AH_EFAIL, "%s", ah_db_error(ad->db));
+	unlink(ah_sprintf(ad->arena, "%s/code/%s.tar.gz", ah_cfg_str(ad->cfg, AH_CFG_DATA_DIR), agent));
+	if (ah_history_blobs_sweep(ad->db, s, ad->arena, agent, 500, INT_MAX, &released, err) != 0)
+		return AH_EFAIL;
+	for (size_t i = 0; i < gone.n; i++)
+		if (ah_blob_drop(ad->db, s, ah_cell(&gone, i, 0), err) != 0 ||
+		    ah_blob_drop(ad->db, s, ah_cell(&gone, i, 1), err) != 0)
+			return AH_EFAIL;
+	return 0;
+}
 
 /* Everything of the user that the row's cascade does not reach, in the
  * order that never leaves bytes without a row pointing at them: files (bytes
- * and blob references) first, then the rows, then the uploaded code, the
- * history blobs and the agents' references to their code and images in the
- * file store. The runners' minute sweep removes the
- * agents' images and sandboxes once the rows are gone. */
+ * and blob references) first, then each agent (delete_agent), the user's row
+ * last, so that a run that stopped half-way is finished by running it again.
+ * The runners' minute sweep removes the agents' images and sandboxes once
+ * the rows are gone. */
 static int delete_user(ah_admin *ad, const ah_store *s, const char *id, ah_err *err)
 {
 	ah_rows agents;
 	int files = 0;
 	if (ah_files_delete_for_user(ad->db, s, ad->arena, id, &files, err) != 0)
 		return AH_EFAIL;
-	if (ah_db_query(ad->db, ad->arena, &agents, SQL_AGENTS_OF, "s", id) != 0 ||
-	    ah_db_exec(ad->db, NULL, SQL_USER_DELETE, "s", id) != 0)
+	if (ah_db_query(ad->db, ad->arena, &agents, SQL_AGENTS_OF, "s", id) != 0)
 		return ah_err_set(err, AH_EFAIL, "%s", ah_db_error(ad->db));
-	const char *data = ah_cfg_str(ad->cfg, AH_CFG_DATA_DIR);
-	for (size_t i = 0; i < agents.n; i++) {
-		unlink(ah_sprintf(ad->arena, "%s/code/%s.tar.gz", data, agents.v[i][0]));
-		int released;
-		if (ah_history_blobs_sweep(ad->db, s, ad->arena, agents.v[i][0], 500, INT_MAX, &released,
-		                           err) != 0 ||
-		    ah_blob_drop(ad->db, s, agents.v[i][1], err) != 0 ||
-		    ah_blob_drop(ad->db, s, agents.v[i][2], err) != 0)
+	for (size_t i = 0; i < agents.n; i++)
+		if (delete_agent(ad, s, agents.v[i][0], err) != 0)
 			return AH_EFAIL;
-	}
+	if (ah_db_exec(ad->db, NULL, SQL_USER_DELETE, "s", id) != 0)
+		return ah_err_set(err, AH_EFAIL, "%s", ah_db_error(ad->db));
 	printf("deleted user %s: %zu agents, %d files; runners remove the agents' images "
 	       "and sandboxes within a minute\n", id, agents.n, files);
 	return 0;
