@@ -27,7 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KILL_GRACE_MS 5000    /* after KILL, the spawner must answer within this */
 
 long long sb_mono_ms(void)
 {

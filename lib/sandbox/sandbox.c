@@ -409,11 +409,6 @@ bool ah_sandbox_exec_reading(const ah_sandbox *sb)
 	return sb_exec_held_reading(sb);
 }
 
-bool ah_sandbox_exec_held(const ah_sandbox *sb)
-{
-	return sb->held.on;
-}
-
 int ah_sandbox_exec_finish(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox_result *out,
                            ah_err *err)
 {

@@ -168,7 +168,6 @@ int ah_sandbox_exec(ah_sandbox *sb, const ah_sandbox_exec_spec *x,
  * finished: it would read as the call's failure). cancel kills it and logs its
  * stderr under log_tag; AH_EFAIL when the sandbox broke. */
 int ah_sandbox_exec_start(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_err *err);
-bool ah_sandbox_exec_held(const ah_sandbox *sb);
 bool ah_sandbox_exec_waiting(const ah_sandbox *sb);
 /* The held program has reached its read of stdin (its start-up is over): a
  * process of the sandbox blocks reading the held pipe, or watches it in an
