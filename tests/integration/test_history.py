@@ -385,10 +385,14 @@ def test_deep_pages_read_only_near_their_rows():
     a = agent_of(c)
     aid, uid = agent_id(c, a["slug"])
     p = "inv_" + uuid.uuid4().hex[:6]
+    # One time for every batch: NOW() per INSERT moved later batches' rows up
+    # among the earlier ones' on a slow machine (an INSERT of 5,000 rows can
+    # take over a second), and the expected order no longer held.
+    base = db_query("SELECT NOW(3)")[0][0]
     for k in range(0, 30000, 5000):
         db_query("INSERT INTO invocations (id, agent_id, user_id, session_id, prompt, status, created_at)"
                  f" SELECT CONCAT('{p}{k:05d}', LPAD(seq, 8, '0')), '{aid}', '{uid}', 's', x'00',"
-                 f" 'completed', NOW(3) - INTERVAL ({k} + seq) SECOND FROM seq_1_to_5000")
+                 f" 'completed', TIMESTAMP('{base}') - INTERVAL ({k} + seq) SECOND FROM seq_1_to_5000")
     path = f"/agents/{a['slug']}/invocations"
     deep = c.get(path + "?limit=20&offset=25000")
     assert deep.headers["X-Total-Count"] == "30000"
