@@ -81,26 +81,62 @@ with_oom_adj() { local adj=$1; shift; echo "$adj" 2>/dev/null >/proc/self/oom_sc
 
 mysql_cli() { mariadb --no-defaults --socket="$VAR/run/mysql.sock" -uroot "$@"; }
 
+# The logs hold what agents print on stderr (secrets among it), gateway tokens
+# and presigned URLs' signatures: root's alone, on a host other users share.
+# private_log_dir DIR: DIR made (or narrowed to) 0750, the files in it 0640.
+private_log_dir() {
+    mkdir -p "$1"
+    chmod 750 "$1"
+    find "$1" -maxdepth 1 -type f -exec chmod 640 {} +
+}
+
+# private_log FILE: FILE made 0640 before a program appends to it (a shell's
+# redirection or mariadbd would make it 0644 or 0660).
+private_log() { [ -e "$1" ] || install -m 640 /dev/null "$1"; chmod 640 "$1"; }
+
+# mariadb-install-db makes anonymous accounts (''@localhost, ''@<host name>)
+# and a `test` database any account may fill (grants to PUBLIC on test and
+# test\_%); the stack needs none of them. Removed at every start, so a state
+# directory made before this is mended too.
+harden_mariadb() {
+    mysql_cli -e "DELETE FROM mysql.global_priv WHERE User = '';
+        DELETE FROM mysql.db WHERE Db IN ('test', 'test\\_%');
+        DROP DATABASE IF EXISTS test;
+        FLUSH PRIVILEGES;" || die "cannot remove MariaDB's anonymous accounts and test database"
+}
+
 start_mariadb() {
-    mkdir -p "$VAR/run" "$VAR/log" "$VAR/tmp"
+    mkdir -p "$VAR/run" "$VAR/tmp"
+    private_log_dir "$VAR/log"
+    # Its temporary files (sorts, large results): root's alone too.
+    chmod 700 "$VAR/tmp"
     if [ ! -d "$VAR/mysql/mysql" ]; then
         log "initialising MariaDB in $VAR/mysql"
         # Its own tmpdir: installs of several stacks at once must not share /tmp.
         local try
         for try in 1 2; do
             rm -rf "$VAR/mysql"
+            private_log "$VAR/log/mysql-install.log"
             mariadb-install-db --no-defaults --datadir="$VAR/mysql" --tmpdir="$VAR/tmp" --user=root \
-                --auth-root-authentication-method=socket >"$VAR/log/mysql-install.log" 2>&1 && break
+                --auth-root-authentication-method=socket --skip-test-db \
+                >"$VAR/log/mysql-install.log" 2>&1 && break
             [ "$try" = 2 ] && die "mariadb-install-db failed (see $VAR/log/mysql-install.log)"
         done
     fi
+    # mariadbd makes its socket 0777: it lives in the data directory (0700),
+    # where only root (whom the API and the runner run as here) reaches it
+    # from the moment it exists; run/mysql.sock, where every client looks for
+    # it, is a link to it.
+    chmod 700 "$VAR/mysql"
     if ! pid_alive "$VAR/run/mysql.pid"; then
+        ln -sfn ../mysql/mysql.sock "$VAR/run/mysql.sock"
         # --skip-networking: reachable only through its own socket, never the system's.
         # AGENTHOST_MARIADB_OPTS: more options (later ones win), e.g. scripts/soak's caches.
         # The query cache answers the per-request key and agent look-ups (which
         # change rarely) without parsing or planning; a write to a table drops
         # that table's cached results at once, so a revoked key is never served.
-        with_oom_adj -500 mariadbd --no-defaults --datadir="$VAR/mysql" --socket="$VAR/run/mysql.sock" --tmpdir="$VAR/tmp" \
+        private_log "$VAR/log/mysql.log"
+        with_oom_adj -500 mariadbd --no-defaults --datadir="$VAR/mysql" --socket="$VAR/mysql/mysql.sock" --tmpdir="$VAR/tmp" \
             --pid-file="$VAR/run/mysql.pid" --skip-networking --user=root \
             --log-error="$VAR/log/mysql.log" --innodb-buffer-pool-size=256M \
             --innodb-flush-log-at-trx-commit=2 --max-connections=500 --thread-handling=pool-of-threads \
@@ -109,6 +145,7 @@ start_mariadb() {
             </dev/null >/dev/null 2>&1 &
         wait_for 60 MariaDB mysql_cli -e 'SELECT 1'
     fi
+    harden_mariadb
 }
 
 # The checkout's own data files: a build's defaults are the installed layout's
@@ -200,6 +237,7 @@ start_runner() {
     local cmd="${RUNNER_BUILD:-$BUILD}/lib/runner/agenthost-runner"
     # The command line is kept so tests can restart a runner they killed.
     printf 'AGENTHOST_CONFIG=%q %q\n' "$VAR/agenthost.conf" "$cmd" >"$VAR/run/runner.cmd"
+    private_log "$VAR/log/runner.log"
     AGENTHOST_CONFIG="$VAR/agenthost.conf" with_oom_adj -200 setsid "$cmd" \
         </dev/null >>"$VAR/log/runner.log" 2>&1 &
     echo $! >"$VAR/run/runner.pid"
@@ -207,6 +245,7 @@ start_runner() {
 
 start_api() {
     pid_alive "$VAR/run/api.pid" && return 0
+    private_log "$VAR/log/api.log"
     AGENTHOST_CONFIG="$VAR/agenthost.conf" with_oom_adj -200 setsid "$BUILD/handlers/agenthost-api" \
         </dev/null >>"$VAR/log/api.log" 2>&1 &
     echo $! >"$VAR/run/api.pid"
@@ -216,7 +255,12 @@ start_api() {
 nginx_conf() {
     local d=$VAR/nginx
     local snip=$d/snippets
-    mkdir -p "$snip" "$d/logs" "$d/tmp"
+    mkdir -p "$snip" "$d/tmp"
+    # access.log holds presigned URLs (their signatures): as private as $VAR/log.
+    # nginx's master (root) opens them; its workers write through its fds.
+    private_log_dir "$d/logs"
+    private_log "$d/logs/access.log"
+    private_log "$d/logs/error.log"
     local subst="s|@LISTEN@|${LISTEN_ADDR:-127.0.0.1}:$PORT|g; s|@API_SOCKET@|$VAR/run/api.sock|g;
                  s|@INVOKE_SOCKET@|$VAR/run/api-invoke.sock|g; s|@SNIPPETS@|$snip|g;
                  s|@FILES_DIR@|${FILES_DIR:-$VAR/files}|g; s|@WWW@|$ROOT/nginx/www|g;
@@ -264,7 +308,8 @@ start_nginx() {
 }
 
 start_stack() {
-    mkdir -p "$VAR/run" "$VAR/log" "$VAR/data"
+    mkdir -p "$VAR/run" "$VAR/data"
+    private_log_dir "$VAR/log"
     # Strangers' code, images and builds: the runner's alone (it also sets this).
     chmod 700 "$VAR/data"
     # nginx's workers (www-data) must reach the FastCGI sockets under $VAR/run.
