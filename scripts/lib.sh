@@ -221,7 +221,8 @@ price_input_per_mtok = 3.00
 price_output_per_mtok = 15.00
 # JWT logins: HS256 with the secret above (readable by root only). No JWKS URL:
 # set jwt_jwks_url to your identity provider's. Whoever can serve keys at that URL
-# can log in as any identity, so never point it at a port any local user can bind.
+# can log in as any identity: the API refuses one on loopback, link-local or a
+# port above 1023 of this host unless jwt_jwks_allow_local = true.
 jwt_hs256_secret_file = $VAR/jwt.secret
 jwt_issuer = https://idp.agenthost.test
 jwt_audience = agenthost

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define MAX_JWKS_BYTES (256 * 1024)
@@ -51,13 +52,29 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
+/* jwks_url.c's rule on the address curl really connects to, whatever the
+ * name resolved to at start. */
+static curl_socket_t open_checked(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	const char **refused = ud;
+	(void)purpose;
+	if ((*refused = ah_jwks_addr_refused(&a->addr)) != NULL)
+		return CURL_SOCKET_BAD;
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
 /* GET url; only a 200 answer within the time and size limits counts. */
-static int fetch(struct sink *out, const char *url)
+static int fetch(struct sink *out, const char *url, bool allow_local)
 {
 	CURL *c = curl_easy_init();
 	long status = 0;
+	const char *refused = NULL;
 	if (!c)
 		return AH_EFAIL;
+	if (!allow_local) {
+		curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_checked);
+		curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &refused);
+	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -69,6 +86,11 @@ static int fetch(struct sink *out, const char *url)
 	CURLcode rc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(c);
+	if (refused) {
+		ah_log_warn("JWKS fetch from %s refused: it reached %s (jwt_jwks_allow_local is off)",
+		            url, refused);
+		return AH_EFAIL;
+	}
 	if (rc != CURLE_OK || status != 200 || !out->buf) {
 		ah_log_warn("JWKS fetch from %s failed: %s (HTTP %ld)", url,
 		            rc != CURLE_OK ? curl_easy_strerror(rc) : "bad answer", status);
@@ -78,12 +100,12 @@ static int fetch(struct sink *out, const char *url)
 }
 
 /* Fetches and parses; *doc (malloc'd) and *keys only when both worked. */
-static int fetch_keys(const char *url, struct sink *doc, ah_jwks **keys)
+static int fetch_keys(const ah_config *cfg, const char *url, struct sink *doc, ah_jwks **keys)
 {
 	ah_err err = {0};
 	*doc = (struct sink){0};
 	*keys = NULL;
-	if (fetch(doc, url) == 0 && ah_jwks_parse(keys, doc->buf, doc->len, &err) != 0)
+	if (fetch(doc, url, ah_cfg_bool(cfg, AH_CFG_JWT_JWKS_ALLOW_LOCAL)) == 0 && ah_jwks_parse(keys, doc->buf, doc->len, &err) != 0)
 		ah_log_warn("JWKS from %s: %s", url, err.msg);
 	if (*keys)
 		return 0;
@@ -173,7 +195,7 @@ int ah_jwks_refresher_run(const ah_config *cfg)
 			struct sink doc;
 			ah_jwks *k;
 			tried = now;
-			if (fetch_keys(url, &doc, &k) == 0) {
+			if (fetch_keys(cfg, url, &doc, &k) == 0) {
 				publish(&doc);
 				fetched = now;
 				ah_log_info("JWKS from %s: %zu keys%s", url, ah_jwks_count(k),
@@ -241,7 +263,7 @@ void ah_jwks_cached(const ah_jwks **out, const ah_config *cfg, bool refresh)
 		struct sink doc;
 		ah_jwks *k;
 		cache.tried_ms = now;
-		if (fetch_keys(url, &doc, &k) == 0) {
+		if (fetch_keys(cfg, url, &doc, &k) == 0) {
 			take(k);
 			free(doc.buf);
 		}

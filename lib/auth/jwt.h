@@ -79,6 +79,15 @@ size_t ah_jwks_count(const ah_jwks *k);
 int ah_jwks_verify(const ah_jwks *k, const char *kid, ah_jwt_alg alg, const unsigned char *msg,
                    size_t len, const unsigned char *sig, size_t siglen);
 
+/* Refuses a `jwt_jwks_url` any local user could serve (jwks_url.c): on
+ * loopback, link-local or a port above 1023 of this host, unless
+ * `jwt_jwks_allow_local` is set. The API calls it at start. */
+int ah_jwks_url_check(const ah_config *cfg, ah_err *err);
+
+/* Why a connection to sa would reach such a place; NULL when it would not. */
+struct sockaddr;
+const char *ah_jwks_addr_refused(const struct sockaddr *sa);
+
 /* The key set of `jwt_jwks_url` (jwks_cache.c). With the host's shared copy,
  * never waits on the network: refresh (an unknown kid) asks the refresher to
  * fetch again, which it does at most once a minute for that reason. Without it,

@@ -98,6 +98,7 @@
 	X(JWT_HS256_SECRET, "jwt_hs256_secret", STR, "", 0, 0, "HS256 secret for JWT logins") \
 	X(JWT_HS256_SECRET_FILE, "jwt_hs256_secret_file", PATH, "", 0, 0, "file holding jwt_hs256_secret") \
 	X(JWT_JWKS_URL, "jwt_jwks_url", STR, "", 0, 0, "identity provider's JWKS URL") \
+	X(JWT_JWKS_ALLOW_LOCAL, "jwt_jwks_allow_local", BOOL, "false", 0, 0, "jwt_jwks_url may be on loopback, link-local or this host above port 1023") \
 	X(JWT_JWKS_CACHE_SECONDS, "jwt_jwks_cache_seconds", INT, "300", 0, 7 * 86400, "JWKS kept this long") \
 	X(JWT_ISSUER, "jwt_issuer", STR, "", 0, 0, "required iss claim") \
 	X(JWT_AUDIENCE, "jwt_audience", STR, "", 0, 0, "required aud claim") \

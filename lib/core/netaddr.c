@@ -85,3 +85,25 @@ int ah_addr_kind_text(const char *text)
 		return (int)ah_addr_kind((struct sockaddr *)&a6);
 	return -1;
 }
+
+/* 127/8 and 0/8 (0.0.0.0 reaches this host too), ::1 and ::, and their
+ * v4-mapped forms. */
+bool ah_addr_is_loopback(const struct sockaddr *sa)
+{
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const unsigned char zero[15] = {0};
+	uint32_t a;
+	if (sa->sa_family == AF_INET) {
+		a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+	} else if (sa->sa_family == AF_INET6) {
+		const unsigned char *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+		if (memcmp(b, zero, 15) == 0 && b[15] <= 1)
+			return true;
+		if (memcmp(b, mapped, 12) != 0)
+			return false;
+		a = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15];
+	} else {
+		return false;
+	}
+	return v4_in(a, 0x7F000000, 8) || v4_in(a, 0x00000000, 8);
+}

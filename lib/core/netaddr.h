@@ -5,6 +5,8 @@
 #ifndef AH_CORE_NETADDR_H
 #define AH_CORE_NETADDR_H
 
+#include <stdbool.h>
+
 struct sockaddr;
 
 enum ah_addr_kind { AH_ADDR_PUBLIC, AH_ADDR_PRIVATE, AH_ADDR_FORBIDDEN };
@@ -17,5 +19,9 @@ enum ah_addr_kind ah_addr_kind(const struct sockaddr *sa);
 /* The kind of a literal IPv4 or IPv6 address (no brackets); -1 when text is
  * not one. */
 int ah_addr_kind_text(const char *text);
+
+/* Whether sa is this host's loopback (or the unspecified address, which
+ * reaches it as well): where any local user may listen. */
+bool ah_addr_is_loopback(const struct sockaddr *sa);
 
 #endif

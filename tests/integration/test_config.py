@@ -53,3 +53,33 @@ def test_bad_bool_stops_start(tmp_path):
     rc, out = run("runner", tmp_path, "model_gateway = enabled\n")
     assert rc != 0, out
     assert "model_gateway = enabled" in out, out
+
+
+
+# Issue 26: whoever serves keys at jwt_jwks_url logs in as anyone, and any
+# local user may listen on loopback or on this host's ports above 1023.
+LOCAL_JWKS = "jwt_jwks_url = http://127.0.0.1:18399/jwks.json\n"
+
+
+def test_local_jwks_url_stops_the_api(tmp_path):
+    """Refused before anything else is read: no socket, key or database."""
+    rc, out = run("api", tmp_path, LOCAL_JWKS)
+    assert rc != 0, out
+    assert "jwt_jwks_url" in out and "loopback" in out, out
+    assert "jwt_jwks_allow_local = true" in out, out
+
+
+def test_local_jwks_url_from_the_environment_stops_the_api(tmp_path):
+    rc, out = run("api", tmp_path, "",
+                  {"AGENTHOST_JWT_JWKS_URL": "http://localhost:8080/.well-known/jwks.json"})
+    assert rc != 0, out
+    assert "jwt_jwks_url: localhost port 8080 is a loopback address" in out, out
+
+
+def test_jwks_allow_local_lets_the_api_past_the_check(tmp_path):
+    """With the allowance the API goes on (and stops later, at the master key
+    this configuration lacks)."""
+    rc, out = run("api", tmp_path, LOCAL_JWKS + "jwt_jwks_allow_local = true\n"
+                  f"master_key_file = {tmp_path}/no-such.key\n")
+    assert rc != 0, out
+    assert "jwt_jwks_url" not in out and "no-such.key" in out, out

@@ -7,8 +7,9 @@ existing user is refused unless jwt_link_by_email is on and the token says
 email_verified: true; those tests start an API master of their own with the
 configuration they need (fcgi.PrivateApi).
 
-Against a stack of your own, start it with AGENTHOST_JWT_JWKS_URL set as
-scripts/test does (test_jwks), and run pytest with it set too."""
+Against a stack of your own, start it with AGENTHOST_JWT_JWKS_URL and
+AGENTHOST_JWT_JWKS_ALLOW_LOCAL=1 set as scripts/test does (test_jwks: the API
+refuses a loopback JWKS without the allowance), and run pytest with them set too."""
 import base64
 import concurrent.futures
 import http.server
