@@ -13,48 +13,12 @@
 #include "core/log.h"
 #include "core/netaddr.h"
 
-#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-
-/* IPv4 (a v4-mapped IPv6 address as its IPv4 one) or IPv6 bytes of sa. */
-static size_t addr_bytes(const struct sockaddr *sa, unsigned char out[16])
-{
-	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	if (sa->sa_family == AF_INET) {
-		memcpy(out, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-		return 4;
-	}
-	if (sa->sa_family != AF_INET6)
-		return 0;
-	const unsigned char *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
-	if (memcmp(b, mapped, 12) == 0) {
-		memcpy(out, b + 12, 4);
-		return 4;
-	}
-	memcpy(out, b, 16);
-	return 16;
-}
-
-static bool is_own_address(const struct sockaddr *sa)
-{
-	unsigned char want[16], have[16];
-	size_t n = addr_bytes(sa, want), m;
-	struct ifaddrs *ifs = NULL;
-	bool found = false;
-	/* Unknown: count it as ours, the safe answer. */
-	if (n == 0 || getifaddrs(&ifs) != 0)
-		return true;
-	for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next)
-		if (i->ifa_addr && (m = addr_bytes(i->ifa_addr, have)) == n && memcmp(want, have, n) == 0)
-			found = true;
-	freeifaddrs(ifs);
-	return found;
-}
 
 static int port_of(const struct sockaddr *sa)
 {
@@ -71,7 +35,7 @@ const char *ah_jwks_addr_refused(const struct sockaddr *sa)
 		return "a loopback address";
 	if (ah_addr_kind(sa) == AH_ADDR_FORBIDDEN)
 		return "a link-local or cloud metadata address";
-	if (port_of(sa) > 1023 && is_own_address(sa))
+	if (port_of(sa) > 1023 && ah_addr_is_own(sa))
 		return "a port above 1023 of one of this host's addresses";
 	return NULL;
 }

@@ -4,6 +4,7 @@
 #include "core/netaddr.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -106,4 +107,42 @@ bool ah_addr_is_loopback(const struct sockaddr *sa)
 		return false;
 	}
 	return v4_in(a, 0x7F000000, 8) || v4_in(a, 0x00000000, 8);
+}
+
+/* IPv4 (a v4-mapped IPv6 address as its IPv4 one) or IPv6 bytes of sa; 0
+ * for another family. */
+static size_t addr_bytes(const struct sockaddr *sa, unsigned char out[16])
+{
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	if (sa->sa_family == AF_INET) {
+		memcpy(out, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		return 4;
+	}
+	if (sa->sa_family != AF_INET6)
+		return 0;
+	const unsigned char *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+	if (memcmp(b, mapped, 12) == 0) {
+		memcpy(out, b + 12, 4);
+		return 4;
+	}
+	memcpy(out, b, 16);
+	return 16;
+}
+
+bool ah_addr_is_own(const struct sockaddr *sa)
+{
+	unsigned char want[16], have[16];
+	size_t n = addr_bytes(sa, want);
+	struct ifaddrs *ifs = NULL;
+	bool found = false;
+	if (ah_addr_is_loopback(sa))
+		return true;
+	/* Unknown: counted as this host's, the cautious answer for both callers. */
+	if (n == 0 || getifaddrs(&ifs) != 0)
+		return true;
+	for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next)
+		if (i->ifa_addr && addr_bytes(i->ifa_addr, have) == n && memcmp(want, have, n) == 0)
+			found = true;
+	freeifaddrs(ifs);
+	return found;
 }

@@ -24,4 +24,9 @@ int ah_addr_kind_text(const char *text);
  * reaches it as well): where any local user may listen. */
 bool ah_addr_is_loopback(const struct sockaddr *sa);
 
+/* Whether sa is one of this host's own addresses (an interface's, loopback
+ * included): a connection from there may come from any local user. True
+ * when that cannot be told. */
+bool ah_addr_is_own(const struct sockaddr *sa);
+
 #endif

@@ -9,8 +9,11 @@
  * key material). What follows the handshake, the request and its answer,
  * travels sealed with keys of this connection alone (runner_client/wire.h).
  * Sandboxes cannot connect: the nft policy (lib/sandbox/net.c)
- * drops what they send to any of this host's addresses and to private ranges. */
+ * drops what they send to any of this host's addresses and to private ranges.
+ * A stranger who never answers holds a handshake slot for AH_RAUTH_TIMEOUT_MS:
+ * one peer gets a share of them, not all (handshakes.c). */
 #include "runner/runner.h"
+#include "runner/handshakes.h"
 #include "runner_client/auth.h"
 #include "core/io.h"
 #include "runner_client/wire.h"
@@ -22,19 +25,13 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Handshakes in flight: each holds a connection thread for up to
- * AH_RAUTH_TIMEOUT_MS, so strangers get a few of the slots, not all of them. */
-#define MAX_HANDSHAKES 32
-
 static int tcp_fd = -1;
 static ah_rauth_key key;
-static atomic_int handshaking;
 
 static int bind_listener(const char *host, const char *port, ah_err *err)
 {
@@ -146,15 +143,20 @@ void ah_tcp_close(void)
 	/* The key stays: handshakes still in flight read it until they end. */
 }
 
-static void peer_name(int fd, char *out, size_t cap)
+/* The peer's address for log lines (into out) and, when hs is given, as
+ * handshakes are counted. */
+static void peer_of(int fd, char *out, size_t cap, ah_hs_peer *hs)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
 	char host[INET6_ADDRSTRLEN] = "?", port[8] = "?";
-	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+	bool known = getpeername(fd, (struct sockaddr *)&ss, &sl) == 0;
+	if (known)
 		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port, sizeof port,
 		            NI_NUMERICHOST | NI_NUMERICSERV);
 	snprintf(out, cap, "%s port %s", host, port);
+	if (hs)
+		ah_hs_peer_of(hs, known ? (struct sockaddr *)&ss : NULL);
 }
 
 bool ah_tcp_admit(int fd, struct ah_rwire *w)
@@ -163,16 +165,16 @@ bool ah_tcp_admit(int fd, struct ah_rwire *w)
 	ah_err err = {0};
 	ah_rauth_nonces n;
 	int one = 1;
-	peer_name(fd, peer, sizeof peer);
-	if (atomic_fetch_add(&handshaking, 1) >= MAX_HANDSHAKES) {
-		atomic_fetch_sub(&handshaking, 1);
+	ah_hs_peer hs;
+	peer_of(fd, peer, sizeof peer, &hs);
+	if (!ah_hs_take(&hs)) {
 		ah_log_warn("tcp peer %s: too many handshakes in flight; closed", peer);
 		return false;
 	}
 	/* Small lines one after the other: without this Nagle holds each back. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	int rc = ah_rauth_server(fd, &key, &n, &err);
-	atomic_fetch_sub(&handshaking, 1);
+	ah_hs_give(&hs);
 	if (rc != 0) {
 		ah_log_warn("tcp peer %s: authentication failed: %s", peer, err.msg);
 		return false;
@@ -190,7 +192,7 @@ char *ah_tcp_read_request(struct ah_rwire *w, size_t cap, int timeout_ms, size_t
 		return (char *)msg;
 	/* Past the handshake a failure is a broken link or someone tampering:
 	 * worth a line, and no answer (there is no intact request to answer). */
-	peer_name(w->fd, peer, sizeof peer);
+	peer_of(w->fd, peer, sizeof peer, NULL);
 	ah_log_warn("tcp peer %s: request refused: %s", peer, err.msg);
 	return NULL;
 }

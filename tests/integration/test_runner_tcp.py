@@ -150,6 +150,45 @@ def handshake(key):
     return s, f
 
 
+HANDSHAKES_PER_PEER = 8  # lib/runner/handshakes.h, of 32 in all
+
+
+def test_one_local_user_holds_only_its_share_of_handshakes():
+    """Issue 26: connections that never answer the challenge each hold a
+    handshake slot for 5 s. Opened from this host, from any of its loopback
+    addresses (a local user may pick them all), they get at most this host's
+    share: the other slots stay for other API hosts (tests/unit/
+    test_handshakes.c shows another address getting one). Closing them gives
+    the slots back."""
+    host, port = runner_address().rsplit(":", 1)
+    held, refused_now = [], 0
+    try:
+        for i in range(40):
+            s = socket.create_connection((host, int(port)), timeout=10,
+                                         source_address=(f"127.0.{i // 8}.{1 + i % 8}", 0))
+            f = s.makefile("rb")
+            if f.readline().startswith(b"AHRUNNER-AUTH1 "):
+                held.append(s)
+            else:
+                refused_now += 1
+                s.close()
+        assert len(held) == HANDSHAKES_PER_PEER, (len(held), refused_now)
+    finally:
+        for s in held:
+            s.close()
+    # The runner sees each close as a failed handshake and frees its slot.
+    assert wait_until(lambda: handshake_or_none(derive(read_secret())), timeout=10)
+
+
+def handshake_or_none(key):
+    try:
+        s, _ = handshake(key)
+    except (AssertionError, OSError):
+        return None
+    s.close()
+    return True
+
+
 def test_right_secret_gets_a_proof_then_a_request_in_clear_is_refused():
     """After the proof only sealed frames count: a plain request line gets no
     answer (in clear or otherwise), just the connection closed."""
