@@ -272,6 +272,11 @@ static int client_steps(int fd, const ah_rauth_key *key, ah_rauth_nonces *n,
 	size_t len = 0;
 	int64_t deadline = ah_now_ms() + AH_RAUTH_TIMEOUT_MS;
 	int rc = read_line(fd, line, sizeof line, deadline, &len);
+	/* Closed before its challenge: every handshake slot it gives this host
+	 * was taken (lib/runner/handshakes.c). Nothing was sent: try again. */
+	if (rc == AH_EFAIL)
+		return ah_err_set(err, AH_EBUSY, "the runner closed the connection before its "
+		                  "challenge (too many handshakes in flight)");
 	if (rc != 0 || ah_rauth_parse_challenge(line, len, sn) != 0)
 		return ah_err_set(err, rc == AH_ETIMEOUT ? AH_ETIMEOUT : AH_EFAIL,
 		                  "the runner sent no challenge");

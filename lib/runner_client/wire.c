@@ -294,18 +294,28 @@ static int connect_tcp(const char *address, ah_err *err)
 	return fd;
 }
 
+/* A runner with no handshake slot for this host (AH_EBUSY) is tried again
+ * after a short pause: a burst of calls from one API host may briefly hold
+ * more handshakes than the runner gives one peer. */
+#define DIAL_TRIES 4
+
 int ah_rwire_dial(ah_rwire *w, const char *address, const ah_rauth_key *key, ah_err *err)
 {
 	ah_rauth_nonces n;
-	int fd = connect_tcp(address, err), rc;
-	if (fd < 0)
-		return fd;
-	if ((rc = ah_rauth_client(fd, key, &n, err)) != 0) {
+	int rc = AH_EBUSY;
+	for (int t = 0; t < DIAL_TRIES && rc == AH_EBUSY; t++) {
+		if (t > 0)
+			ah_sleep_jittered(20000u << t, 20000);
+		int fd = connect_tcp(address, err);
+		if (fd < 0)
+			return fd;
+		if ((rc = ah_rauth_client(fd, key, &n, err)) == 0) {
+			ah_rwire_start(w, fd, key, &n, false);
+			return 0;
+		}
 		close(fd);
-		return rc;
 	}
-	ah_rwire_start(w, fd, key, &n, false);
-	return 0;
+	return rc;
 }
 
 int ah_rwire_exchange(ah_rwire *w, const char *req, size_t len, int timeout_ms,

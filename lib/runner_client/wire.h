@@ -75,7 +75,9 @@ void ah_rwire_wipe(ah_rwire *w);
 /* ---- the client's whole call ---- */
 
 /* Connects to "host:port" within 5 s, runs the handshake and starts the wire.
- * AH_EDENIED when either side's proof failed. On failure nothing is open. */
+ * AH_EDENIED when either side's proof failed; AH_EBUSY when the runner had no
+ * handshake slot for this host, after a few tries over about 0.3 s. On
+ * failure nothing is open. */
 int ah_rwire_dial(ah_rwire *w, const char *address, const ah_rauth_key *key, ah_err *err);
 /* Sends req as the one FINAL request and reads the one FINAL answer within
  * timeout_ms (malloc'ed into *ans as ah_rwire_recv). */

@@ -173,11 +173,16 @@ def test_one_local_user_holds_only_its_share_of_handshakes():
                 refused_now += 1
                 s.close()
         assert len(held) == HANDSHAKES_PER_PEER, (len(held), refused_now)
+        # A real client from this host meanwhile is told why, after its retries.
+        p = ping(runner_address())
+        assert p.returncode == 1 and b"too many handshakes in flight" in p.stderr, p.stderr
     finally:
         for s in held:
             s.close()
     # The runner sees each close as a failed handshake and frees its slot.
     assert wait_until(lambda: handshake_or_none(derive(read_secret())), timeout=10)
+    p = ping(runner_address())
+    assert p.returncode == 0, p.stderr
 
 
 def handshake_or_none(key):
