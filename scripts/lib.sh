@@ -206,7 +206,9 @@ rate_limit_invoke = 10
 # The integration tests deploy from git daemons (and test servers) they start on
 # loopback, on ports PORT + 320 to PORT + 339 (18400-18419 for the test stack):
 # only those may be cloned from the host's network. Every other host is cloned
-# from a sandbox's network; link-local and metadata addresses never.
+# from a sandbox's network; link-local and metadata addresses never. Any local
+# user may bind ports above 1023: on a shared host list git servers of your own
+# on ports below 1024 instead (README, git_allow_hosts).
 git_allow_hosts = 127.0.0.1:$((PORT + 320))-$((PORT + 339))
 # Bucket endpoints: the tests' S3 and GCS servers listen on loopback.
 storage_allow_private = true
