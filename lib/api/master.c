@@ -94,7 +94,7 @@ static void drain(void)
 
 int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 {
-	ah_config *cfg;
+	ah_config *cfg = NULL;
 	ah_err err = {0};
 	app = the_app;
 	ah_log_set_program("agenthost-api");
@@ -102,6 +102,7 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 	if (ah_config_load(&cfg, argc > 1 ? argv[1] : NULL, &err) != 0 ||
 	    ah_jwks_url_check(cfg, &err) != 0 || ah_crypto_init(cfg, 0, &err) != 0) {
 		ah_log_error("%s", err.msg);
+		ah_config_free(cfg);
 		return 1;
 	}
 	int fds[2];
