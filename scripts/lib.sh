@@ -252,7 +252,14 @@ start_api() {
     AGENTHOST_CONFIG="$VAR/agenthost.conf" with_oom_adj -200 setsid "$BUILD/handlers/agenthost-api" \
         </dev/null >>"$VAR/log/api.log" 2>&1 &
     echo $! >"$VAR/run/api.pid"
-    wait_for 20 "the API socket" test -S "$VAR/run/api.sock"
+    # An API that refuses its configuration (a JWKS URL any local user could
+    # serve, say) says why in its log: shown here rather than a time-out.
+    local n=200
+    until test -S "$VAR/run/api.sock"; do
+        pid_alive "$VAR/run/api.pid" || die "the API stopped at start: $(tail -n 1 "$VAR/log/api.log")"
+        n=$((n - 1)); [ $n -le 0 ] && die "timed out waiting for the API socket"
+        sleep 0.1
+    done
 }
 
 nginx_conf() {

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, ROOT
 
 PROGRAMS = {
     "api": lambda conf: [os.path.join(BUILD, "handlers", "agenthost-api"), conf],
@@ -83,3 +83,17 @@ def test_jwks_allow_local_lets_the_api_past_the_check(tmp_path):
                   f"master_key_file = {tmp_path}/no-such.key\n")
     assert rc != 0, out
     assert "jwt_jwks_url" not in out and "no-such.key" in out, out
+
+
+def test_scripts_run_says_why_the_api_refused_to_start(tmp_path):
+    """scripts/lib.sh's start_api (scripts/run) stops with the API's own
+    message, not after a time-out waiting for its socket."""
+    (tmp_path / "log").mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "agenthost.conf").write_text(LOCAL_JWKS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTHOST_")}
+    script = 'ROOT="$1" VAR="$2" BUILD="$3"; . "$ROOT/scripts/lib.sh"; start_api'
+    p = subprocess.run(["bash", "-c", script, "start_api", ROOT, str(tmp_path), BUILD], env=env,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0, p.stderr
+    assert "the API stopped at start" in p.stderr and "jwt_jwks_url" in p.stderr, p.stderr
