@@ -65,6 +65,7 @@ class Jwks:
         self.keys = {}      # kid -> (alg, private key)
         self.served = []    # kids published in the JWKS
         self.fetches = 0
+        self.proxied = 0    # fetches that came as a proxy's (absolute-form) requests
 
     def add(self, kid, alg, keep=False):
         """A new key; with keep, the same key in every run. Workers cache the JWKS
@@ -104,10 +105,11 @@ def idp():
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            if self.path != JWKS_URL.path:
+            if urllib.parse.urlparse(self.path).path != JWKS_URL.path:
                 self.send_error(404)
                 return
             keys.fetches += 1
+            keys.proxied += self.path.startswith("http")
             body = keys.document()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -270,6 +272,25 @@ def test_default_configuration_refuses_a_key_served_on_loopback(idp):
         status, body = api.get("/users/me", key)
         assert (status, body["email"]) == (200, email), body
     assert identities(email) == []
+
+
+def test_a_fetch_never_connects_to_a_local_address(idp):
+    """Issue 26: a jwt_jwks_url that passes the check at start (an outside
+    address) but whose connection would end on this host, where any local user
+    may listen (here through a proxy on loopback, as a name that resolves there
+    later would), is refused at the connection: nothing is fetched, the token
+    is refused, and the log says why."""
+    email, _ = create_user()
+    token = signed(idp, "rsa-1", claims(email=email))
+    proxied = idp.proxied
+    with PrivateApi(unset=["AGENTHOST_JWT_JWKS_ALLOW_LOCAL", "no_proxy", "NO_PROXY"],
+                    AGENTHOST_JWT_JWKS_URL="http://192.0.2.10" + JWKS_URL.path,
+                    http_proxy=f"http://127.0.0.1:{JWKS_URL.port}") as api:
+        log = lambda: open(api.log.name, "rb").read()
+        assert wait_until(lambda: b"refused: it reached a loopback address" in log(), timeout=15), log()
+        status, body = api.get("/users/me", token)
+        assert status == 401, f"the token was taken: {body}"
+    assert idp.proxied == proxied, "the API fetched keys through a loopback address"
 
 
 def test_new_identity_with_an_existing_users_email_is_refused(idp):
