@@ -11,7 +11,7 @@
 /* U+202A..U+202E (LRE, RLE, PDF, LRO, RLO) and U+2066..U+2069 (LRI, RLI, FSI,
  * PDI) reorder what follows them on screen: "invoice<RLO>fdp.exe" shows as
  * "invoiceexe.pdf" in a listing, the dashboard, a browser's save dialog and a
- * terminal. s is valid UTF-8, so an 0xE2 is always a sequence's first byte. */
+ * terminal. str is valid UTF-8, so an 0xE2 is always a sequence's first byte. */
 static bool has_bidi_control(const char *str, size_t n)
 {
 	const unsigned char *s = (const unsigned char *)str;
