@@ -3,7 +3,11 @@ X-Content-Type-Options: nosniff, whether a worker made it or nginx did (its
 error pages, the flood guard's 429: test_nginx_tls.py, the redirect of
 /api/v1); a download also carries Content-Security-Policy: sandbox, so a file
 uploaded as text/html or image/svg+xml that a browser renders runs no script
-in the service's origin. The dashboard keeps its own policy."""
+in the service's origin. The dashboard keeps its own policy. nginx's own
+answers are in the API's JSON error shape, those before any location (a
+header too large, an unknown transfer coding, an HTTP version) included."""
+import json
+import socket
 import urllib.parse
 
 import pytest
@@ -50,6 +54,34 @@ def test_nginx_answers_carry_nosniff(client, what, method, url, kw):
     r = client.s.request(method, url, timeout=30, **kw)
     assert r.headers.get("Content-Type", "").startswith("application/json"), (what, r.status_code)
     assert nosniff(r), (what, r.status_code, r.headers)
+
+
+def raw_answer(request):
+    """Status, header lines and body of what nginx answers to raw request bytes."""
+    u = urllib.parse.urlsplit(BASE_URL)
+    with socket.create_connection((u.hostname, u.port), timeout=10) as s:
+        s.sendall(request)
+        out = b""
+        while (chunk := s.recv(65536)):
+            out += chunk
+    head, _, body = out.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    return int(lines[0].split()[1]), lines[1:], body
+
+
+@pytest.mark.parametrize("what,request_,status", [
+    ("header over the buffers (494)", b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000
+     + b"\r\nConnection: close\r\n\r\n", 400),
+    ("unknown transfer coding", b"POST /api/v1/agents HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: foo\r\n"
+     b"Connection: close\r\n\r\n", 501),
+    ("HTTP/2.5", b"GET /api/v1/health HTTP/2.5\r\nHost: x\r\nConnection: close\r\n\r\n", 505),
+], ids=["494", "501", "505"])
+def test_nginx_answers_before_any_location_are_json_and_nosniff(what, request_, status):
+    st, headers, body = raw_answer(request_)
+    assert st == status, (what, st, body[:200])
+    assert "Content-Type: application/json" in headers, (what, headers)
+    assert headers.count("X-Content-Type-Options: nosniff") == 1, (what, headers)
+    assert isinstance(json.loads(body)["detail"], str)
 
 
 def test_the_api_roots_redirect_carries_nosniff():
