@@ -23,10 +23,14 @@ static int login_url(struct ah_cli *c, char **out, ah_err *err)
 		return 0;
 	}
 	int rc = ah_cli_ask(c, "API URL", c->url, out, err);
+	if (rc)
+		return rc;   /* *out is not set then */
 	size_t n = strlen(*out);
-	while (!rc && n && (*out)[n - 1] == '/')
+	while (n && (*out)[n - 1] == '/')
 		(*out)[--n] = 0;
-	return rc;
+	/* Now, while the key is still to be typed: the user may stop here. */
+	ah_cli_warn_plain_http(c, *out);
+	return 0;
 }
 
 static int run_login(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)

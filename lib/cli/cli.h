@@ -76,6 +76,7 @@ struct ah_cli {
 	const char *config_path;   /* $XDG_CONFIG_HOME/agenthost/config */
 	int max_wait;              /* longest 429 wait honoured, seconds */
 	void *curl;                /* one easy handle, reused (keeps the connection) */
+	bool warned_plain_http;    /* the key-in-clear warning was given (once a run) */
 };
 
 /* Every command table, in the order --help lists them (cmd_table.c), ending
@@ -147,6 +148,11 @@ struct ah_cli_resp {
  * and out filled in; a network failure AH_CLI_ENET. */
 int ah_cli_call(struct ah_cli *c, const struct ah_cli_req *rq, struct ah_cli_resp *out, ah_err *err);
 int ah_cli_get(struct ah_cli *c, const char *path, struct ah_cli_resp *out, ah_err *err);
+/* Warns on stderr, once a run, when url is plain http:// to a host other than
+ * loopback (127.0.0.0/8, ::1, localhost): a key sent there crosses a network
+ * in clear. Called before a request that carries the key, and by login as
+ * soon as such a URL is typed (before the key is asked for). */
+void ah_cli_warn_plain_http(struct ah_cli *c, const char *url);
 int ah_cli_send(struct ah_cli *c, const char *method, const char *path, json_object *body,
                 struct ah_cli_resp *out, ah_err *err);
 /* s escaped as one path segment, from the arena. */

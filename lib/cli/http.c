@@ -4,8 +4,11 @@
 #include "cli/cli.h"
 
 #include <curl/curl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <stdint.h>
 #include <errno.h>
 #include <unistd.h>
@@ -163,6 +166,47 @@ static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_o
 	return 0;
 }
 
+/* 127.0.0.0/8 (also as an IPv4-mapped IPv6 address), ::1 and localhost: a
+ * host name other than localhost may resolve anywhere, so it counts as
+ * remote, as does anything that is not an address in its plain form. */
+static bool loopback_host(const char *host)
+{
+	struct in_addr v4;
+	struct in6_addr v6;
+	char bare[64];
+	size_t n = strlen(host);
+	if (strcasecmp(host, "localhost") == 0 || strcasecmp(host, "localhost.") == 0)
+		return true;
+	if (inet_pton(AF_INET, host, &v4) == 1)
+		return (ntohl(v4.s_addr) >> 24) == 127;
+	if (n < 3 || n - 2 >= sizeof(bare) || host[0] != '[' || host[n - 1] != ']')
+		return false;
+	memcpy(bare, host + 1, n - 2);
+	bare[n - 2] = 0;
+	if (inet_pton(AF_INET6, bare, &v6) != 1)
+		return false;
+	return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+}
+
+void ah_cli_warn_plain_http(struct ah_cli *c, const char *url)
+{
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL;
+	/* As libcurl reads the URL it is given: without a scheme it guesses http. */
+	if (!c->warned_plain_http && u && curl_url_set(u, CURLUPART_URL, url, CURLU_GUESS_SCHEME) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK && strcasecmp(scheme, "http") == 0 &&
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK && !loopback_host(host)) {
+		/* A warning, not a refusal: a private network or a tunnel may be
+		 * fine, and the user is the one who knows. */
+		fprintf(stderr, "agenthost: warning: the API key goes to %s over plain http://, readable by "
+		        "anyone on the way; use an https:// URL\n", host);
+		c->warned_plain_http = true;
+	}
+	curl_free(scheme);
+	curl_free(host);
+	curl_url_cleanup(u);
+}
+
 static void set_body(struct ah_cli *c, const struct ah_cli_req *rq, struct curl_slist **h)
 {
 	CURL *cu = c->curl;
@@ -191,8 +235,9 @@ static void set_request(struct ah_cli *c, const struct ah_cli_req *rq, struct ex
                         struct curl_slist **h)
 {
 	CURL *cu = c->curl;
+	const char *url = rq->url ? rq->url : ah_sprintf(c->a, "%s%s", c->url, rq->path);
 	curl_easy_reset(cu);
-	curl_easy_setopt(cu, CURLOPT_URL, rq->url ? rq->url : ah_sprintf(c->a, "%s%s", c->url, rq->path));
+	curl_easy_setopt(cu, CURLOPT_URL, url);
 	curl_easy_setopt(cu, CURLOPT_CUSTOMREQUEST, rq->method);
 	curl_easy_setopt(cu, CURLOPT_USERAGENT, "agenthost-cli/" AH_CLI_VERSION);
 	curl_easy_setopt(cu, CURLOPT_CONNECTTIMEOUT, 15L);
@@ -207,8 +252,10 @@ static void set_request(struct ah_cli *c, const struct ah_cli_req *rq, struct ex
 	curl_easy_setopt(cu, CURLOPT_NOPROGRESS, rq->progress || rq->waiting ? 0L : 1L);
 	/* The key goes in a header only; never to another host on a redirect. */
 	curl_easy_setopt(cu, CURLOPT_FOLLOWLOCATION, 0L);
-	if (c->key && !rq->url)
+	if (c->key && !rq->url) {
+		ah_cli_warn_plain_http(c, url);
 		*h = curl_slist_append(*h, ah_sprintf(c->a, "Authorization: Bearer %s", c->key));
+	}
 	if (!rq->url)
 		*h = curl_slist_append(*h, "Accept: application/json");
 	set_body(c, rq, h);

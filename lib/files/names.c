@@ -1,10 +1,26 @@
 /* What a file's name, tags, content type and mount path may be, and the
- * Content-Disposition of a download. */
+ * Content-Disposition of a download. Names and tags are shown (to the user, to
+ * whoever a file is handed to, in a save dialog): none may hide or reorder
+ * what it shows, hence no control and no bidirectional control character. */
 #include "files/files.h"
 #include "core/util.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* U+202A..U+202E (LRE, RLE, PDF, LRO, RLO) and U+2066..U+2069 (LRI, RLI, FSI,
+ * PDI) reorder what follows them on screen: "invoice<RLO>fdp.exe" shows as
+ * "invoiceexe.pdf" in a listing, the dashboard, a browser's save dialog and a
+ * terminal. str is valid UTF-8, so an 0xE2 is always a sequence's first byte. */
+static bool has_bidi_control(const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	for (size_t i = 0; i + 2 < n; i++)
+		if (s[i] == 0xE2 && ((s[i + 1] == 0x80 && s[i + 2] >= 0xAA && s[i + 2] <= 0xAE) ||
+		                     (s[i + 1] == 0x81 && s[i + 2] >= 0xA6 && s[i + 2] <= 0xA9)))
+			return true;
+	return false;
+}
 
 const char *ah_filename_problem(const char *name, size_t len)
 {
@@ -14,6 +30,9 @@ const char *ah_filename_problem(const char *name, size_t len)
 		return "Filename should have at most 255 bytes";
 	if (!ah_utf8_valid(name, len))
 		return "Filename must be valid UTF-8";
+	if (has_bidi_control(name, len))
+		return "Filename must not contain bidirectional control characters (U+202A..U+202E, "
+		       "U+2066..U+2069)";
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)name[i];
 		if (c == '/' || c == '\\')
@@ -63,6 +82,9 @@ static const char *tag_problem(const char *t, size_t n)
 		return "Tags must not be empty";
 	if (!ah_utf8_valid(t, n))
 		return "Tags must be valid UTF-8";
+	if (has_bidi_control(t, n))
+		return "Tags must not contain bidirectional control characters (U+202A..U+202E, "
+		       "U+2066..U+2069)";
 	size_t chars = 0;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)t[i];

@@ -1,5 +1,5 @@
 /* Writing a response: status, the headers every response carries (request id,
- * rate-limit state), extra headers, body. */
+ * rate-limit state, nosniff), extra headers, body. */
 #include "http/http.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -51,6 +51,10 @@ static void write_head(ah_req *r, int status, const char *ctype, size_t len)
 	if (ctype)
 		n += snprintf(head + n, sizeof(head) - (size_t)n,
 		              "Content-Type: %s\r\nContent-Length: %zu\r\n", ctype, len);
+	/* A browser never guesses a type other than the one given: a JSON error
+	 * echoing a client's text is not run as HTML or script. nginx's own
+	 * answers carry it from its locations (nginx/snippets/ratelimit.conf). */
+	n += snprintf(head + n, sizeof(head) - (size_t)n, "X-Content-Type-Options: nosniff\r\n");
 	if (r->request_id)
 		n += snprintf(head + n, sizeof(head) - (size_t)n, "X-Request-Id: %s\r\n", r->request_id);
 	if (r->rate.counted)

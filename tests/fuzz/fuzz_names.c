@@ -4,7 +4,10 @@
  * Properties: a Content-Disposition has no control byte and no bare quote
  * (it goes into a response header); a normalised mount path stays under
  * /files/agent/ with no "..", "//" or trailing "/"; parsed tags are
- * ",a,,b," shaped (each tag in commas), sorted, with no empty or repeated tag. */
+ * ",a,,b," shaped (each tag in commas), sorted, with no empty or repeated tag;
+ * no accepted filename, tag or mount path holds a bidirectional control
+ * (U+202A..U+202E, U+2066..U+2069), decoded here by code point rather than
+ * matched by bytes as names.c does. */
 #include "files/files.h"
 
 #include <stdint.h>
@@ -18,11 +21,26 @@ static void header_safe(const char *v)
 			__builtin_trap();
 }
 
+/* Accepted text is valid UTF-8: decode each code point and trap on a bidi control. */
+static void no_bidi(const char *v)
+{
+	for (const unsigned char *p = (const unsigned char *)v; *p;) {
+		unsigned cp = *p, n = cp < 0x80 ? 0 : cp < 0xE0 ? 1 : cp < 0xF0 ? 2 : 3;
+		cp &= n ? 0x3Fu >> n : 0x7Fu;
+		for (unsigned k = 1; k <= n; k++)
+			cp = (cp << 6) | (p[k] & 0x3Fu);
+		if ((cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069))
+			__builtin_trap();
+		p += n + 1;
+	}
+}
+
 static void mount_path(ah_arena *a, const char *s)
 {
 	char *norm = NULL;
 	if (ah_mount_path_problem(a, s, &norm) != NULL)
 		return;
+	no_bidi(norm);
 	if (!norm || strncmp(norm, "/files/agent/", 13) != 0 || strstr(norm, "/../") ||
 	    strstr(norm, "//") || norm[strlen(norm) - 1] == '/' || strstr(norm, "/./"))
 		__builtin_trap();
@@ -36,6 +54,7 @@ static void tags(ah_arena *a, const char *s)
 	char *norm = NULL;
 	if (ah_tags_parse(a, s, &norm) != NULL || !norm || !*norm)
 		return;
+	no_bidi(norm);
 	const char *prev = NULL, *p = norm;
 	size_t prev_n = 0;
 	while (*p) {
@@ -65,8 +84,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ah_arena *a = ah_arena_new();
 	switch (data[0] % 4) {
 	case 0:
-		if (ah_filename_problem(s, size - 1) == NULL)
+		if (ah_filename_problem(s, size - 1) == NULL) {
+			no_bidi(s);
 			header_safe(ah_content_disposition(a, s));
+		}
 		break;
 	case 1:
 		ah_content_type_problem(s);

@@ -419,3 +419,105 @@ def test_ctrl_c_at_the_secret_question_gives_the_terminal_its_echo_back(user):
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == 2
     assert termios.tcgetattr(fd)[3] & termios.ECHO
     os.close(fd)
+
+
+# ---- the key over plain http:// (issue #26) ----
+
+WARNING = "warning: the API key goes to"
+
+
+def local_non_loopback_ip():
+    """This host's own address on its default route, or None (no network)."""
+    import socket
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("192.0.2.123", 9))      # UDP: no packet is sent
+        ip = s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+    return None if ip.startswith("127.") else ip
+
+
+@pytest.fixture
+def remote_url():
+    """The stack's API at an address of this host that is not loopback: a relay
+    listening there passes each connection on to nginx."""
+    import socket
+    import threading
+    import urllib.parse
+    ip = local_non_loopback_ip()
+    if not ip:
+        pytest.skip("no address but loopback on this host")
+    target = urllib.parse.urlsplit(BASE_URL)
+    lsock = socket.create_server((ip, 0))
+    stop = threading.Event()
+
+    def pipe(a, b):
+        try:
+            while (data := a.recv(65536)):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            b.close()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                c, _ = lsock.accept()
+            except OSError:
+                return
+            up = socket.create_connection((target.hostname, target.port))
+            threading.Thread(target=pipe, args=(c, up), daemon=True).start()
+            threading.Thread(target=pipe, args=(up, c), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://{ip}:{lsock.getsockname()[1]}{target.path}"
+    stop.set()
+    lsock.close()
+
+
+def no_proxy(env):
+    return {k: v for k, v in env.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+
+
+def test_plain_http_to_another_host_warns_once_before_and_goes_on(user, remote_url):
+    _e, _k, env = user
+    # On a terminal `usage` makes two calls with the key (totals, then the days).
+    rc, out = on_pty(no_proxy(dict(env, AGENTHOST_URL=remote_url)), ["usage", "--days", "7"])
+    assert rc == 0, out
+    assert out.count(WARNING) == 1, out
+    host = remote_url.split("//", 1)[1].split(":", 1)[0]
+    assert f"{WARNING} {host} over plain http://" in out
+    assert out.index(WARNING) < out.index("invocations") and "highest" in out
+
+
+@pytest.mark.parametrize("url", [
+    BASE_URL, BASE_URL.replace("127.0.0.1", "localhost"), "http://127.8.9.10:1/api/v1",
+    "http://[::1]:1/api/v1", "https://agenthost-test.invalid/api/v1",
+])
+def test_no_warning_for_loopback_or_https(user, url):
+    _e, _k, env = user
+    r = run(no_proxy(env), "--url", url, "whoami")
+    assert WARNING not in r.stderr, (url, r.stderr)
+
+
+def test_warning_for_a_url_without_a_scheme_and_none_without_a_key(home):
+    # libcurl takes a URL without a scheme as http://.
+    env = no_proxy(cli_env(home, "ahk_AAAAAAAA_BBBBBBBBBB"))
+    r = run(env, "--url", "agenthost-test.invalid/api/v1", "whoami")
+    assert r.returncode == 3 and r.stderr.count(WARNING) == 1, r.stderr
+    assert r.stderr.index(WARNING) < r.stderr.index("cannot reach")
+    r = run(no_proxy(cli_env(home)), "--url", "http://agenthost-test.invalid/api/v1", "whoami")
+    assert r.returncode == 2 and WARNING not in r.stderr, r.stderr
+
+
+def test_login_warns_as_soon_as_a_plain_http_url_is_typed(home, remote_url):
+    email, key = create_user()
+    env = no_proxy(cli_env(home))
+    env.pop("AGENTHOST_URL")
+    rc, out = on_pty(env, ["login"], [("API URL [", remote_url), ("API key: ", key)])
+    assert rc == 0 and "as " + email in out, out
+    assert out.count(WARNING) == 1 and out.index(WARNING) < out.index("API key: "), out

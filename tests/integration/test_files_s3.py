@@ -88,9 +88,13 @@ def test_upload_download_delete_on_s3(s3, api, token):
     assert f"blobs/{sha}" in s3.keys()
     st, h, _ = call(api, token, "GET", f"/files/{f['file_id']}/download")
     assert st == 302 and h["Location"].startswith(s3.endpoint + "/files/blobs/" + sha + "?")
+    assert h["X-Content-Type-Options"] == "nosniff"
     got = requests.get(h["Location"])
     assert got.status_code == 200 and got.content == data
+    # The bucket's answer is the bucket's: no CSP of ours, but the presigned
+    # URL makes it an attachment of the recorded type (README, "Downloads").
     assert got.headers["Content-Type"] == "application/x-test"
+    assert got.headers["Content-Disposition"].startswith("attachment;")
     assert "filename*=UTF-8''%C3%BCn%C3%AF.bin" in got.headers["Content-Disposition"]
     # A second record of the same bytes shares the object; the last delete removes it.
     g = post_file(api, token, data)

@@ -3,6 +3,7 @@ it passes `nginx -t`, and an nginx started from it terminates TLS and forwards
 /api/v1/ to the running API workers (the answer is the API's own JSON). Its
 flood guard is set low here, so the answers nginx makes itself (the guard's
 429, its error pages) can be checked for their X-RateLimit-* headers."""
+import http.client
 import os
 import shutil
 import socket
@@ -98,6 +99,7 @@ def test_tls_site_serves_the_api(tls_nginx):
         assert r.status == 200
         assert b'"database"' in r.read()
         assert "max-age" in r.headers.get("Strict-Transport-Security", "")
+        assert r.headers.get_all("X-Content-Type-Options") == ["nosniff"]
 
 
 def test_plain_http_redirects_to_https(tls_nginx):
@@ -143,6 +145,7 @@ def test_the_flood_guards_429_has_retry_after_and_its_window(tls_nginx):
     headers, body = refused[0]
     assert body == b'{"detail":"Rate limit exceeded. Try again in 1 seconds."}'
     assert headers["Retry-After"] == "1"
+    assert headers.get_all("X-Content-Type-Options") == ["nosniff"]
     check_window(headers, "0")
     # The API's own answers keep the API's counts, not the guard's.
     ok = next(h for st, h, _ in answers if st == 200)
@@ -156,6 +159,23 @@ def test_nginx_error_pages_carry_the_guards_window(tls_nginx):
     assert st == 414 and body == b'{"detail":"Request URI too long"}'
     check_window(headers, "3")
     assert "Retry-After" not in headers
+    assert headers.get_all("X-Content-Type-Options") == ["nosniff"]
+
+
+def test_the_api_roots_redirect_keeps_hsts(tls_nginx):
+    # Its location sets nosniff, and with that inherits no header of the server's.
+    https, _ = tls_nginx
+    time.sleep(1.5)  # the flood guard's burst is spent by the tests before
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    conn = http.client.HTTPSConnection("127.0.0.1", https, context=ctx, timeout=10)
+    conn.request("GET", "/api/v1")
+    r = conn.getresponse()
+    assert r.status == 301
+    assert r.headers["Strict-Transport-Security"] == "max-age=31536000"
+    assert r.headers.get_all("X-Content-Type-Options") == ["nosniff"]
+    conn.close()
 
 
 def test_tls_site_serves_the_dashboard_with_hsts(tls_nginx):

@@ -420,6 +420,7 @@ static void test_response(void)
 	   "reply_list: X-Total-Count, X-Request-Id, Content-Type and -Length");
 	ok(strcmp(strstr((char *)outbuf, "\r\n\r\n") + 4, "[]") == 0, "reply_list: bare array body");
 	ok(!out_has_header("X-RateLimit-Limit"), "no rate-limit headers when the request was not counted");
+	ok(out_has_header("\r\nX-Content-Type-Options: nosniff\r\n"), "reply_list: nosniff");
 	int second = ah_reply_error(&f.r, 500, "again");
 	ok(second == AH_EDONE && strstr((char *)outbuf, "again") == NULL, "a second response is never written");
 	fake_done(&f);
@@ -434,6 +435,7 @@ static void test_response(void)
 	   out_has_header("X-RateLimit-Remaining: 0\r\n") && out_has_header("X-RateLimit-Reset: 1795306560\r\n"),
 	   "reply_error: the X-RateLimit-* headers of a counted request");
 	ok(out_has_header("Retry-After: 42\r\n"), "extra headers are written");
+	ok(out_has_header("\r\nX-Content-Type-Options: nosniff\r\n"), "reply_error: nosniff");
 	ok(!strstr((char *)outbuf, "Set-Cookie") && !strstr((char *)outbuf, "X-Evil"),
 	   "header values with CR or LF are dropped");
 	json_object *o = out_json(&f), *d;
@@ -444,8 +446,10 @@ static void test_response(void)
 
 	fake_init(&f, NULL, 0, NULL);
 	ah_reply_no_content(&f.r);
-	ok(out_status() == 204 && !out_has_header("Content-Type") &&
+	/* "\r\n" first: X-Content-Type-Options is not a Content-Type. */
+	ok(out_status() == 204 && !out_has_header("\r\nContent-Type:") &&
 	   strcmp(strstr((char *)outbuf, "\r\n\r\n"), "\r\n\r\n") == 0, "reply_no_content: 204 without a body");
+	ok(out_has_header("\r\nX-Content-Type-Options: nosniff\r\n"), "reply_no_content: nosniff");
 	fake_done(&f);
 
 	fake_init(&f, NULL, 0, NULL);

@@ -18,6 +18,15 @@ static const struct { const char *name; size_t len; int ok; const char *what; } 
 	{"a\x7f", 2, 0, "DEL"},
 	{"\xff\xfe", 2, 0, "not UTF-8"},
 	{"...", 3, 1, "three dots are a name"},
+	{"invoice\xe2\x80\xae" "fdp.exe", 17, 0, "U+202E RLO (shows as invoiceexe.pdf)"},
+	{"\xe2\x80\xaa" "a", 4, 0, "U+202A LRE first"},
+	{"a\xe2\x80\xac", 4, 0, "U+202C PDF last"},
+	{"a\xe2\x81\xa6" "b", 5, 0, "U+2066 LRI"},
+	{"a\xe2\x81\xa9" "b", 5, 0, "U+2069 PDI"},
+	{"a\xe2\x80\xa9" "b", 5, 1, "U+2029 is no bidi control"},
+	{"a\xe2\x80\xaf" "b", 5, 1, "U+202F narrow no-break space is a name"},
+	{"a\xe2\x81\xa5" "b", 5, 1, "U+2065 (unassigned, beside LRI) is a name"},
+	{"\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d.txt", 12, 1, "Hebrew name (right-to-left by itself)"},
 };
 
 static const struct { const char *ct; int ok; } types[] = {
@@ -29,6 +38,7 @@ static const struct { const char *ct; int ok; } types[] = {
 static const struct { const char *csv, *norm; } tags[] = {
 	{"", ""}, {"b,a", ",a,,b,"}, {" a , b ", ",a,,b,"}, {"a,a", ",a,"},
 	{"a,,b", NULL}, {"a,", NULL}, {",a", NULL}, {"50%", NULL}, {"a_b", NULL},
+	{"q4,\xe2\x80\xae" "lanif", NULL}, {"x\xe2\x81\xa7", NULL},
 };
 
 static const struct { const char *path, *norm; } mounts[] = {
@@ -36,6 +46,7 @@ static const struct { const char *path, *norm; } mounts[] = {
 	{"/files/agent/", NULL}, {"/files/agent/../x", NULL}, {"/files/agent/./x", NULL},
 	{"/files/agent/a//b", NULL}, {"/files/agent/d/", NULL}, {"/files/session/x", NULL},
 	{"/etc/passwd", NULL}, {"files/agent/x", NULL},
+	{"/files/agent/d\xe2\x80\xae/x", NULL}, {"/files/agent/x\xe2\x81\xa8.txt", NULL},
 };
 
 int main(void)
