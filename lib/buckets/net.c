@@ -17,8 +17,8 @@ static curl_socket_t open_checked(void *ud, curlsocktype purpose, struct curl_so
 {
 	ah_bucket_guard *g = ud;
 	(void)purpose;
-	enum ah_addr_kind k = ah_addr_kind(&a->addr);
-	if (k == AH_ADDR_FORBIDDEN || (k == AH_ADDR_PRIVATE && !g->allow_private)) {
+	enum ah_addr_kind k = ah_addr_policy_check(&g->policy, &a->addr);
+	if (k != AH_ADDR_PUBLIC) {
 		g->refused = k == AH_ADDR_FORBIDDEN ? 2 : 1;
 		return CURL_SOCKET_BAD;
 	}
@@ -61,7 +61,7 @@ const char *ah_bucket_curl_message(ah_arena *a, const ah_bucket_guard *g, int co
 	if (g->refused == 1)
 		return ah_sprintf(a, "%s resolves to a loopback, private or CGNAT address; endpoints "
 		                  "must be outside addresses (an operator can allow private ones with "
-		                  "storage_allow_private)", h);
+		                  "storage_allow_hosts)", h);
 	switch ((CURLcode)code) {
 	case CURLE_COULDNT_RESOLVE_HOST:
 		return ah_sprintf(a, "Could not resolve %s: check the endpoint's host name", h);
