@@ -69,11 +69,6 @@ char *ah_bucket_creds_encode(ah_arena *a, const ah_bucket_creds *c);
 int ah_bucket_creds_decode(ah_arena *a, ah_bucket_creds *out, ah_provider p, const char *doc,
                            ah_err *err);
 
-/* Every address url's host resolves to is one the policy allows: for a
- * connection made by another program (rclone), which cannot be checked on the
- * address it connects to. AH_EDENIED / AH_EINVALID with a sentence. */
-int ah_bucket_resolve_check(const char *url, bool allow_private, ah_err *err);
-
 /* The real request of /test, at most 10 s. *ok and a message a person can act
  * on ("Bucket 'x' does not exist", "The credentials were rejected: …",
  * "Could not connect to …", "TLS handshake with … failed", "timed out");

@@ -134,28 +134,3 @@ int ah_bucket_http(ah_arena *a, const ah_bucket_guard *guard, const char *url,
 	curl_easy_cleanup(c);
 	return 0;
 }
-
-int ah_bucket_resolve_check(const char *url, bool allow_private, ah_err *err)
-{
-	const char *p = strstr(url, "://");
-	char host[256];
-	p = p ? p + 3 : url;
-	size_t n = *p == '[' ? strcspn(++p, "]") : strcspn(p, ":/");
-	if (n == 0 || n >= sizeof(host))
-		return ah_err_set(err, AH_EINVALID, "no host in the URL");
-	memcpy(host, p, n);
-	host[n] = '\0';
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-	if (getaddrinfo(host, NULL, &hints, &res) != 0)
-		return ah_err_set(err, AH_EINVALID, "could not resolve %s", host);
-	int rc = 0;
-	for (struct addrinfo *ai = res; ai && rc == 0; ai = ai->ai_next) {
-		enum ah_addr_kind k = ah_addr_kind(ai->ai_addr);
-		if (k == AH_ADDR_FORBIDDEN || (k == AH_ADDR_PRIVATE && !allow_private))
-			rc = ah_err_set(err, AH_EDENIED, "%s resolves to a %s address, which is not "
-			                "allowed", host, k == AH_ADDR_FORBIDDEN ? "link-local or metadata"
-			                : "loopback, private or CGNAT");
-	}
-	freeaddrinfo(res);
-	return rc;
-}
