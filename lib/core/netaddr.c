@@ -210,6 +210,21 @@ static void unmap(struct sockaddr_storage *ss)
 	memcpy(ss, &a4, sizeof(a4));
 }
 
+bool ah_addr_same(const struct sockaddr_storage *x, const struct sockaddr_storage *y)
+{
+	struct sockaddr_storage a = *x, b = *y;
+	unmap(&a);
+	unmap(&b);
+	if (a.ss_family != b.ss_family)
+		return false;
+	if (a.ss_family == AF_INET)
+		return ((struct sockaddr_in *)&a)->sin_addr.s_addr ==
+		       ((struct sockaddr_in *)&b)->sin_addr.s_addr;
+	return a.ss_family == AF_INET6 &&
+	       memcmp(&((struct sockaddr_in6 *)&a)->sin6_addr, &((struct sockaddr_in6 *)&b)->sin6_addr,
+	              16) == 0;
+}
+
 struct entry {
 	struct sockaddr_storage net;
 	int bits;

@@ -27,6 +27,10 @@ enum ah_addr_kind ah_addr_kind(const struct sockaddr *sa);
 enum ah_addr_text { AH_ADDR_TEXT_NAME, AH_ADDR_TEXT_ADDRESS, AH_ADDR_TEXT_MALFORMED };
 enum ah_addr_text ah_addr_parse(struct sockaddr_storage *out, const char *text);
 
+/* x and y are one address, ports aside (a v4-mapped IPv6 address is its
+ * IPv4 one). */
+bool ah_addr_same(const struct sockaddr_storage *x, const struct sockaddr_storage *y);
+
 /* The kind of a literal address (ah_addr_parse's ADDRESS); -1 when text is a
  * name, -2 when it is MALFORMED. */
 int ah_addr_kind_text(const char *text);

@@ -103,24 +103,6 @@ static int port_of(const struct sockaddr_storage *s)
 	                                     : ((const struct sockaddr_in6 *)s)->sin6_port);
 }
 
-/* The same address, ports aside; a v4-mapped IPv6 one equals its IPv4. */
-static bool same_addr(const struct sockaddr_storage *x, const struct sockaddr_storage *y)
-{
-	unsigned char a[16], b[16];
-	const struct sockaddr_storage *s[2] = {x, y};
-	unsigned char *o[2] = {a, b};
-	for (int i = 0; i < 2; i++) {
-		static const unsigned char mapped[12] = {[10] = 0xff, [11] = 0xff};
-		if (s[i]->ss_family == AF_INET) {
-			memcpy(o[i], mapped, 12);
-			memcpy(o[i] + 12, &((const struct sockaddr_in *)s[i])->sin_addr, 4);
-		} else {
-			memcpy(o[i], &((const struct sockaddr_in6 *)s[i])->sin6_addr, 16);
-		}
-	}
-	return memcmp(a, b, 16) == 0;
-}
-
 static const char *addr_text(char *buf, size_t n, const struct sockaddr_storage *s)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";
@@ -149,7 +131,7 @@ static int resolve(struct pin *p)
 static bool pin_has(const struct pin *p, const struct sockaddr_storage *s)
 {
 	for (int i = 0; i < p->n; i++)
-		if (same_addr(&p->addr[i], s))
+		if (ah_addr_same(&p->addr[i], s))
 			return true;
 	return false;
 }
@@ -176,7 +158,7 @@ static const char *refusal(struct ah_fuse_guard *g, const struct sockaddr_storag
 	if (s->ss_family != AF_INET && s->ss_family != AF_INET6)
 		return NULL;
 	for (int i = 0; i < g->ndns; i++)
-		if (port_of(s) == 53 && same_addr(&g->dns[i], s))
+		if (port_of(s) == 53 && ah_addr_same(&g->dns[i], s))
 			return NULL;
 	switch (ah_addr_policy_check(&g->policy, (const struct sockaddr *)s)) {
 	case AH_ADDR_FORBIDDEN:
