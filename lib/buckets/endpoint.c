@@ -36,12 +36,14 @@ static int split_host(char *host, size_t n, const char *p, const char **rest)
 	return 0;
 }
 
-static int port_check(const char *rest)
+/* The port after host, if any, into *port (left as it is when none). */
+static int port_check(const char *rest, long *port)
 {
 	if (*rest != ':')
 		return 0;
 	char *e;
 	long v = strtol(rest + 1, &e, 10);
+	*port = v;
 	return (e == rest + 1 || v < 1 || v > 65535 || (*e && *e != '/')) ? AH_EINVALID : 0;
 }
 
@@ -95,13 +97,13 @@ int ah_bucket_endpoint_check(const char *url, const ah_addr_policy *pol, bool pa
 		return bad(err, "URL should not have a query or fragment");
 	char host[256];
 	const char *rest;
-	if (split_host(host, sizeof(host), p, &rest) != 0 || port_check(rest) != 0)
+	long port = default_port(url);
+	if (split_host(host, sizeof(host), p, &rest) != 0 || port_check(rest, &port) != 0)
 		return bad(err, "URL should name a host (and a port from 1 to 65535)");
 	const char *path = rest + strcspn(rest, "/");
 	if (!path_ok && *path && strcmp(path, "/") != 0)
 		return bad(err, "URL should be scheme://host[:port] without a path (buckets are named "
 		           "by bucket_name)");
-	long port = *rest == ':' ? strtol(rest + 1, NULL, 10) : default_port(url);
 	int kind = host_kind(host, *p == '[', port, pol);
 	if (kind == -2)
 		return bad(err, "URL's host is neither a name nor a valid IP address (a number "
