@@ -175,6 +175,15 @@ int main(void)
 	ok(ah_addr_kind_text("::ffff:169.254.169.254") == AH_ADDR_FORBIDDEN, "v4-mapped metadata");
 	ok(ah_addr_kind_text("0x7f.0.0.1") == AH_ADDR_PRIVATE, "hex loopback is private");
 	ok(ah_addr_kind_text("1.2.3.256") == -2, "a malformed number is neither");
+	ok(ah_addr_kind_text("4294967296") == -2 && ah_addr_kind_text("99999999999999999999999") == -2 &&
+	   ah_addr_kind_text("0x1ffffffff") == -2 && ah_addr_kind_text("1.0x1000000") == -2 &&
+	   ah_addr_kind_text("09.1.1.1") == -2 && ah_addr_kind_text("1..1") == -2,
+	   "numbers past an IPv4 address, or not numbers in their base, are malformed");
+	ok(ah_addr_kind_text("4294967295") == AH_ADDR_PRIVATE && ah_addr_kind_text("0x") == AH_ADDR_PRIVATE &&
+	   ah_addr_kind_text("1.") == AH_ADDR_PRIVATE && ah_addr_kind_text("8.0x80808") == AH_ADDR_PUBLIC,
+	   "edge spellings are addresses");
+	ok(ah_addr_kind_text(".") == -1 && ah_addr_kind_text("a.b1") == -1 && ah_addr_kind_text("0x.g") == -1,
+	   "names that end in letters are names");
 	char bad[64] = "";
 	ok(ah_addr_list_check("127.0.0.1:9000-9009, [::1]:80 10.0.0.0/8", bad, sizeof(bad)) == 0,
 	   "storage_allow_hosts entries");
