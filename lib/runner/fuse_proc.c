@@ -150,8 +150,9 @@ static bool is_fuse(const char *dir)
 	return found;
 }
 
-/* rclone, with the connection filter in place before it runs: its listener
- * comes back over guard (one end of a socketpair; the child's end is sock). */
+/* rclone, with the connection filter in place before it runs; the filter's
+ * listener goes to the runner over sock (the child's end of a socketpair).
+ * Between fork and exec only async-signal-safe calls: the runner has threads. */
 static pid_t spawn(const char **argv, const char **env, const char *log, int sock)
 {
 	int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -166,7 +167,9 @@ static pid_t spawn(const char **argv, const char **env, const char *log, int soc
 		setsid();
 		syscall(SYS_close_range, 4, ~0U, 0);
 		if (ah_fuse_guard_child(3) != 0) {
-			dprintf(2, "cannot install the connection filter: %s\n", strerror(errno));
+			static const char msg[] = "cannot install rclone's connection filter\n";
+			if (write(2, msg, sizeof(msg) - 1) < 0)
+				_exit(127);
 			_exit(127);
 		}
 		close(3);
