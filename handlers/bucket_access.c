@@ -55,9 +55,9 @@ int ah_bucket_creds_fields(ah_req *r, json_object *o, ah_provider p, bool requir
 		        "extra_forbidden");
 	const char *json = NULL;
 	ah_err err;
+	ah_addr_policy pol = ah_bucket_policy(r->cfg);
 	if (ah_field_str(r, o, "service_account_json", flags, 2, SA_JSON_MAX, &json, NULL) == 0 && json &&
-	    ah_bucket_sa_parse(r->arena, c, json, ah_cfg_bool(r->cfg, AH_CFG_STORAGE_ALLOW_PRIVATE),
-	                       &err) != 0)
+	    ah_bucket_sa_parse(r->arena, c, json, &pol, &err) != 0)
 		ah_verr(r, "body", "service_account_json", err.msg, "value_error");
 	*any = json_object_object_get_ex(o, "service_account_json", NULL);
 	return r->errors ? AH_EINVALID : 0;
@@ -147,7 +147,7 @@ static int test_bucket(ah_req *r)
 	ah_bucket_target t = {
 		.provider = b->provider, .bucket_name = b->bucket_name, .region = b->region,
 		.endpoint_url = b->endpoint_url, .prefix = "", .creds = &c,
-		.allow_private = ah_cfg_bool(r->cfg, AH_CFG_STORAGE_ALLOW_PRIVATE),
+		.policy = ah_bucket_policy(r->cfg),
 	};
 	if (ah_bucket_probe(r->arena, &t, &ok, &message) != 0)
 		return AH_EFAIL;

@@ -147,10 +147,10 @@ static void check_fields(ah_req *r, json_object *o, bucket_in *in, bool create)
 		ah_verr(r, "body", "region", "String should match pattern '^[a-z0-9-]{1,64}$'",
 		        "string_pattern_mismatch");
 	ah_err err;
+	ah_addr_policy pol = ah_bucket_policy(r->cfg);
 	if (ah_field_str(r, o, "endpoint_url", AH_F_NULLABLE, 1, 2048, &in->endpoint_url,
 	                 &in->has_endpoint) == 0 && in->endpoint_url &&
-	    ah_bucket_endpoint_check(in->endpoint_url,
-	                             ah_cfg_bool(r->cfg, AH_CFG_STORAGE_ALLOW_PRIVATE), true, &err) != 0)
+	    ah_bucket_endpoint_check(in->endpoint_url, &pol, true, &err) != 0)
 		ah_verr(r, "body", "endpoint_url", err.msg, "url_parsing");
 }
 
@@ -160,11 +160,12 @@ static void check_fields(ah_req *r, json_object *o, bucket_in *in, bool create)
 static void check_combination(ah_req *r, const char *provider, const char *endpoint)
 {
 	ah_err err;
+	static const ah_addr_policy any = {.allow_private = true}; /* checked above */
 	if (strcmp(provider, "r2") == 0 && !endpoint)
 		ah_verr(r, "body", "endpoint_url", "Field required for r2 buckets (your account's "
 		        "https://<account id>.r2.cloudflarestorage.com)", "missing");
 	else if (endpoint && strcmp(provider, "gcs") != 0 &&
-	         ah_bucket_endpoint_check(endpoint, true, false, &err) != 0)
+	         ah_bucket_endpoint_check(endpoint, &any, false, &err) != 0)
 		ah_verr(r, "body", "endpoint_url", err.msg, "url_parsing");
 }
 

@@ -210,8 +210,10 @@ rate_limit_invoke = 10
 # user may bind ports above 1023: on a shared host list git servers of your own
 # on ports below 1024 instead (README, git_allow_hosts).
 git_allow_hosts = 127.0.0.1:$((PORT + 320))-$((PORT + 339))
-# Bucket endpoints: the tests' S3 and GCS servers listen on loopback.
-storage_allow_private = true
+# Bucket endpoints: the tests' S3 and GCS servers listen on loopback, on ports
+# PORT + 340 to PORT + 379: only those may be reached by bucket connections (an
+# endpoint that redirects elsewhere on loopback is refused, as in production).
+storage_allow_hosts = 127.0.0.1:$((PORT + 340))-$((PORT + 379))
 sandbox_root = $VAR/data/sandboxes
 # Smaller than the defaults (2 GiB, 10 GiB) so that the concurrency tests' ten
 # sandboxes, the pool and the spares fit the host's sandbox budget (README) with

@@ -11,6 +11,7 @@
 
 #include "core/arena.h"
 #include "core/err.h"
+#include "core/netaddr.h"
 
 /* The buckets.provider ENUM of schema/006_buckets.sql, in its order. */
 typedef enum ah_provider { AH_PROVIDER_S3, AH_PROVIDER_GCS, AH_PROVIDER_R2 } ah_provider;
@@ -28,16 +29,24 @@ typedef struct ah_bucket_target {
 	ah_provider provider;
 	const char *bucket_name, *region, *endpoint_url, *prefix;
 	const ah_bucket_creds *creds;
-	bool allow_private;  /* storage_allow_private */
+	ah_addr_policy policy;  /* storage_allow_private, storage_allow_hosts */
 } ah_bucket_target;
 
 /* An endpoint (or token_uri) a user may name: http:// or https:// only, a
- * host, no credentials, query or fragment; a literal address (or
- * "localhost") that is link-local or metadata is always refused, one that is
- * loopback, private or CGNAT unless allow_private. Names are checked again
- * on the address each connection reaches (ah_bucket_probe). Without path_ok
- * nothing but "/" may follow host:port. AH_EINVALID with a sentence for the 422. */
-int ah_bucket_endpoint_check(const char *url, bool allow_private, bool path_ok, ah_err *err);
+ * host, no credentials, query or fragment; a literal address in any spelling
+ * (see ah_addr_parse; a malformed one is refused), or "localhost", is
+ * checked with the URL's port against pol: link-local or metadata always
+ * refused, loopback, private or CGNAT unless pol opens it. Names are checked
+ * again on the address each connection reaches (ah_bucket_probe, and a
+ * mount's rclone: lib/runner/fuse_guard.c). Without path_ok nothing but "/"
+ * may follow host:port. AH_EINVALID with a sentence for the 422. */
+int ah_bucket_endpoint_check(const char *url, const ah_addr_policy *pol, bool path_ok,
+                             ah_err *err);
+
+/* The policy of every connection made to a customer's bucket, from
+ * storage_allow_private and storage_allow_hosts. */
+struct ah_config;
+ah_addr_policy ah_bucket_policy(const struct ah_config *cfg);
 
 /* ^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$ (S3's rules, and GCS's longer dotted names). */
 bool ah_bucket_name_valid(const char *s);
@@ -47,8 +56,8 @@ bool ah_bucket_region_valid(const char *s);
 /* A GCS service-account key file: a JSON object with string client_email,
  * private_key (PEM) and token_uri (an endpoint as above). Fills out's gcs
  * fields (from arena a); AH_EINVALID with a sentence otherwise. */
-int ah_bucket_sa_parse(ah_arena *a, ah_bucket_creds *out, const char *json, bool allow_private,
-                       ah_err *err);
+int ah_bucket_sa_parse(ah_arena *a, ah_bucket_creds *out, const char *json,
+                       const ah_addr_policy *pol, ah_err *err);
 
 /* The JSON API's base of a GCS bucket's endpoint_url (NULL: Google's), ending
  * in /storage/v1 without a slash: endpoint_url may be the host (as Google's
@@ -59,11 +68,6 @@ const char *ah_bucket_gcs_api_base(ah_arena *a, const char *endpoint_url);
 char *ah_bucket_creds_encode(ah_arena *a, const ah_bucket_creds *c);
 int ah_bucket_creds_decode(ah_arena *a, ah_bucket_creds *out, ah_provider p, const char *doc,
                            ah_err *err);
-
-/* Every address url's host resolves to is one the policy allows: for a
- * connection made by another program (rclone), which cannot be checked on the
- * address it connects to. AH_EDENIED / AH_EINVALID with a sentence. */
-int ah_bucket_resolve_check(const char *url, bool allow_private, ah_err *err);
 
 /* The real request of /test, at most 10 s. *ok and a message a person can act
  * on ("Bucket 'x' does not exist", "The credentials were rejected: …",

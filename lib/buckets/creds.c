@@ -15,8 +15,8 @@ static const char *member(ah_arena *a, json_object *o, const char *key)
 	return *s ? ah_strdup(a, s) : NULL;
 }
 
-int ah_bucket_sa_parse(ah_arena *a, ah_bucket_creds *out, const char *json, bool allow_private,
-                       ah_err *err)
+int ah_bucket_sa_parse(ah_arena *a, ah_bucket_creds *out, const char *json,
+                       const ah_addr_policy *pol, ah_err *err)
 {
 	json_object *o = json_tokener_parse(json);
 	int rc = 0;
@@ -42,7 +42,7 @@ int ah_bucket_sa_parse(ah_arena *a, ah_bucket_creds *out, const char *json, bool
 		goto done;
 	}
 	ah_err uerr;
-	if (ah_bucket_endpoint_check(got[2], allow_private, true, &uerr) != 0) {
+	if (ah_bucket_endpoint_check(got[2], pol, true, &uerr) != 0) {
 		rc = ah_err_set(err, AH_EINVALID, "The key's token_uri is not allowed: %s", uerr.msg);
 		goto done;
 	}
@@ -83,7 +83,8 @@ int ah_bucket_creds_decode(ah_arena *a, ah_bucket_creds *out, ah_provider p, con
 		const char *sa = member(a, o, "service_account_json");
 		/* Stored keys were checked when set; the endpoint rule is checked
 		 * again by the connection itself. */
-		rc = sa ? ah_bucket_sa_parse(a, out, sa, true, err)
+		static const ah_addr_policy any = {.allow_private = true};
+		rc = sa ? ah_bucket_sa_parse(a, out, sa, &any, err)
 		        : ah_err_set(err, AH_ENOTFOUND, "no service account key is stored");
 	} else {
 		out->access_key_id = member(a, o, "access_key_id");

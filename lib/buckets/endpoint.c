@@ -1,9 +1,12 @@
 /* Endpoint, name and credential shape checks: see buckets.h. */
 #include "buckets/buckets.h"
+#include "core/config.h"
 #include "core/netaddr.h"
 #include "core/util.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -33,16 +36,48 @@ static int split_host(char *host, size_t n, const char *p, const char **rest)
 	return 0;
 }
 
-static int port_check(const char *rest)
+/* The port after host, if any, into *port (left as it is when none). */
+static int port_check(const char *rest, long *port)
 {
 	if (*rest != ':')
 		return 0;
 	char *e;
 	long v = strtol(rest + 1, &e, 10);
+	*port = v;
 	return (e == rest + 1 || v < 1 || v > 65535 || (*e && *e != '/')) ? AH_EINVALID : 0;
 }
 
-int ah_bucket_endpoint_check(const char *url, bool allow_private, bool path_ok, ah_err *err)
+static int default_port(const char *url)
+{
+	return strncasecmp(url, "https://", 8) == 0 ? 443 : 80;
+}
+
+/* The host's kind: a literal address in any spelling with the URL's port
+ * against the policy; "localhost" and names under it are loopback. -1: a
+ * name, checked on each connection's address instead. */
+static int host_kind(const char *host, bool bracketed, long port, const ah_addr_policy *pol)
+{
+	size_t n = strlen(host);
+	if (strcasecmp(host, "localhost") == 0 || strcasecmp(host, "localhost.") == 0 ||
+	    (n > 10 && strcasecmp(host + n - 10, ".localhost") == 0) ||
+	    (n > 11 && strcasecmp(host + n - 11, ".localhost.") == 0))
+		host = "127.0.0.1";
+	struct sockaddr_storage ss;
+	enum ah_addr_text t = ah_addr_parse(&ss, host);
+	if (t == AH_ADDR_TEXT_MALFORMED || (bracketed && (t != AH_ADDR_TEXT_ADDRESS ||
+	                                                  ss.ss_family != AF_INET6)))
+		return -2;
+	if (t == AH_ADDR_TEXT_NAME)
+		return -1;
+	if (ss.ss_family == AF_INET)
+		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+	else
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+	return (int)ah_addr_policy_check(pol, (struct sockaddr *)&ss);
+}
+
+int ah_bucket_endpoint_check(const char *url, const ah_addr_policy *pol, bool path_ok,
+                             ah_err *err)
 {
 	const char *p;
 	if (!strncasecmp(url, "https://", 8))
@@ -62,20 +97,30 @@ int ah_bucket_endpoint_check(const char *url, bool allow_private, bool path_ok, 
 		return bad(err, "URL should not have a query or fragment");
 	char host[256];
 	const char *rest;
-	if (split_host(host, sizeof(host), p, &rest) != 0 || port_check(rest) != 0)
+	long port = default_port(url);
+	if (split_host(host, sizeof(host), p, &rest) != 0 || port_check(rest, &port) != 0)
 		return bad(err, "URL should name a host (and a port from 1 to 65535)");
 	const char *path = rest + strcspn(rest, "/");
 	if (!path_ok && *path && strcmp(path, "/") != 0)
 		return bad(err, "URL should be scheme://host[:port] without a path (buckets are named "
 		           "by bucket_name)");
-	int kind = strcasecmp(host, "localhost") == 0 ? AH_ADDR_PRIVATE : ah_addr_kind_text(host);
+	int kind = host_kind(host, *p == '[', port, pol);
+	if (kind == -2)
+		return bad(err, "URL's host is neither a name nor a valid IP address (a number "
+		           "as the last label must be a whole IPv4 address)");
 	if (kind == AH_ADDR_FORBIDDEN)
 		return bad(err, "URL names a link-local or cloud metadata address, which is never allowed");
-	if (kind == AH_ADDR_PRIVATE && !allow_private)
+	if (kind == AH_ADDR_PRIVATE)
 		return bad(err, "URL names a loopback, private or CGNAT address; endpoints must be "
 		           "outside addresses (an operator can allow private ones with "
-		           "storage_allow_private)");
+		           "storage_allow_hosts)");
 	return 0;
+}
+
+ah_addr_policy ah_bucket_policy(const struct ah_config *cfg)
+{
+	return (ah_addr_policy){.allow_private = ah_cfg_bool(cfg, AH_CFG_STORAGE_ALLOW_PRIVATE),
+	                        .allow_hosts = ah_cfg_str(cfg, AH_CFG_STORAGE_ALLOW_HOSTS)};
 }
 
 bool ah_bucket_name_valid(const char *s)

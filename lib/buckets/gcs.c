@@ -115,7 +115,7 @@ const char *ah_bucket_gcs_api_base(ah_arena *a, const char *endpoint_url)
 int ah_bucket_probe_gcs(ah_arena *a, const ah_bucket_target *t, bool *ok, const char **message)
 {
 	ah_bucket_body *body = ah_alloc(a, sizeof(*body));
-	ah_bucket_guard g = {.allow_private = t->allow_private,
+	ah_bucket_guard g = {.policy = t->policy,
 	                     .deadline_ms = ah_now_ms() + AH_BUCKET_TIMEOUT_S * 1000};
 	char *token;
 	long status;

@@ -11,7 +11,7 @@
 
 /* The address policy of one request; refused: 1 private, 2 forbidden. */
 typedef struct ah_bucket_guard {
-	bool allow_private;
+	ah_addr_policy policy;
 	int refused;
 	int64_t deadline_ms;  /* ah_now_ms() by which all of /test's requests end; 0: 10 s each */
 } ah_bucket_guard;

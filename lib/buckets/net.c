@@ -17,8 +17,8 @@ static curl_socket_t open_checked(void *ud, curlsocktype purpose, struct curl_so
 {
 	ah_bucket_guard *g = ud;
 	(void)purpose;
-	enum ah_addr_kind k = ah_addr_kind(&a->addr);
-	if (k == AH_ADDR_FORBIDDEN || (k == AH_ADDR_PRIVATE && !g->allow_private)) {
+	enum ah_addr_kind k = ah_addr_policy_check(&g->policy, &a->addr);
+	if (k != AH_ADDR_PUBLIC) {
 		g->refused = k == AH_ADDR_FORBIDDEN ? 2 : 1;
 		return CURL_SOCKET_BAD;
 	}
@@ -61,7 +61,7 @@ const char *ah_bucket_curl_message(ah_arena *a, const ah_bucket_guard *g, int co
 	if (g->refused == 1)
 		return ah_sprintf(a, "%s resolves to a loopback, private or CGNAT address; endpoints "
 		                  "must be outside addresses (an operator can allow private ones with "
-		                  "storage_allow_private)", h);
+		                  "storage_allow_hosts)", h);
 	switch ((CURLcode)code) {
 	case CURLE_COULDNT_RESOLVE_HOST:
 		return ah_sprintf(a, "Could not resolve %s: check the endpoint's host name", h);
@@ -133,29 +133,4 @@ int ah_bucket_http(ah_arena *a, const ah_bucket_guard *guard, const char *url,
 	curl_slist_free_all(h);
 	curl_easy_cleanup(c);
 	return 0;
-}
-
-int ah_bucket_resolve_check(const char *url, bool allow_private, ah_err *err)
-{
-	const char *p = strstr(url, "://");
-	char host[256];
-	p = p ? p + 3 : url;
-	size_t n = *p == '[' ? strcspn(++p, "]") : strcspn(p, ":/");
-	if (n == 0 || n >= sizeof(host))
-		return ah_err_set(err, AH_EINVALID, "no host in the URL");
-	memcpy(host, p, n);
-	host[n] = '\0';
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-	if (getaddrinfo(host, NULL, &hints, &res) != 0)
-		return ah_err_set(err, AH_EINVALID, "could not resolve %s", host);
-	int rc = 0;
-	for (struct addrinfo *ai = res; ai && rc == 0; ai = ai->ai_next) {
-		enum ah_addr_kind k = ah_addr_kind(ai->ai_addr);
-		if (k == AH_ADDR_FORBIDDEN || (k == AH_ADDR_PRIVATE && !allow_private))
-			rc = ah_err_set(err, AH_EDENIED, "%s resolves to a %s address, which is not "
-			                "allowed", host, k == AH_ADDR_FORBIDDEN ? "link-local or metadata"
-			                : "loopback, private or CGNAT");
-	}
-	freeaddrinfo(res);
-	return rc;
 }

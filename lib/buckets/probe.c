@@ -11,7 +11,7 @@ int ah_bucket_probe(ah_arena *a, const ah_bucket_target *t, bool *ok, const char
 	if (t->endpoint_url) {
 		ah_err err;
 		bool path_ok = t->provider == AH_PROVIDER_GCS;
-		if (ah_bucket_endpoint_check(t->endpoint_url, t->allow_private, path_ok, &err) != 0) {
+		if (ah_bucket_endpoint_check(t->endpoint_url, &t->policy, path_ok, &err) != 0) {
 			*message = ah_sprintf(a, "endpoint_url is not allowed: %s", err.msg);
 			return 0;
 		}

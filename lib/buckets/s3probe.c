@@ -58,7 +58,7 @@ static const char *status_message(ah_arena *a, const ah_bucket_target *t, long s
 
 int ah_bucket_probe_s3(ah_arena *a, const ah_bucket_target *t, bool *ok, const char **message)
 {
-	struct outcome o = {.guard = {.allow_private = t->allow_private}};
+	struct outcome o = {.guard = {.policy = t->policy}};
 	ah_s3_hooks hooks = {prepare, done, &o};
 	const char *region = t->region ? t->region
 	                     : t->provider == AH_PROVIDER_R2 ? "auto" : AWS_DEFAULT_REGION;

@@ -1,6 +1,7 @@
 /* Config file parsing, environment overrides and validation against the key
  * table; see config.h and config_keys.h. */
 #include "core/config.h"
+#include "core/netaddr.h"
 #include "core/paths.h"
 #include "core/money.h"
 #include "core/plans.h"
@@ -162,8 +163,14 @@ static int check(int k, const char *v, const char *from, long long *num, ah_err 
 		return ah_err_set(err, AH_EINVALID, "%s = %s%s: expected a decimal number of dollars "
 		                  "with at most 6 decimals", t->name, v, from);
 	default:
-		return 0;
+		break;
 	}
+	char bad[128];
+	if (k == AH_CFG_STORAGE_ALLOW_HOSTS && ah_addr_list_check(v, bad, sizeof(bad)) != 0)
+		return ah_err_set(err, AH_EINVALID, "%s = %s%s: \"%s\" is not an "
+		                  "address[/bits][:port[-port]] entry ([v6] in brackets; no names)",
+		                  t->name, v, from, bad);
+	return 0;
 }
 
 /* Defaults that depend on the host or on another key. */

@@ -79,6 +79,7 @@
 	X(GIT_SSH_KEY, "git_ssh_key", PATH, "", 0, 0, "SSH key for git clones") \
 	X(GIT_MAX_BYTES, "git_max_bytes", INT, "209715200", 1 << 20, 1LL << 40, "clone size cap") \
 	X(GIT_TIMEOUT_SECONDS, "git_timeout_seconds", INT, "120", 1, 3600, "clone time cap") \
+	X(STORAGE_ALLOW_HOSTS, "storage_allow_hosts", STR, "", 0, 0, "private addresses (and ports) bucket connections may reach") \
 	X(STORAGE_ALLOW_PRIVATE, "storage_allow_private", BOOL, "false", 0, 0, "development only: bucket endpoints may be private addresses") \
 	X(MOUNT_RCLONE, "mount_rclone", PATH, "/usr/bin/rclone", 0, 0, "the rclone binary bucket mounts run") \
 	X(MOUNT_IDLE_SECONDS, "mount_idle_seconds", INT, "600", 10, 86400, "an agent's bucket mounts unused this long are stopped") \

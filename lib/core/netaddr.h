@@ -6,6 +6,9 @@
 #define AH_CORE_NETADDR_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
 
 struct sockaddr;
 
@@ -16,9 +19,44 @@ enum ah_addr_kind { AH_ADDR_PUBLIC, AH_ADDR_PRIVATE, AH_ADDR_FORBIDDEN };
  * IPv4/IPv6. PRIVATE: loopback, private, CGNAT, reserved, multicast. */
 enum ah_addr_kind ah_addr_kind(const struct sockaddr *sa);
 
-/* The kind of a literal IPv4 or IPv6 address (no brackets); -1 when text is
- * not one. */
+/* A host as every resolver reads it. ADDRESS: an IPv6 literal (no brackets)
+ * or an IPv4 one in any spelling getaddrinfo, curl and browsers take (the
+ * WHATWG URL standard's IPv4 parser): dotted quad, fewer parts
+ * (169.254.43518), each part decimal, octal with a leading 0 or hex with 0x
+ * (0251.0376.0251.0376, 0xa9fea9fe, 2852039166), one trailing dot. MALFORMED:
+ * the last label is a number but the whole is no address ("1.2.3.256",
+ * "08"): resolvers disagree on such a name, so it is refused rather than
+ * guessed. NAME: anything else. out (may be NULL) gets the address, port 0. */
+enum ah_addr_text { AH_ADDR_TEXT_NAME, AH_ADDR_TEXT_ADDRESS, AH_ADDR_TEXT_MALFORMED };
+enum ah_addr_text ah_addr_parse(struct sockaddr_storage *out, const char *text);
+
+/* x and y are one address, ports aside (a v4-mapped IPv6 address is its
+ * IPv4 one). */
+bool ah_addr_same(const struct sockaddr_storage *x, const struct sockaddr_storage *y);
+
+/* The kind of a literal address (ah_addr_parse's ADDRESS); -1 when text is a
+ * name, -2 when it is MALFORMED. */
 int ah_addr_kind_text(const char *text);
+
+/* Which private addresses an operator opened for one kind of connection:
+ * all of them (development only), and a list of "address[/bits][:port[-port]]"
+ * entries, comma or space separated, "[v6]" in brackets ("127.0.0.1:9000",
+ * "10.0.0.0/8", "[fd00::5]:443"), compared with the address and port a
+ * connection reaches (an address is one in any spelling ah_addr_parse
+ * reads; a v4-mapped IPv6 address is its IPv4 one). */
+typedef struct ah_addr_policy {
+	bool allow_private;
+	const char *allow_hosts;
+} ah_addr_policy;
+
+/* AH_ADDR_PUBLIC when a connection to sa (with its port) is allowed: a
+ * public address, or a private one the policy opens; otherwise its kind.
+ * Link-local and metadata addresses are never allowed. */
+enum ah_addr_kind ah_addr_policy_check(const ah_addr_policy *p, const struct sockaddr *sa);
+
+/* allow_hosts' entries are all well formed; else AH_EINVALID naming the first
+ * bad one (for a setting's check at start-up). */
+int ah_addr_list_check(const char *allow_hosts, char *bad, size_t n);
 
 /* Whether sa is this host's loopback (or the unspecified address, which
  * reaches it as well): where any local user may listen. */

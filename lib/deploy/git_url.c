@@ -106,6 +106,22 @@ static int scheme_check(const char *url, ah_err *err)
 
 /* ---- git_allow_hosts ----------------------------------------------------- */
 
+/* The entry's host is the URL's: the same text, or the same address however
+ * either is spelt (0x7f000001, 2130706433 and ::ffff:127.0.0.1 are 127.0.0.1). */
+static bool same_host(const char *h, size_t n, const char *host)
+{
+	if (n == strlen(host) && strncasecmp(h, host, n) == 0)
+		return true;
+	char buf[256];
+	struct sockaddr_storage x, y;
+	if (n >= sizeof(buf))
+		return false;
+	memcpy(buf, h, n);
+	buf[n] = '\0';
+	return ah_addr_parse(&x, buf) == AH_ADDR_TEXT_ADDRESS &&
+	       ah_addr_parse(&y, host) == AH_ADDR_TEXT_ADDRESS && ah_addr_same(&x, &y);
+}
+
 /* One entry, "host", "host:port" or "host:lo-hi" ("[v6]:port" for IPv6). */
 static bool entry_matches(const char *e, size_t len, const char *host, int port)
 {
@@ -120,7 +136,7 @@ static bool entry_matches(const char *e, size_t len, const char *host, int port)
 		if (!h_end)
 			h_end = e + len;
 	}
-	if ((size_t)(h_end - h) != strlen(host) || strncasecmp(h, host, (size_t)(h_end - h)) != 0)
+	if (!same_host(h, (size_t)(h_end - h), host))
 		return false;
 	const char *p = h_end + (*e == '[');
 	if (p >= e + len)

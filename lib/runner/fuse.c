@@ -5,6 +5,7 @@
 #include "runner/fuse.h"
 #include "runner/fuse_internal.h"
 #include "runner/sandboxes.h"
+#include "buckets/buckets.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "deploy/deploy.h"
@@ -23,7 +24,7 @@ static struct ah_fuse_proc *procs;
 static struct {
 	char root[PATH_MAX];     /* <data_dir>/mounts */
 	char rclone[PATH_MAX];
-	bool allow_private;
+	ah_addr_policy policy;
 } g;
 
 /* Mount points under root that a previous runner left: detached. */
@@ -74,7 +75,7 @@ int ah_fuse_init(const ah_config *cfg, const char *data_dir, ah_err *err)
 {
 	snprintf(g.root, sizeof(g.root), "%s/mounts", data_dir);
 	snprintf(g.rclone, sizeof(g.rclone), "%s", ah_cfg_str(cfg, AH_CFG_MOUNT_RCLONE));
-	g.allow_private = ah_cfg_bool(cfg, AH_CFG_STORAGE_ALLOW_PRIVATE);
+	g.policy = ah_bucket_policy(cfg);
 	procs = NULL;
 	kill_leftovers();
 	detach_leftovers();
@@ -171,7 +172,7 @@ static int serve(const char *agent, json_object *e, bool start, enum ah_fuse_for
 		json_object *ro;
 		p->read_only = json_object_object_get_ex(e, "read_only", &ro) && json_object_get_boolean(ro);
 		p->pid = p->pidfd = -1;
-		int rc = ah_fuse_proc_start(p, e, g.rclone, g.allow_private, err);
+		int rc = ah_fuse_proc_start(p, e, g.rclone, &g.policy, err);
 		if (rc != 0) {
 			free(p);
 			return rc;

@@ -9,6 +9,9 @@
 #include <sys/types.h>
 
 #include "core/err.h"
+#include "core/netaddr.h"
+
+struct ah_fuse_guard;
 
 struct ah_fuse_proc {
 	char agent[33];
@@ -19,6 +22,7 @@ struct ah_fuse_proc {
 	bool read_only;
 	pid_t pid;
 	int pidfd;
+	struct ah_fuse_guard *guard; /* its connections' check; NULL when not running */
 	int64_t last_used_ms;
 	struct ah_fuse_proc *next;
 };
@@ -26,10 +30,29 @@ struct ah_fuse_proc {
 /* Starts rclone for plan entry e at p->dir and waits until it serves; on
  * failure everything is undone and err names the mount. */
 int ah_fuse_proc_start(struct ah_fuse_proc *p, json_object *e, const char *rclone,
-                       bool allow_private, ah_err *err);
+                       const ah_addr_policy *pol, ah_err *err);
 /* The process runs and its mount answers. */
 bool ah_fuse_proc_alive(const struct ah_fuse_proc *p);
 /* SIGTERM (rclone unmounts), SIGKILL after a grace, the mount detached. */
 void ah_fuse_proc_stop(struct ah_fuse_proc *p);
+
+/* ---- fuse_guard.c: every connect() of an rclone, checked as it is made ----
+ * The policy (storage_allow_hosts: no link-local, metadata or unlisted
+ * private address), and, when the tenant named the host (endpoint_url, a GCS
+ * key's token_uri), only that host's port and current addresses. */
+
+/* The hosts of plan entry e resolved and checked now: AH_EDENIED or
+ * AH_EINVALID with a sentence when they cannot work. who names the mount in
+ * log lines. */
+int ah_fuse_guard_new(struct ah_fuse_guard **out, json_object *e, const ah_addr_policy *pol,
+                      const char *who, ah_err *err);
+/* In the child, between fork and exec: installs the filter and sends its
+ * listener over sock. -1: the child must not exec. */
+int ah_fuse_guard_child(int sock);
+/* In the runner: takes the listener from sock and starts the thread that
+ * answers it. */
+int ah_fuse_guard_start(struct ah_fuse_guard *g, int sock, ah_err *err);
+/* After the process is gone (or never started): the thread stops, all goes. */
+void ah_fuse_guard_free(struct ah_fuse_guard *g);
 
 #endif

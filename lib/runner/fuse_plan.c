@@ -70,7 +70,7 @@ static int plan_entry(ah_arena *a, const ah_config *cfg, const ah_rows *rows, si
 	ah_bucket_target t = {
 		.provider = (ah_provider)p, .bucket_name = v[C_BUCKET], .region = v[C_REGION],
 		.endpoint_url = v[C_ENDPOINT], .prefix = v[C_PREFIX], .creds = &c,
-		.allow_private = ah_cfg_bool(cfg, AH_CFG_STORAGE_ALLOW_PRIVATE),
+		.policy = ah_bucket_policy(cfg),
 	};
 	bool ok = false;
 	const char *message = "";

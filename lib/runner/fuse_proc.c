@@ -1,6 +1,7 @@
 /* One rclone FUSE process (see fuse.h): its command line (no secrets), its
  * clean environment (the credentials, as rclone's RCLONE_CONFIG_<REMOTE>_*
- * variables), start until the mount answers, and stop. */
+ * variables), its connections' check (fuse_guard.c, set up between fork and
+ * exec), start until the mount answers, and stop. */
 #include "runner/fuse_internal.h"
 #include "buckets/buckets.h"
 #include "core/log.h"
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -148,7 +150,10 @@ static bool is_fuse(const char *dir)
 	return found;
 }
 
-static pid_t spawn(const char **argv, const char **env, const char *log)
+/* rclone, with the connection filter in place before it runs; the filter's
+ * listener goes to the runner over sock (the child's end of a socketpair).
+ * Between fork and exec only async-signal-safe calls: the runner has threads. */
+static pid_t spawn(const char **argv, const char **env, const char *log, int sock)
 {
 	int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (out < 0)
@@ -156,10 +161,18 @@ static pid_t spawn(const char **argv, const char **env, const char *log)
 	pid_t pid = fork();
 	if (pid == 0) {
 		int in = open("/dev/null", O_RDONLY);
-		if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+		if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
+		    dup2(sock, 3) < 0)
 			_exit(127);
 		setsid();
-		syscall(SYS_close_range, 3, ~0U, 0);
+		syscall(SYS_close_range, 4, ~0U, 0);
+		if (ah_fuse_guard_child(3) != 0) {
+			static const char msg[] = "cannot install rclone's connection filter\n";
+			if (write(2, msg, sizeof(msg) - 1) < 0)
+				_exit(127);
+			_exit(127);
+		}
+		close(3);
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
@@ -168,6 +181,27 @@ static pid_t spawn(const char **argv, const char **env, const char *log)
 	}
 	close(out);
 	return pid;
+}
+
+/* rclone started under its guard; rc 0 or err set. */
+static int launch(struct ah_fuse_proc *p, const char **argv, const char **env, const char *log,
+                  ah_err *err)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return ah_err_set(err, AH_EFAIL, "socketpair: %s", strerror(errno));
+	p->pid = spawn(argv, env, log, sv[1]);
+	int e = errno;
+	close(sv[1]);
+	p->pidfd = p->pid > 0 ? (int)syscall(SYS_pidfd_open, p->pid, 0) : -1;
+	int rc = 0;
+	if (p->pid <= 0 || p->pidfd < 0)
+		rc = ah_err_set(err, AH_EFAIL, "Bucket mount at %s: cannot start rclone: %s", p->path,
+		                strerror(p->pid <= 0 ? e : errno));
+	else
+		rc = ah_fuse_guard_start(p->guard, sv[0], err);
+	close(sv[0]);
+	return rc;
 }
 
 /* Until dir is a FUSE mount, the process dies, or the time is up. */
@@ -186,13 +220,14 @@ static int wait_ready(struct ah_fuse_proc *p, ah_arena *a, const char *log, ah_e
 }
 
 int ah_fuse_proc_start(struct ah_fuse_proc *p, json_object *e, const char *rclone,
-                       bool allow_private, ah_err *err)
+                       const ah_addr_policy *pol, ah_err *err)
 {
 	ah_arena *a = ah_arena_new();
-	const char *argv[MAX_ARGS], *env[MAX_ENV], *endpoint = get(e, "endpoint");
+	const char *argv[MAX_ARGS], *env[MAX_ENV];
 	const char *log = ah_sprintf(a, "%s.log", p->dir), *cache = ah_sprintf(a, "%s.cache", p->dir);
 	ah_err why;
-	int rc = endpoint ? ah_bucket_resolve_check(endpoint, allow_private, &why) : 0;
+	int rc = ah_fuse_guard_new(&p->guard, e, pol, ah_sprintf(a, "agent=%s: bucket mount at %s",
+	                           p->agent, p->path), &why);
 	if (rc != 0)
 		rc = ah_err_set(err, AH_EFAIL, "Bucket mount at %s (bucket '%s'): %s", p->path, p->slug,
 		                why.msg);
@@ -202,11 +237,7 @@ int ah_fuse_proc_start(struct ah_fuse_proc *p, json_object *e, const char *rclon
 	if (rc == 0) {
 		build_env(a, e, cache, env);
 		build_argv(a, e, rclone, p->dir, cache, argv);
-		p->pid = spawn(argv, env, log);
-		p->pidfd = p->pid > 0 ? (int)syscall(SYS_pidfd_open, p->pid, 0) : -1;
-		if (p->pid <= 0 || p->pidfd < 0)
-			rc = ah_err_set(err, AH_EFAIL, "Bucket mount at %s: cannot start rclone: %s",
-			                p->path, strerror(errno));
+		rc = launch(p, argv, env, log, err);
 	}
 	if (rc == 0)
 		rc = wait_ready(p, a, log, err);
@@ -236,6 +267,8 @@ void ah_fuse_proc_stop(struct ah_fuse_proc *p)
 	}
 	if (p->pidfd >= 0)
 		close(p->pidfd);
+	ah_fuse_guard_free(p->guard);
+	p->guard = NULL;
 	p->pid = -1;
 	p->pidfd = -1;
 	umount2(p->dir, MNT_DETACH);

@@ -26,6 +26,10 @@ KIT = os.path.join(ROOT, "scripts", "cluster")
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import agent_code  # noqa: E402  (the integration tests' agent projects)
 
+# The tests' S3 servers take their ports from the kit's storage_allow_hosts
+# (tests/integration/s3server.py storage_port reads this).
+os.environ["AGENTHOST_STORAGE_ALLOW_HOSTS"] = f"127.0.0.1:{BASE + 90}-{BASE + 99}"
+
 HOSTS = {"a": f"http://127.0.2.1:{BASE + 40}/api/v1", "b": f"http://127.0.2.2:{BASE + 50}/api/v1"}
 
 

@@ -14,6 +14,8 @@ import urllib.parse
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from s3server import storage_port
+
 
 def _b64d(s):
     return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
@@ -97,7 +99,7 @@ class GcsServer:
                 items = [outer.item(n) for n in names if not (delim and delim in n[len(pre):])]
                 return self._send(200, {"kind": "storage#objects", "items": items, "prefixes": subdirs})
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", storage_port()), H)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.token_uri = self.endpoint + "/token"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import http.server
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -26,6 +27,48 @@ def free_port():
         return s.getsockname()[1]
 
 
+def storage_ports():
+    """The loopback port range the stack's storage_allow_hosts lets bucket
+    connections reach (scripts/lib.sh writes 127.0.0.1:PORT+340-PORT+379), or
+    None when the stack allows every private address instead."""
+    value = os.environ.get("AGENTHOST_STORAGE_ALLOW_HOSTS")
+    if value is None:
+        try:
+            with open(os.environ.get("AGENTHOST_CONFIG") or os.path.join(
+                    os.environ.get("AGENTHOST_VAR", os.path.join(ROOT, "var", "t")), "agenthost.conf")) as f:
+                for line in f:
+                    k, sep, v = line.partition("=")
+                    if sep and k.strip() == "storage_allow_hosts":
+                        value = v.strip()
+        except OSError:
+            pass
+    for entry in (value or "").replace(",", " ").split():
+        host, _, ports = entry.partition(":")
+        if host == "127.0.0.1" and ports:
+            lo, _, hi = ports.partition("-")
+            return int(lo), int(hi or lo)
+    return None
+
+
+def storage_port():
+    """A free loopback port for a test's storage server that bucket
+    connections may reach: one of storage_ports(), else any free one."""
+    span = storage_ports()
+    if not span:
+        return free_port()
+    lo, hi = span
+    ports = list(range(lo, hi + 1))
+    random.shuffle(ports)
+    for p in ports:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+                return p
+            except OSError:
+                continue
+    raise RuntimeError(f"every port of storage_allow_hosts ({lo}-{hi}) is taken")
+
+
 def ensure_s3rver():
     """scripts/test installs it (install_npm_tools); a bare pytest run does the same."""
     if not os.path.exists(S3RVER):
@@ -40,7 +83,7 @@ class S3rver:
     def __init__(self, bucket):
         self.bucket = bucket
         self.dir = tempfile.mkdtemp(prefix="ah-s3rver-")
-        self.port = free_port()
+        self.port = storage_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [ensure_s3rver(), "-d", self.dir, "-a", "127.0.0.1", "-p", str(self.port),
@@ -212,7 +255,7 @@ class StrictS3:
 
             do_GET = do_PUT = do_DELETE = do_HEAD = _go
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", storage_port()), H)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from gcsserver import GcsServer, key_file, new_key
-from s3server import KEY, SECRET, S3rver, StrictS3
+from s3server import KEY, SECRET, S3rver, StrictS3, storage_port
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_s3_missing_bucket_is_named(client, s3):
 
 def test_unreachable_endpoint_says_so(client):
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("127.0.0.1", storage_port()))
         port = s.getsockname()[1]  # bound, never listening: connections are refused
         body = run_test(client, bucket(client, f"http://127.0.0.1:{port}", creds=keys()))
     assert body["ok"] is False and "Could not connect" in body["message"]
@@ -102,7 +102,7 @@ def test_tls_failure_says_so(client, s3):
 def test_silent_endpoint_times_out(client):
     """A server that accepts and never answers: /test gives up (within its 10 s)."""
     srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
+    srv.bind(("127.0.0.1", storage_port()))
     srv.listen(8)
     held = []
     stop = threading.Event()

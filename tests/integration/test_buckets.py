@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from conftest import assert_422, db_dump, db_query, log_files
+from s3server import storage_ports
 
 RFC3339_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 RECORD = {"id", "name", "slug", "provider", "bucket_name", "region", "endpoint_url",
@@ -77,8 +78,16 @@ def test_r2_needs_an_endpoint_and_s3_takes_one(client):
     assert_422(client.post("/buckets", json=s3_body(provider="r2")), ("body", "endpoint_url"))
     b = make(client, provider="r2", endpoint_url="https://acct.r2.cloudflarestorage.com")
     assert b["endpoint_url"] == "https://acct.r2.cloudflarestorage.com"
-    b = make(client, endpoint_url="http://127.0.0.1:9000")  # the test config allows private
-    assert b["endpoint_url"] == "http://127.0.0.1:9000"
+    lo, hi = storage_ports()  # the loopback ports the test config's storage_allow_hosts lists
+    b = make(client, endpoint_url=f"http://127.0.0.1:{lo}")
+    assert b["endpoint_url"] == f"http://127.0.0.1:{lo}"
+    b = make(client, endpoint_url=f"http://0x7f000001:{hi}")  # the same address, spelt in hex
+    assert b["endpoint_url"] == f"http://0x7f000001:{hi}"
+    # Another port of the same address is not listed.
+    assert_422(client.post("/buckets", json=s3_body(endpoint_url=f"http://127.0.0.1:{hi + 1}")),
+               ("body", "endpoint_url"))
+    assert_422(client.post("/buckets", json=s3_body(endpoint_url=f"http://2130706433:{hi + 1}")),
+               ("body", "endpoint_url"))
 
 
 @pytest.mark.parametrize("body,loc", [

@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from conftest import assert_422
+from s3server import storage_ports
 
 RECORD = {"id", "bucket_slug", "mount_path", "source_prefix", "read_only", "enabled",
           "cache_enabled", "cache_ttl_seconds", "created_at", "updated_at"}
@@ -194,8 +195,9 @@ def test_live_responses_match_the_document(client, other_client, make_agent):
     from test_openapi import DOC_PATH, check_response
     with open(DOC_PATH, encoding="utf-8") as f:
         doc = yaml.safe_load(f)
+    lo, _ = storage_ports()  # a loopback port storage_allow_hosts lists; nothing listens
     r = client.post("/buckets", json={"name": "Doc", "provider": "s3", "bucket_name": "doc-data",
-                                      "endpoint_url": "http://127.0.0.1:9"})
+                                      "endpoint_url": f"http://127.0.0.1:{lo}"})
     check_response(doc, "POST", "/buckets", r)
     b = r.json()["slug"]
     check_response(doc, "POST", "/buckets", client.post("/buckets", json={"name": "x", "slug": b,

@@ -67,6 +67,18 @@ static const struct { const char *url, *allow_hosts; int allow_private, outcome;
 	{"git@8.8.8.8:x.git", "", 0, ISOLATED},
 	{"file:///etc", "", 1, DENIED},
 	{"/srv/git/repo", "", 1, DENIED},
+	/* The metadata address spelt otherwise is that address. */
+	{"http://0251.0376.0251.0376/x.git", "", 1, DENIED},
+	{"http://2852039166/x.git", "", 1, DENIED},
+	{"http://0xa9fea9fe/x.git", "", 1, DENIED},
+	{"http://169.254.43518/x.git", "0251.0376.0251.0376", 1, DENIED},
+	{"http://[::ffff:a9fe:a9fe]/x.git", "", 1, DENIED},
+	/* A listed address matches in any spelling; an unlisted port does not. */
+	{"git://0x7f000001:18400/x", ALLOW, 0, HOST},
+	{"git://2130706433:18419/x", ALLOW, 0, HOST},
+	{"git://017700000001:18420/x", ALLOW, 0, DENIED},
+	{"http://[::ffff:127.0.0.1]:18400/x.git", ALLOW, 0, HOST},
+	{"git://2130706433:18400/x", "", 0, DENIED},
 };
 
 static int to_sockaddr(struct sockaddr_storage *ss, const char *s)
