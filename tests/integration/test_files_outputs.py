@@ -26,7 +26,8 @@ process.stdin.on('end', () => {
     fs.closeSync(fd);
   }
   if (cmd === 'many')
-    for (let i = 0; i < Number(a); i++) fs.writeFileSync(d + 'f' + String(i).padStart(4, '0'), '');
+    for (let i = 0; i < Number(a); i++)
+      fs.writeFileSync(d + 'f' + String(i).padStart(4, '0') + (b ? 'x'.repeat(Number(b)) : ''), '');
   if (cmd === 'real') fs.writeFileSync(d + a, Buffer.alloc(Number(b), 7));
   if (cmd === 'fifo') { fs.unlinkSync(a); cp.execFileSync('/usr/bin/mkfifo', [a]); }
   process.stdout.write('done');
@@ -89,6 +90,19 @@ def test_many_empty_files_stop_at_the_per_call_cap():
     r = invoke(c, slug, "many|0", session_id="flood")
     assert r.status_code == 200, r.text
     assert [f["filename"] for f in r.json()["files"]] == [f"f{i:04d}" for i in range(MAX_FILES, 2 * MAX_FILES)]
+
+
+@needs_runner
+def test_a_listing_past_its_old_cap_still_keeps_the_first_files():
+    """16,000 files with long names: their listing was over the 4 MiB the
+    runner read, and every output of the call was dropped without a word."""
+    c = new_client()
+    slug = deployed_agent(c, OUT_JS)["slug"]
+    r = invoke(c, slug, "many|16000|240")
+    assert r.status_code == 200, r.text
+    res = r.json()
+    assert [f["filename"] for f in res["files"]] == [f"f{i:04d}" + "x" * 240 for i in range(MAX_FILES)]
+    assert f"over {MAX_FILES} files" in res["files_error"], res["files_error"]
 
 
 @needs_runner
