@@ -256,7 +256,11 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 	int rc = q->files && !out->warm ? ah_run_files_in(r->cfg, sb, q->files, deadline, &why) : 0;
 	int64_t left = deadline - ah_rf_now();
 	x.timeout_ms = (int)(left > 0 ? left : 1);
-	if (rc != 0)
+	if (rc == AH_ETIMEOUT) { /* its files took all of its time: it timed out */
+		ah_log_warn("%s agent=%s: files: %s", tag, q->agent_id, why.msg);
+		out->res = (ah_sandbox_result){.exit_code = -1, .signal = 9, .timed_out = true};
+		rc = 0;
+	} else if (rc != 0)
 		ah_log_error("%s agent=%s: files: %s", tag, q->agent_id, why.msg);
 	else if (out->warm)
 		rc = ah_sandbox_exec_finish(sb, &x, &out->res, &why);

@@ -51,6 +51,7 @@ struct collect {
 	int64_t deadline;
 	const char *tag;
 	const char *error;   /* the first reason something was not kept */
+	bool cleaned;        /* /files/agent was emptied (by the listing) */
 };
 
 static void fail(struct collect *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -166,7 +167,7 @@ static void attach_out(struct collect *c, json_object *att, json_object *out)
 		                  " && printf '%s ' \"$s\" && { [ \"${s% *}\" -gt $((${s#* } * 512 + $2)) ] ||"
 		                  " sha256sum -- \"$1\"; }", norm, ah_sprintf(c->a, "%d", SPARSE_SLACK), NULL, 0,
 		                  -1, 4096, c->deadline, &res, &err);
-		int got = rc == 0 ? sscanf(res.out, "%lld %lld %64s", &size, &blocks, now) : 0;
+		int got = rc == 0 && res.out ? sscanf(res.out, "%lld %lld %64s", &size, &blocks, now) : 0;
 		ah_sandbox_result_free(&res);
 		if (rc == AH_ETIMEOUT)
 			fail_step(c, rc, ah_sprintf(c->a, "the attachment at %s", norm));
@@ -297,6 +298,7 @@ static void list_and_take(struct collect *c, json_object *out)
 	                  " cd /files/session && find . -mindepth 1 -maxdepth 1 -type f -printf '%s %b %P\\0'"
 	                  " | sort -z -t ' ' -k 3 | head -z -n \"$1\"", arg, NULL, NULL, 0, -1,
 	                  k * LIST_ENTRY_MAX + 64, c->deadline, &res, &err);
+	c->cleaned = rc == 0;
 	if (rc) {
 		ah_log_warn("%s: cannot list /files/session: %s", c->tag, err.msg);
 		if (rc == AH_ETIMEOUT)
@@ -393,9 +395,9 @@ void ah_run_files_out(const ah_config *cfg, ah_sandbox *sb, json_object *files, 
 	caps(&c, cfg, files);
 	/* Writable attachments first: they are the user's files already. */
 	attach_out(&c, ah_rf_arr(files, "attach"), att);
-	if (!c.error) {
+	if (!c.error)
 		list_and_take(&c, ses);
-	} else { /* /files/agent goes all the same: the next run rebuilds it */
+	if (!c.cleaned) { /* /files/agent goes all the same: the next run rebuilds it */
 		ah_sandbox_result res;
 		ah_err err;
 		if (ah_rf_sh(sb, "rm -rf /files/agent; mkdir -p /files/agent", NULL, NULL, NULL, 0, -1, 4096,

@@ -73,8 +73,8 @@ int ah_rf_sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2,
 	                          .stdout_to_fd = out_fd >= 0, .stdout_fd = out_fd};
 	int rc = ah_sandbox_exec(sb, &x, res, err);
 	if (rc == 0 && res->timed_out)
-		rc = ah_err_set(err, left <= STEP_MS ? AH_ETIMEOUT : AH_EFAIL, "'%s' in the sandbox: timed out",
-		                script);
+		rc = ah_err_set(err, deadline && left <= STEP_MS ? AH_ETIMEOUT : AH_EFAIL,
+		                "'%s' in the sandbox: timed out", script);
 	else if (rc == 0 && (res->exit_code != 0 || res->output_truncated))
 		rc = ah_err_set(err, res->output_truncated ? AH_ETOOBIG : AH_EFAIL,
 		                "'%s' in the sandbox: exit %d%s", script, res->exit_code,
