@@ -83,9 +83,10 @@ static bool sparse(long long size, long long blocks)
 static void fail_step(struct collect *c, int rc, const char *what)
 {
 	if (rc == AH_ETIMEOUT)
-		fail(c, "the call's timeout ran out while its outputs were collected: %s not kept", what);
+		fail(c, "the call's timeout ran out while its outputs were collected: %s and the files after"
+		     " it not kept", what);
 	else
-		fail(c, "%s could not be copied out of the sandbox: not kept", what);
+		fail(c, "%s could not be copied out of the sandbox: it and the files after it not kept", what);
 }
 
 /* Copies path out of the sandbox into a tmp/ file within the bytes left; the
@@ -127,19 +128,19 @@ static int take(struct collect *c, const char *path, const char *shown, long lon
 	ah_err err;
 	long long charge = charge_of(size, blocks);
 	if (sparse(size, blocks)) {
-		fail(c, "%s is a sparse file (%lld bytes, %lld of them on disk): sparse files are not kept;"
-		     " it is not kept", shown, size, blocks * 512);
+		fail(c, "%s is a sparse file (%lld bytes, %lld of them on disk), which is never kept: it and"
+		     " the files after it not kept", shown, size, blocks * 512);
 		return AH_EINVALID;
 	}
 	if (charge > c->bytes_left) {
-		fail(c, "the call's outputs are over %lld bytes (%s): %s not kept", c->max_bytes,
-		     c->bytes_why, shown);
+		fail(c, "the call's outputs are over %lld bytes (%s): %s and the files after it not kept",
+		     c->max_bytes, c->bytes_why, shown);
 		return AH_ETOOBIG;
 	}
 	int rc = copy_out(c, path, charge, entry, &err);
 	if (rc == AH_ETOOBIG) /* it grew after the listing */
-		fail(c, "the call's outputs are over %lld bytes (%s): %s not kept", c->max_bytes,
-		     c->bytes_why, shown);
+		fail(c, "the call's outputs are over %lld bytes (%s): %s and the files after it not kept",
+		     c->max_bytes, c->bytes_why, shown);
 	else if (rc)
 		fail_step(c, rc, shown);
 	if (rc)
@@ -260,7 +261,8 @@ static void session_out(struct collect *c, out_file *f, size_t n, bool cut, json
 {
 	int rc = hash_known(c, f, n);
 	if (rc) {
-		fail_step(c, rc, "the session's files");
+		fail(c, rc == AH_ETIMEOUT ? "the call's timeout ran out before its session files were collected:"
+		     " none kept" : "the session's files could not be read: none kept");
 		return;
 	}
 	for (size_t i = 0; !c->error && i < n; i++) {

@@ -30,6 +30,7 @@ process.stdin.on('end', () => {
       fs.writeFileSync(d + 'f' + String(i).padStart(4, '0') + (b ? 'x'.repeat(Number(b)) : ''), '');
   if (cmd === 'real') fs.writeFileSync(d + a, Buffer.alloc(Number(b), 7));
   if (cmd === 'fifo') { fs.unlinkSync(a); cp.execFileSync('/usr/bin/mkfifo', [a]); }
+  if (cmd === 'hang') { fs.writeFileSync(d + 'late.txt', 'x'); setInterval(() => {}, 1000); return; }
   process.stdout.write('done');
 });
 """
@@ -119,6 +120,21 @@ def test_collecting_an_attachment_never_outlives_the_timeout():
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "completed"
     assert c.get(f"/files/{up['file_id']}/download").content == b"v1"
+
+
+@needs_runner
+def test_a_call_that_used_all_its_time_has_none_left_to_collect():
+    """Collecting counts in the call's timeout: an agent stopped at its
+    timeout leaves no time for it, and the result says its file was not kept
+    (it was collected after the timeout, on steps with their own two minutes)."""
+    c = new_client()
+    slug = deployed_agent(c, OUT_JS)["slug"]
+    r = invoke(c, slug, "hang", timeout_seconds=2)
+    assert r.status_code == 504, r.text
+    inv = r.json()["invocation"]
+    assert inv["files"] == [] and "timeout ran out" in inv["files_error"], inv
+    assert used(c) == 0
+    assert history(c, slug, inv["invocation_id"])["files_error"] == inv["files_error"]
 
 
 @needs_runner
