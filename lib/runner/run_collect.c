@@ -270,8 +270,8 @@ static void session_out(struct collect *c, out_file *f, size_t n, bool cut, json
 		if (ah_filename_problem(name, strlen(name)) || unchanged(c, &f[i]))
 			continue;
 		if (c->files_left <= 0) {
-			fail(c, "the call's outputs are over %lld files: the first %lld by name are kept, %s and"
-			     " the files after it not", c->max_files, c->max_files, name);
+			fail(c, "the call's outputs are over %lld files: the first %lld new or changed by name are"
+			     " kept, %s and the files after it not", c->max_files, c->max_files, name);
 			break;
 		}
 		json_object *e = json_object_new_object();

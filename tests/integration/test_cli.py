@@ -419,3 +419,25 @@ def test_ctrl_c_at_the_secret_question_gives_the_terminal_its_echo_back(user):
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == 2
     assert termios.tcgetattr(fd)[3] & termios.ECHO
     os.close(fd)
+
+
+SPARSE_JS = r"""
+const fs = require('fs');
+process.stdin.resume();
+process.stdin.on('end', () => {
+  const fd = fs.openSync('/files/session/big.bin', 'w');
+  fs.ftruncateSync(fd, 50 << 20);
+  fs.closeSync(fd);
+  process.stdout.write('ok');
+});
+"""
+
+
+@needs_runner
+def test_invoke_tells_which_files_were_not_kept(user, tmp_path):
+    _e, _k, env = user
+    d = project(tmp_path, SPARSE_JS)
+    assert run(env, "deploy", str(d), "--create").returncode == 0
+    r = run(env, "invoke", slug_of(d), "x")
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr
+    assert "files: big.bin is a sparse file" in r.stderr, r.stderr
