@@ -30,6 +30,7 @@ process.stdin.on('end', () => {
       fs.writeFileSync(d + 'f' + String(i).padStart(4, '0') + (b ? 'x'.repeat(Number(b)) : ''), '');
   if (cmd === 'real') fs.writeFileSync(d + a, Buffer.alloc(Number(b), 7));
   if (cmd === 'fifo') { fs.unlinkSync(a); cp.execFileSync('/usr/bin/mkfifo', [a]); }
+  if (cmd === 'trunc') fs.truncateSync(a, Number(b));
   if (cmd === 'hang') { fs.writeFileSync(d + 'late.txt', 'x'); setInterval(() => {}, 1000); return; }
   process.stdout.write('done');
 });
@@ -69,6 +70,21 @@ def test_sparse_file_is_not_blown_up_into_a_blob():
     assert used(c) == 2
     assert [f["filename"] for f in c.get("/files?scope=session").json()] == ["a.txt"]
     assert history(c, slug, res["invocation_id"])["files_error"] == res["files_error"]
+
+
+@needs_runner
+def test_sparse_writable_attachment_is_not_saved_back():
+    c = new_client("pro")
+    slug = deployed_agent(c, OUT_JS)["slug"]
+    up = c.post("/files", files={"file": ("notes.txt", b"v1", "text/plain")}).json()
+    r = c.post(f"/agents/{slug}/files", json={"file_id": up["file_id"], "read_only": False})
+    assert r.status_code == 201, r.text
+    r = invoke(c, slug, f"trunc|/files/agent/notes.txt|{200 * MIB}")
+    assert r.status_code == 200, r.text
+    err = r.json()["files_error"]
+    assert "the attachment at /files/agent/notes.txt is a sparse file" in err, err
+    assert c.get(f"/files/{up['file_id']}/download").content == b"v1"
+    assert used(c) == 2
 
 
 @needs_runner
