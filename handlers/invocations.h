@@ -29,6 +29,8 @@ typedef struct ah_invocation {
 	/* What the model provider reported through the model gateway (decimal
 	 * text); NULL when not measured (the gateway is off). */
 	const char *model_input_tokens, *model_output_tokens;
+	/* Why some files the agent wrote were not kept (invoke_files.c), or NULL. */
+	const char *files_error;
 } ah_invocation;
 
 /* The contract's invocation result; with_prompt adds "prompt" (history).

@@ -321,7 +321,7 @@ static void run_agent(ah_req *r, const ah_agent *a, const invoke_in *in, const a
 		ah_run_failed(r, o, "sandbox runner unavailable");
 	} else {
 		ah_run_answer(r, ans, in->timeout_s, out_cap, o);
-		o->files = ah_invoke_files_record(r, a, inv->session_id, ans);
+		o->files = ah_invoke_files_record(r, a, inv->session_id, ans, &o->files_error);
 	}
 }
 
@@ -423,6 +423,7 @@ static int invoke(ah_req *r)
 	inv.input_tokens = (long long)in_tokens;
 	inv.status = o.http == 200 ? AH_INV_COMPLETED : AH_INV_FAILED;
 	inv.error = o.error;
+	inv.files_error = o.files_error;
 	inv.model_input_tokens = o.model_in, inv.model_output_tokens = o.model_out;
 	ah_invocation_account(r, &inv);
 	ah_invocation_record(r, a->id, &inv);

@@ -20,6 +20,7 @@ typedef struct ah_run_out {
 	size_t out_len;
 	const char *model_in, *model_out; /* the model gateway's counts; NULL: off */
 	json_object *files;    /* session files the run produced (invoke_files.c) */
+	const char *files_error; /* why some were not kept, or NULL */
 } ah_run_out;
 
 /* A failure: 500 with "Invocation failed: <error>". */

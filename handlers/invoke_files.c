@@ -1,8 +1,10 @@
 /* Managed files of an invocation, on the API's side: what the run request
- * carries (attachments, the session's earlier outputs, the quota left) and
- * what becomes of the bytes the runner copied out afterwards (session files
- * of that session, writable attachments saved back), each counted against the
- * quota like an upload. The runner's half is lib/runner/run_files.c. */
+ * carries (attachments, the session's earlier outputs, the quota left and the
+ * call's caps) and what becomes of the bytes the runner copied out afterwards
+ * (session files of that session, writable attachments saved back), each
+ * counted against the quota like an upload. The first that cannot be kept
+ * ends it: the rest are dropped and the result's files_error says so. The
+ * runner's half is lib/runner/run_files.c and run_collect.c. */
 #include "invoke_files.h"
 #include "files.h"
 #include "core/log.h"
@@ -15,7 +17,7 @@ static const char SQL_ATTACHED[] =
 	"SELECT f.id, f.sha256, af.mount_path, af.read_only FROM agent_files af"
 	" JOIN files f ON f.id = af.file_id WHERE af.agent_id = ? AND f.status = 'confirmed'";
 static const char SQL_SESSION[] =
-	"SELECT filename, sha256 FROM files WHERE agent_id = ? AND session_id = ? AND scope = 'session'"
+	"SELECT filename, sha256, size_bytes FROM files WHERE agent_id = ? AND session_id = ? AND scope = 'session'"
 	" AND status = 'confirmed'";
 static const char SQL_FREE[] = "SELECT quota_bytes - storage_used_bytes FROM users WHERE id = ?";
 static const char SQL_SESSION_FILE[] =
@@ -51,12 +53,20 @@ int ah_invoke_files_request(ah_req *r, const ah_agent *a, const char *session_id
 		json_object_object_add(e, "ro", json_object_new_boolean(ah_cell_ll(att.v[i][3]) != 0));
 		json_object_array_add(al, e);
 	}
-	for (size_t i = 0; i < ses.n; i++)
-		json_object_array_add(sl, entry("name", ses.v[i][0], "sha", ses.v[i][1]));
+	for (size_t i = 0; i < ses.n; i++) {
+		json_object *e = entry("name", ses.v[i][0], "sha", ses.v[i][1]);
+		json_object_object_add(e, "size", json_object_new_int64(ah_cell_ll(ses.v[i][2])));
+		json_object_array_add(sl, e);
+	}
 	json_object_object_add(files, "attach", al);
 	json_object_object_add(files, "session", sl);
 	long long left = ah_cell_ll(ah_cell(&fr, 0, 0));
 	json_object_object_add(files, "collect_max", json_object_new_int64(left > 0 ? left : 0));
+	/* The call's caps (the runner also caps the bytes by the sandbox's disk). */
+	json_object_object_add(files, "max_bytes",
+	                       json_object_new_int64(ah_cfg_int(r->cfg, AH_CFG_SESSION_OUTPUT_MAX_BYTES)));
+	json_object_object_add(files, "max_files",
+	                       json_object_new_int64(ah_cfg_int(r->cfg, AH_CFG_SESSION_OUTPUT_MAX_FILES)));
 	json_object_object_add(q, "files", files);
 	return 0;
 }
@@ -115,15 +125,29 @@ static int store_bytes(ah_req *r, const ah_file *old, const char *id, const char
 	return rc;
 }
 
-/* One session output: a new record, or new bytes for the session's file of that name. */
+/* Why a file was not kept, for the result's files_error. */
+static const char *why(ah_req *r, int rc, const char *what)
+{
+	return rc == AH_EDENIED ? ah_sprintf(r->arena, "storage quota exceeded: %s not kept", what)
+	                        : ah_sprintf(r->arena, "%s could not be recorded: not kept", what);
+}
+
+/* One session output: a new record, or new bytes for the session's file of
+ * that name; NULL and *error when it is not kept. */
 static const char *session_out(ah_req *r, const ah_agent *a, const char *sid, json_object *e,
-                               long long *size)
+                               long long *size, const char **error)
 {
 	const char *name = get_s(e, "name"), *sha = get_s(e, "sha"), *tmp = tmp_of(r, e);
 	json_object *sz;
 	*size = json_object_object_get_ex(e, "size", &sz) ? json_object_get_int64(sz) : -1;
-	if (!name || !sha || !tmp || *size < 0 || ah_filename_problem(name, strlen(name)))
+	if (!name || !sha || !tmp || *size < 0 || ah_filename_problem(name, strlen(name))) {
+		*error = why(r, AH_EFAIL, name && !ah_filename_problem(name, strlen(name))
+		                          ? ah_sprintf(r->arena, "%s and the files after it", name)
+		                          : "a session file and the files after it");
+		if (tmp)
+			unlink(tmp);
 		return NULL;
+	}
 	ah_rows rows;
 	ah_file old;
 	const char *id = NULL;
@@ -141,11 +165,13 @@ static const char *session_out(ah_req *r, const ah_agent *a, const char *sid, js
 	unlink(tmp);
 	ah_log_warn("session file %s of %s not kept (%s)", name, sid,
 	            rc == AH_EDENIED ? "quota" : *ah_db_error(r->db) ? ah_db_error(r->db) : "error");
+	*error = why(r, rc, ah_sprintf(r->arena, "%s and the files after it", name));
 	return NULL;
 }
 
-/* One writable attachment saved back, if the file is still the user's. */
-static void attach_out(ah_req *r, json_object *e)
+/* One writable attachment saved back, if the file is still the user's; else
+ * *error, but not when the file is gone (deleted during the call). */
+static void attach_out(ah_req *r, json_object *e, const char **error)
 {
 	const char *id = get_s(e, "file_id"), *sha = get_s(e, "sha"), *tmp = tmp_of(r, e);
 	json_object *sz;
@@ -160,22 +186,41 @@ static void attach_out(ah_req *r, json_object *e)
 	if (tmp)
 		unlink(tmp);
 	ah_log_warn("attachment %s not saved back (%d)", id ? id : "?", rc);
+	if (rc != AH_ENOTFOUND)
+		*error = why(r, rc, ah_sprintf(r->arena, "the changes of attachment %s and the files after"
+		                               " it", id ? id : "?"));
+}
+
+/* The runner's copies of the files not taken after a failure. */
+static void drop(ah_req *r, json_object *list, size_t from)
+{
+	for (size_t i = from; list && i < json_object_array_length(list); i++) {
+		const char *tmp = tmp_of(r, json_object_array_get_idx(list, i));
+		if (tmp)
+			unlink(tmp);
+	}
 }
 
 json_object *ah_invoke_files_record(ah_req *r, const ah_agent *a, const char *session_id,
-                                    json_object *ans)
+                                    json_object *ans, const char **error)
 {
-	json_object *fo, *ses = NULL, *att = NULL, *out = json_object_new_array();
+	json_object *fo, *ses = NULL, *att = NULL, *out = json_object_new_array(), *v;
+	const char *mine = NULL;
+	*error = NULL;
 	if (ans && json_object_object_get_ex(ans, "files_out", &fo)) {
 		json_object_object_get_ex(fo, "session", &ses);
 		json_object_object_get_ex(fo, "attach", &att);
+		if (json_object_object_get_ex(fo, "error", &v) && json_object_is_type(v, json_type_string))
+			*error = ah_strdup(r->arena, json_object_get_string(v));
 	}
-	for (size_t i = 0; att && i < json_object_array_length(att); i++)
-		attach_out(r, json_object_array_get_idx(att, i));
-	for (size_t i = 0; ses && i < json_object_array_length(ses); i++) {
+	size_t i = 0;
+	for (; !mine && att && i < json_object_array_length(att); i++)
+		attach_out(r, json_object_array_get_idx(att, i), &mine);
+	drop(r, att, i);
+	for (i = 0; !mine && ses && i < json_object_array_length(ses); i++) {
 		json_object *e = json_object_array_get_idx(ses, i);
 		long long size;
-		const char *id = session_out(r, a, session_id, e, &size);
+		const char *id = session_out(r, a, session_id, e, &size, &mine);
 		if (!id)
 			continue;
 		json_object *o = json_object_new_object();
@@ -184,5 +229,9 @@ json_object *ah_invoke_files_record(ah_req *r, const ah_agent *a, const char *se
 		ah_json_int(o, "size_bytes", size);
 		json_object_array_add(out, o);
 	}
+	drop(r, ses, i);
+	/* An earlier file than the one the runner stopped at. */
+	if (mine)
+		*error = mine;
 	return ah_json_own(r, out);
 }

@@ -51,7 +51,7 @@ static const char SQL_SESSION_DELETE[] = "DELETE FROM sessions WHERE agent_id = 
 #define HISTORY_COLS                                                                    \
 	"i.id, i.session_id, i.sandbox_id, i.prompt, i.response_content, i.input_tokens,"  \
 	" i.output_tokens, i.total_cost_usd, i.duration_ms, i.status, i.error, i.created_at," \
-	" i.model_input_tokens, i.model_output_tokens, i.prompt_sha256, i.response_sha256"
+	" i.model_input_tokens, i.model_output_tokens, i.prompt_sha256, i.response_sha256, i.files_error"
 #define HISTORY_ORDER " ORDER BY i.created_at DESC, i.id DESC"
 static const char SQL_HISTORY[] =
 	"SELECT " HISTORY_COLS " FROM (SELECT id FROM invocations WHERE agent_id = ?"
@@ -80,7 +80,8 @@ static const char SQL_HISTORY_AFTER[] =
 	" AND i.created_at <= ? AND (i.created_at < ? OR i.id < ?)" HISTORY_ORDER " LIMIT ?";
 
 enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_DURATION,
-       H_STATUS, H_ERROR, H_CREATED, H_MODEL_IN, H_MODEL_OUT, H_PROMPT_SHA, H_RESPONSE_SHA };
+       H_STATUS, H_ERROR, H_CREATED, H_MODEL_IN, H_MODEL_OUT, H_PROMPT_SHA, H_RESPONSE_SHA,
+       H_FILES_ERROR };
 
 /* ---- the invocation result ---- */
 
@@ -119,6 +120,10 @@ json_object *ah_invocation_json(ah_req *r, const ah_invocation *inv, bool with_p
 	}
 	ah_json_str(o, "status", ah_invocation_status_names[inv->status]);
 	ah_json_str(o, "error", inv->error);
+	/* Only when some of the agent's files were not kept: a result without
+	 * it is exactly the contract's. */
+	if (inv->files_error)
+		ah_json_str(o, "files_error", inv->files_error);
 	ah_json_time(r, o, "created_at", inv->created_at);
 	if (with_prompt) {
 		/* Prompts arrived as JSON strings, so they are valid UTF-8 already. */
@@ -217,6 +222,7 @@ static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 		.input_tokens = ah_cell_ll(v[H_IN]), .output_tokens = ah_cell_ll(v[H_OUT]),
 		.duration_ms = ah_cell_ll(v[H_DURATION]),
 		.model_input_tokens = v[H_MODEL_IN], .model_output_tokens = v[H_MODEL_OUT],
+		.files_error = v[H_FILES_ERROR],
 	};
 	if (v[H_PROMPT_SHA])
 		unspill(r, v[H_PROMPT_SHA], &inv.prompt, &inv.prompt_len);

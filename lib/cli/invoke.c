@@ -70,6 +70,9 @@ static void print_result(struct ah_cli *c, json_object *res)
 	                   ah_cli_text(c, res, "total_cost_usd", AH_COL_NUM),
 	                   ah_cli_text(c, res, "duration_ms", AH_COL_NUM),
 	                   ah_cli_text(c, res, "session_id", AH_COL_TEXT))));
+	/* Some of the files the agent wrote were not kept (caps, quota, time). */
+	if (json_object_object_get_ex(res, "files_error", &v) && v)
+		ah_cli_note(c, "files: %s", json_object_get_string(v));
 }
 
 static int run_invoke(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)

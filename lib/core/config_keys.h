@@ -93,6 +93,8 @@
 	X(PRICE_OUTPUT_PER_MTOK, "price_output_per_mtok", PRICE, "15.00", 0, 0, "USD per million output tokens") \
 	X(MAX_PROMPT_BYTES, "max_prompt_bytes", INT, "2097152", 0, 16 * 1024 * 1024, "prompt cap") \
 	X(MAX_OUTPUT_BYTES, "max_output_bytes", INT, "10485760", 1, 16 * 1024 * 1024, "stdout cap") \
+	X(SESSION_OUTPUT_MAX_FILES, "session_output_max_files", INT, "100", 0, 100000, "session files one invocation keeps at most (the rest: files_error)") \
+	X(SESSION_OUTPUT_MAX_BYTES, "session_output_max_bytes", INT, "1073741824", 0, 1LL << 40, "bytes of outputs one invocation keeps at most, counted by disk blocks; also capped by sandbox_disk_mb and the quota left") \
 	X(MAX_SESSIONS_FREE, "max_sessions_free", INT, NULL, 0, 1000000, "live sessions per free user") \
 	X(MAX_SESSIONS_PRO, "max_sessions_pro", INT, NULL, 0, 1000000, "live sessions per pro user") \
 	X(MAX_SESSIONS_ENTERPRISE, "max_sessions_enterprise", INT, NULL, 0, 1000000, "live sessions per enterprise user") \

@@ -6,7 +6,7 @@
 #include "runner/ops.h"
 #include "runner/gateway.h"
 #include "runner/run_req.h"
-#include "runner/run_files.h"
+#include "runner/run_files_int.h"
 #include "runner/fuse.h"
 #include "runner/warm.h"
 #include "core/log.h"
@@ -36,7 +36,7 @@ struct run_out {
 	ah_sandbox_result res;
 	ah_gateway_usage usage;
 	bool metered;              /* the model gateway served the run */
-	json_object *files;        /* managed files out of the run (run_files.c), or NULL */
+	json_object *files;        /* managed files out of the run (run_collect.c), or NULL */
 };
 
 /* ---- answers ------------------------------------------------------------- */
@@ -244,6 +244,8 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 	};
 	ah_gateway *g = NULL;
 	ah_err why = {0};
+	/* Placing and collecting the call's files count in its timeout. */
+	int64_t deadline = ah_rf_now() + q->timeout_ms;
 	if (gw && gateway_open(&g, r, q, gw, sb, tag, &why) != 0) {
 		ah_log_error("%s agent=%s sandbox=%s: no model gateway: %s", tag, q->agent_id,
 		             out->sandbox_id, why.msg);
@@ -251,8 +253,14 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 	}
 	/* A warm process's sandbox got the call's attachments before it started
 	 * (they are part of its fingerprint). */
-	int rc = q->files && !out->warm ? ah_run_files_in(r->cfg, sb, q->files, &why) : 0;
-	if (rc != 0)
+	int rc = q->files && !out->warm ? ah_run_files_in(r->cfg, sb, q->files, deadline, &why) : 0;
+	int64_t left = deadline - ah_rf_now();
+	x.timeout_ms = (int)(left > 0 ? left : 1);
+	if (rc == AH_ETIMEOUT) { /* its files took all of its time: it timed out */
+		ah_log_warn("%s agent=%s: files: %s", tag, q->agent_id, why.msg);
+		out->res = (ah_sandbox_result){.exit_code = -1, .signal = 9, .timed_out = true};
+		rc = 0;
+	} else if (rc != 0)
 		ah_log_error("%s agent=%s: files: %s", tag, q->agent_id, why.msg);
 	else if (out->warm)
 		rc = ah_sandbox_exec_finish(sb, &x, &out->res, &why);
@@ -270,7 +278,7 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 	            out->res.timed_out, out->res.oom_killed, out->res.duration_ms,
 	            out->warm ? " (warm)" : "");
 	if (q->files && (out->files = json_object_new_object()))
-		ah_run_files_out(r->cfg, sb, q->files, out->files, tag);
+		ah_run_files_out(r->cfg, sb, q->files, out->files, deadline, tag);
 	return 0;
 }
 

@@ -521,3 +521,25 @@ def test_login_warns_as_soon_as_a_plain_http_url_is_typed(home, remote_url):
     rc, out = on_pty(env, ["login"], [("API URL [", remote_url), ("API key: ", key)])
     assert rc == 0 and "as " + email in out, out
     assert out.count(WARNING) == 1 and out.index(WARNING) < out.index("API key: "), out
+
+
+SPARSE_JS = r"""
+const fs = require('fs');
+process.stdin.resume();
+process.stdin.on('end', () => {
+  const fd = fs.openSync('/files/session/big.bin', 'w');
+  fs.ftruncateSync(fd, 50 << 20);
+  fs.closeSync(fd);
+  process.stdout.write('ok');
+});
+"""
+
+
+@needs_runner
+def test_invoke_tells_which_files_were_not_kept(user, tmp_path):
+    _e, _k, env = user
+    d = project(tmp_path, SPARSE_JS)
+    assert run(env, "deploy", str(d), "--create").returncode == 0
+    r = run(env, "invoke", slug_of(d), "x")
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr
+    assert "files: big.bin is a sparse file" in r.stderr, r.stderr

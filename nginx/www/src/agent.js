@@ -142,6 +142,7 @@ function showResult(out, r, error) {
   const msg = [error, r.error].filter((x, i, all) => x && !(i === 1 && all[0] && all[0].includes(x))).join(' — ');
   fill(out,
     msg ? h('p', { class: 'error', role: 'alert' }, msg) : null,
+    r.files_error ? h('p', { class: 'error', role: 'alert', id: 'invoke-files-error' }, `Files: ${r.files_error}`) : null,
     h('h3', {}, 'Response'), h('pre', { class: 'response', id: 'invoke-response' }, r.response_content || ''),
     h('dl', { class: 'facts' },
       h('dt', {}, 'Status'), h('dd', {}, badge(r.status)),
