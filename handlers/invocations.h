@@ -29,6 +29,9 @@ typedef struct ah_invocation {
 	/* What the model provider reported through the model gateway (decimal
 	 * text); NULL when not measured (the gateway is off). */
 	const char *model_input_tokens, *model_output_tokens;
+	/* The parts of model_input_tokens the provider prices apart (cache
+	 * writes and reads): for the cost only, not recorded. */
+	long long model_cache_write_tokens, model_cache_read_tokens;
 } ah_invocation;
 
 /* The contract's invocation result; with_prompt adds "prompt" (history).

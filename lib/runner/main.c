@@ -101,6 +101,8 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 	ah_sandboxes_init();
 	if ((rc = ah_gateway_global_init(err)) != 0)
 		return rc;
+	if (ah_cfg_bool(r->cfg, AH_CFG_MODEL_GATEWAY) && (rc = ah_gateway_check_config(r->cfg, err)) != 0)
+		return rc;
 	/* The socket first: it is what tells a second runner with this id that the
 	 * first is alive, before it can clean up (sandboxes, leases) under it. */
 	if ((rc = ah_server_listen(r, err)) != 0 || (rc = ah_sandbox_init(r->cfg, err)) != 0 ||
