@@ -8,7 +8,7 @@ import socket
 import tarfile
 import time
 import uuid
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 
 import pytest
 
@@ -172,6 +172,26 @@ def prices():
 def cost(input_tokens, output_tokens):
     pin, pout = prices()
     return (input_tokens * pin + output_tokens * pout) / Decimal(1000000)
+
+
+def cache_prices():
+    """(cache write, cache read) USD per million tokens: as configured, else
+    1.25 x and 0.1 x the input price rounded up to the micro-dollar."""
+    pin, _ = prices()
+    micro = Decimal("0.000001")
+    return (Decimal(config_get("price_cache_write_per_mtok",
+                               (pin * Decimal("1.25")).quantize(micro, rounding=ROUND_CEILING))),
+            Decimal(config_get("price_cache_read_per_mtok",
+                               (pin * Decimal("0.1")).quantize(micro, rounding=ROUND_CEILING))))
+
+
+def model_cost(input_tokens, output_tokens, cache_write=0, cache_read=0):
+    """The cost of a model gateway's counts: input_tokens is all input, the
+    cache's parts included, each part at its own price."""
+    pin, pout = prices()
+    pcw, pcr = cache_prices()
+    return ((input_tokens - cache_write - cache_read) * pin + cache_write * pcw +
+            cache_read * pcr + output_tokens * pout) / Decimal(1000000)
 
 
 def exact(resp):
