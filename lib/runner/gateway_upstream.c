@@ -160,7 +160,9 @@ static void meter_end(struct exchange *x, CURL *c)
 	const char *why = NULL;
 	curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &sent);
 	bool billed = x->status >= 200 && x->status < 300;
-	if (x->route->metered && billed)
+	if (x->route->metered && billed && !x->meter)
+		why = "the answer ended before its body";
+	else if (x->route->metered && billed)
 		ah_gw_meter_finish(x->meter, &x->usage, &why);
 	else if (x->route->metered && x->status == 0 && sent > 0)
 		why = "no answer from the provider";
