@@ -32,6 +32,7 @@ typedef struct ah_invocation {
 	/* The parts of model_input_tokens the provider prices apart (cache
 	 * writes and reads): for the cost only, not recorded. */
 	long long model_cache_write_tokens, model_cache_read_tokens;
+	long long model_cache_write_1h_tokens; /* the part of the writes kept an hour */
 } ah_invocation;
 
 /* The contract's invocation result; with_prompt adds "prompt" (history).

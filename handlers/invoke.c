@@ -346,17 +346,21 @@ static void failed_output(ah_run_out *o)
 }
 
 /* The exact cost of the model's own counts (the model gateway): uncached
- * input, cache writes and cache reads each at their price, and output. */
+ * input, cache writes (5-minute and 1-hour) and cache reads each at their
+ * price, and output. */
 static int model_cost(ah_req *r, const ah_invocation *inv, long long pout, long long *pico)
 {
-	long long pin = 0, pcw = 0, pcr = 0;
+	long long pin = 0, pcw = 0, pcw1h = 0, pcr = 0;
 	long long cw = inv->model_cache_write_tokens, cr = inv->model_cache_read_tokens;
+	long long cw1h = inv->model_cache_write_1h_tokens;
 	ah_price_parse(&pin, ah_cfg_str(r->cfg, AH_CFG_PRICE_INPUT_PER_MTOK));
 	ah_price_parse(&pcw, ah_cfg_str(r->cfg, AH_CFG_PRICE_CACHE_WRITE_PER_MTOK));
+	ah_price_parse(&pcw1h, ah_cfg_str(r->cfg, AH_CFG_PRICE_CACHE_WRITE_1H_PER_MTOK));
 	ah_price_parse(&pcr, ah_cfg_str(r->cfg, AH_CFG_PRICE_CACHE_READ_PER_MTOK));
 	*pico = 0;
 	if (ah_cost_add(pico, ah_cell_ll(inv->model_input_tokens) - cw - cr, pin) != 0 ||
-	    ah_cost_add(pico, cw, pcw) != 0 || ah_cost_add(pico, cr, pcr) != 0)
+	    ah_cost_add(pico, cw - cw1h, pcw) != 0 || ah_cost_add(pico, cw1h, pcw1h) != 0 ||
+	    ah_cost_add(pico, cr, pcr) != 0)
 		return AH_EINVALID;
 	return ah_cost_add(pico, ah_cell_ll(inv->model_output_tokens), pout);
 }
@@ -442,6 +446,7 @@ static int invoke(ah_req *r)
 	inv.model_input_tokens = o.model_in, inv.model_output_tokens = o.model_out;
 	inv.model_cache_write_tokens = o.model_cache_write;
 	inv.model_cache_read_tokens = o.model_cache_read;
+	inv.model_cache_write_1h_tokens = o.model_cache_write_1h;
 	ah_invocation_account(r, &inv);
 	ah_invocation_record(r, a->id, &inv);
 	return reply(r, &o, &inv);

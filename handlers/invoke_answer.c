@@ -53,16 +53,18 @@ static void decode_stdout(ah_req *r, json_object *ans, ah_run_out *o)
 }
 
 /* The model gateway's counts: what the provider reported, never less than 0,
- * the cache's parts never more than the input they are part of. */
+ * a part (the cache's, the 1-hour writes) never more than its whole. */
 static void model_counts(ah_req *r, json_object *ans, ah_run_out *o)
 {
 	long long in = json_object_get_int64(get(ans, "model_input_tokens"));
 	long long out = json_object_get_int64(get(ans, "model_output_tokens"));
 	long long cw = json_object_get_int64(get(ans, "model_cache_write_tokens"));
 	long long cr = json_object_get_int64(get(ans, "model_cache_read_tokens"));
+	long long cw1h = json_object_get_int64(get(ans, "model_cache_write_1h_tokens"));
 	in = in > 0 ? in : 0;
 	cw = cw > 0 && cw <= in ? cw : 0;
 	cr = cr > 0 && cr <= in - cw ? cr : 0;
+	o->model_cache_write_1h = cw1h > 0 && cw1h <= cw ? cw1h : 0;
 	o->model_in = ah_sprintf(r->arena, "%lld", in);
 	o->model_out = ah_sprintf(r->arena, "%lld", out > 0 ? out : 0);
 	o->model_cache_write = cw;

@@ -93,6 +93,7 @@
 	X(PRICE_INPUT_PER_MTOK, "price_input_per_mtok", PRICE, "3.00", 0, 0, "USD per million input tokens") \
 	X(PRICE_OUTPUT_PER_MTOK, "price_output_per_mtok", PRICE, "15.00", 0, 0, "USD per million output tokens") \
 	X(PRICE_CACHE_WRITE_PER_MTOK, "price_cache_write_per_mtok", PRICE, NULL, 0, 0, "USD per million cache-write input tokens (1.25 x price_input_per_mtok)") \
+	X(PRICE_CACHE_WRITE_1H_PER_MTOK, "price_cache_write_1h_per_mtok", PRICE, NULL, 0, 0, "USD per million 1-hour cache-write input tokens (2 x price_input_per_mtok)") \
 	X(PRICE_CACHE_READ_PER_MTOK, "price_cache_read_per_mtok", PRICE, NULL, 0, 0, "USD per million cache-read input tokens (0.1 x price_input_per_mtok)") \
 	X(MAX_PROMPT_BYTES, "max_prompt_bytes", INT, "2097152", 0, 16 * 1024 * 1024, "prompt cap") \
 	X(MAX_OUTPUT_BYTES, "max_output_bytes", INT, "10485760", 1, 16 * 1024 * 1024, "stdout cap") \

@@ -177,6 +177,7 @@ static void *conn_thread(void *arg)
 		g->usage.output_tokens += x->usage.output_tokens;
 		g->usage.cache_write_tokens += x->usage.cache_write_tokens;
 		g->usage.cache_read_tokens += x->usage.cache_read_tokens;
+		g->usage.cache_write_1h_tokens += x->usage.cache_write_1h_tokens;
 		g->usage.requests += x->usage.requests;
 	}
 	pthread_mutex_unlock(&g->mu);

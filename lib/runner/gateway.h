@@ -30,10 +30,12 @@ typedef struct ah_gateway ah_gateway;
 
 /* Summed over the provider's answers. input_tokens is all input, the cache's
  * included; cache_write_tokens and cache_read_tokens are the parts of it the
- * provider prices apart (cache_creation_input_tokens, cache_read_input_tokens). */
+ * provider prices apart (cache_creation_input_tokens, cache_read_input_tokens),
+ * and cache_write_1h_tokens the part of the writes kept for an hour
+ * (cache_creation.ephemeral_1h_input_tokens), dearer again. */
 typedef struct ah_gateway_usage {
 	long long input_tokens, output_tokens;
-	long long cache_write_tokens, cache_read_tokens;
+	long long cache_write_tokens, cache_read_tokens, cache_write_1h_tokens;
 	int requests;                          /* requests forwarded upstream */
 	char ended[AH_GATEWAY_WHY_LEN];        /* "", or why model access ended */
 } ah_gateway_usage;

@@ -6,7 +6,8 @@
  *     "message_delta" carries usage whose counts are cumulative (the last one
  *     wins), and "message_stop" ends the message.
  * Input counts all three input figures (cache writes and reads are input the
- * provider processed), and the two cache figures are also kept apart: they
+ * provider processed), and the two cache figures are also kept apart, with
+ * the writes kept for an hour (cache_creation.ephemeral_1h_input_tokens): they
  * are priced apart.
  *
  * Fail closed: an answer of an endpoint that costs tokens either yields its
@@ -35,7 +36,7 @@ struct ah_gw_meter {
 	size_t fed;
 	char *line;         /* SSE: the line being read */
 	size_t line_len;
-	long long in, cw, cr, out;
+	long long in, cw, cr, cw1h, out;
 	bool started, stopped, error_event; /* SSE: message_start, message_stop, error */
 };
 
@@ -77,6 +78,18 @@ static bool count(json_object *usage, const char *key, long long *n, bool *prese
 	return true;
 }
 
+/* The 1-hour part of the cache writes: usage.cache_creation (absent or null:
+ * the count stays) holds ephemeral_1h_input_tokens. */
+static bool count_1h(json_object *usage, long long *n)
+{
+	json_object *cc;
+	bool present = false;
+	if (!json_object_object_get_ex(usage, "cache_creation", &cc) || cc == NULL)
+		return true;
+	return json_object_is_type(cc, json_type_object) &&
+	       count(cc, "ephemeral_1h_input_tokens", n, &present);
+}
+
 /* A usage object: each count present replaces the one before (a stream's
  * counts are cumulative). need_in, need_out: counts it must carry. */
 static bool take_usage(ah_gw_meter *m, json_object *usage, bool need_in, bool need_out)
@@ -84,13 +97,13 @@ static bool take_usage(ah_gw_meter *m, json_object *usage, bool need_in, bool ne
 	bool has_in = false, has_out = false, cache = false;
 	if (!usage || !json_object_is_type(usage, json_type_object))
 		return false;
-	long long in = m->in, cw = m->cw, cr = m->cr, out = m->out;
+	long long in = m->in, cw = m->cw, cr = m->cr, cw1h = m->cw1h, out = m->out;
 	if (!count(usage, "input_tokens", &in, &has_in) || !count(usage, "output_tokens", &out, &has_out) ||
 	    !count(usage, "cache_creation_input_tokens", &cw, &cache) ||
-	    !count(usage, "cache_read_input_tokens", &cr, &cache) || (need_in && !has_in) ||
-	    (need_out && !has_out))
+	    !count(usage, "cache_read_input_tokens", &cr, &cache) || !count_1h(usage, &cw1h) ||
+	    cw1h > cw || (need_in && !has_in) || (need_out && !has_out))
 		return false;
-	m->in = in, m->cw = cw, m->cr = cr, m->out = out;
+	m->in = in, m->cw = cw, m->cr = cr, m->cw1h = cw1h, m->out = out;
 	return true;
 }
 
@@ -213,6 +226,7 @@ int ah_gw_meter_finish(ah_gw_meter *m, ah_gateway_usage *u, const char **why)
 		u->input_tokens += m->in + m->cw + m->cr;
 		u->cache_write_tokens += m->cw;
 		u->cache_read_tokens += m->cr;
+		u->cache_write_1h_tokens += m->cw1h;
 		u->output_tokens += m->out;
 		json_object_put(m->body);
 		if (m->tok)

@@ -175,22 +175,27 @@ def cost(input_tokens, output_tokens):
 
 
 def cache_prices():
-    """(cache write, cache read) USD per million tokens: as configured, else
-    1.25 x and 0.1 x the input price rounded up to the micro-dollar."""
+    """(cache write, 1-hour cache write, cache read) USD per million tokens: as
+    configured, else 1.25 x, 2 x and 0.1 x the input price rounded up to the
+    micro-dollar."""
     pin, _ = prices()
-    micro = Decimal("0.000001")
-    return (Decimal(config_get("price_cache_write_per_mtok",
-                               (pin * Decimal("1.25")).quantize(micro, rounding=ROUND_CEILING))),
-            Decimal(config_get("price_cache_read_per_mtok",
-                               (pin * Decimal("0.1")).quantize(micro, rounding=ROUND_CEILING))))
+
+    def price(key, times):
+        default = (pin * Decimal(times)).quantize(Decimal("0.000001"), rounding=ROUND_CEILING)
+        return Decimal(config_get(key, default))
+    return (price("price_cache_write_per_mtok", "1.25"),
+            price("price_cache_write_1h_per_mtok", "2"),
+            price("price_cache_read_per_mtok", "0.1"))
 
 
-def model_cost(input_tokens, output_tokens, cache_write=0, cache_read=0):
+def model_cost(input_tokens, output_tokens, cache_write=0, cache_read=0, cache_write_1h=0):
     """The cost of a model gateway's counts: input_tokens is all input, the
-    cache's parts included, each part at its own price."""
+    cache's parts included (cache_write_1h a part of cache_write), each part at
+    its own price."""
     pin, pout = prices()
-    pcw, pcr = cache_prices()
-    return ((input_tokens - cache_write - cache_read) * pin + cache_write * pcw +
+    pcw, pcw1h, pcr = cache_prices()
+    return ((input_tokens - cache_write - cache_read) * pin +
+            (cache_write - cache_write_1h) * pcw + cache_write_1h * pcw1h +
             cache_read * pcr + output_tokens * pout) / Decimal(1000000)
 
 

@@ -38,6 +38,7 @@ JSON_USAGE = {"input_tokens": 1000, "cache_creation_input_tokens": 200,
               "cache_read_input_tokens": 34, "output_tokens": 567}
 # The model "cache": mostly prompt-cache reads, priced apart from plain input.
 CACHE_USAGE = {"input_tokens": 100, "cache_creation_input_tokens": 2000,
+               "cache_creation": {"ephemeral_5m_input_tokens": 1500, "ephemeral_1h_input_tokens": 500},
                "cache_read_input_tokens": 50000, "output_tokens": 300}
 # What a Message Batch's results report (the figures).
 BATCH_USAGE = {"input_tokens": 15000, "output_tokens": 12000}

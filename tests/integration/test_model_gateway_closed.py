@@ -129,16 +129,19 @@ def test_unreadable_usage_ends_model_access(owner, agent, model, why):
 
 
 def test_cache_tokens_priced_by_their_settings(owner, agent):
-    """A prompt-cache read costs a tenth of input and a write a quarter more
-    (the defaults, as Anthropic prices them): neither is full-price input."""
+    """A prompt-cache read costs a tenth of input, a write a quarter more and
+    a write kept for an hour twice input (the defaults, as Anthropic prices
+    them): none is full-price input."""
     r, inv, got = run(owner, agent, message("cache"))
     assert got[0]["status"] == 200 and r.status_code == 200
     cw, cr = CACHE_USAGE["cache_creation_input_tokens"], CACHE_USAGE["cache_read_input_tokens"]
     total_in = CACHE_USAGE["input_tokens"] + cw + cr
+    cw1h = CACHE_USAGE["cache_creation"]["ephemeral_1h_input_tokens"]
     assert (inv["model_input_tokens"], inv["model_output_tokens"]) == (total_in, 300)
-    assert inv["total_cost_usd"] == model_cost(total_in, 300, cw, cr)
-    # 100 x 3 + 2000 x 3.75 + 50000 x 0.30 + 300 x 15 per million, with the defaults
-    assert inv["total_cost_usd"] == model_cost(total_in, 300, cw, cr) != model_cost(total_in, 300)
+    # with the defaults: 100 x 3 + 1500 x 3.75 + 500 x 6 + 50000 x 0.30 + 300 x 15 per million
+    assert inv["total_cost_usd"] == model_cost(total_in, 300, cw, cr, cw1h)
+    assert model_cost(total_in, 300, cw, cr, cw1h) not in (model_cost(total_in, 300),
+                                                           model_cost(total_in, 300, cw, cr))
 
 
 @pytest.mark.parametrize("line", [

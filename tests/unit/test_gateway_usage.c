@@ -25,12 +25,20 @@ static const struct {
 	const char *what, *ctype, *body;
 	long long in, cw, cr, out;
 	bool read;
+	long long cw1h;     /* the part of cw kept for an hour */
 } cases[] = {
 	{"JSON body: input, cache writes and reads add up, the cache kept apart", "application/json",
 	 JSON_USAGE, 15, 3, 2, 7, true},
 	{"JSON body and trailing whitespace", "application/json", JSON_USAGE "\r\n", 15, 3, 2, 7, true},
 	{"JSON body with a charset", "application/json; charset=utf-8",
 	 "{\"usage\":{\"input_tokens\":1,\"output_tokens\":2}}", 1, 0, 0, 2, true},
+	{"1-hour cache writes are part of the writes", "application/json", "{\"usage\":{"
+	 "\"input_tokens\":1,\"cache_creation_input_tokens\":9,\"cache_creation\":"
+	 "{\"ephemeral_5m_input_tokens\":5,\"ephemeral_1h_input_tokens\":4},\"output_tokens\":2}}",
+	 10, 9, 0, 2, true, 4},
+	{"more 1-hour writes than writes: unreadable", "application/json", "{\"usage\":{"
+	 "\"input_tokens\":1,\"cache_creation_input_tokens\":3,\"cache_creation\":"
+	 "{\"ephemeral_1h_input_tokens\":4},\"output_tokens\":2}}", 0, 0, 0, 0, false},
 	{"null cache counts are none", "application/json", "{\"usage\":{\"input_tokens\":1,"
 	 "\"cache_read_input_tokens\":null,\"output_tokens\":2}}", 1, 0, 0, 2, true},
 	{"JSON body without usage: unreadable", "application/json", "{\"input_tokens\":99}",
@@ -111,7 +119,7 @@ int main(void)
 			ah_gateway_usage u = run(cases[i].ctype, cases[i].body, pieces[p], &read);
 			ok(read == cases[i].read && u.input_tokens == cases[i].in &&
 			   u.cache_write_tokens == cases[i].cw && u.cache_read_tokens == cases[i].cr &&
-			   u.output_tokens == cases[i].out, "%s (pieces of %zu): read %d in %lld (%lld+%lld "
+			   u.output_tokens == cases[i].out && u.cache_write_1h_tokens == cases[i].cw1h, "%s (pieces of %zu): read %d in %lld (%lld+%lld "
 			   "cache) out %lld", cases[i].what, pieces[p], read, u.input_tokens,
 			   u.cache_write_tokens, u.cache_read_tokens, u.output_tokens);
 		}
