@@ -53,3 +53,17 @@ def test_bad_bool_stops_start(tmp_path):
     rc, out = run("runner", tmp_path, "model_gateway = enabled\n")
     assert rc != 0, out
     assert "model_gateway = enabled" in out, out
+
+
+@pytest.mark.parametrize("key,value", [
+    ("model_gateway_endpoints", "POST /v1/messages/batches"),     # no usage|free
+    ("model_gateway_endpoints", "PUT /v1/messages usage"),
+    ("model_gateway_response_headers", "set cookie"),
+])
+def test_bad_gateway_policy_stops_runner_start(tmp_path, key, value):
+    """A gateway policy that cannot be read stops the runner before it makes
+    anything, naming the setting (rather than failing agents' calls later)."""
+    rc, out = run("runner", tmp_path, f"model_gateway = on\n{key} = {value}\n")
+    assert rc != 0, out
+    assert f"{key}: \"{value}\"" in out, out
+    assert [p.name for p in tmp_path.iterdir()] == ["agenthost.conf"], "nothing was made"
