@@ -31,6 +31,10 @@ typedef struct ah_invocation {
 	const char *model_input_tokens, *model_output_tokens;
 	/* Why some files the agent wrote were not kept (invoke_files.c), or NULL. */
 	const char *files_error;
+	/* The parts of model_input_tokens the provider prices apart (cache
+	 * writes and reads): for the cost only, not recorded. */
+	long long model_cache_write_tokens, model_cache_read_tokens;
+	long long model_cache_write_1h_tokens; /* the part of the writes kept an hour */
 } ah_invocation;
 
 /* The contract's invocation result; with_prompt adds "prompt" (history).

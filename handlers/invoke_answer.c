@@ -52,26 +52,42 @@ static void decode_stdout(ah_req *r, json_object *ans, ah_run_out *o)
 	}
 }
 
-/* The runner's answer → outcome, most specific cause first. */
-void ah_run_answer(ah_req *r, json_object *ans, long long timeout_s, long long out_cap,
-                   ah_run_out *o)
+/* The model gateway's counts: what the provider reported, never less than 0,
+ * a part (the cache's, the 1-hour writes) never more than its whole. */
+static void model_counts(ah_req *r, json_object *ans, ah_run_out *o)
 {
-	if (!json_object_get_boolean(get(ans, "ok"))) {
-		const char *e = json_object_get_string(get(ans, "error"));
-		if (json_object_get_boolean(get(ans, "busy")))
-			busy(r, o, e, json_object_get_int64(get(ans, "retry_after")));
-		else
-			ah_run_failed(r, o, ah_sprintf(r->arena, "sandbox runner error: %s", e ? e : "unknown"));
-		return;
-	}
-	o->sandbox_id = json_object_get_string(get(ans, "sandbox_id"));
-	decode_stdout(r, ans, o);
-	if (get(ans, "model_input_tokens")) {
-		o->model_in = ah_sprintf(r->arena, "%lld",
-		                         (long long)json_object_get_int64(get(ans, "model_input_tokens")));
-		o->model_out = ah_sprintf(r->arena, "%lld",
-		                          (long long)json_object_get_int64(get(ans, "model_output_tokens")));
-	}
+	long long in = json_object_get_int64(get(ans, "model_input_tokens"));
+	long long out = json_object_get_int64(get(ans, "model_output_tokens"));
+	long long cw = json_object_get_int64(get(ans, "model_cache_write_tokens"));
+	long long cr = json_object_get_int64(get(ans, "model_cache_read_tokens"));
+	long long cw1h = json_object_get_int64(get(ans, "model_cache_write_1h_tokens"));
+	in = in > 0 ? in : 0;
+	cw = cw > 0 && cw <= in ? cw : 0;
+	cr = cr > 0 && cr <= in - cw ? cr : 0;
+	o->model_cache_write_1h = cw1h > 0 && cw1h <= cw ? cw1h : 0;
+	o->model_in = ah_sprintf(r->arena, "%lld", in);
+	o->model_out = ah_sprintf(r->arena, "%lld", out > 0 ? out : 0);
+	o->model_cache_write = cw;
+	o->model_cache_read = cr;
+}
+
+/* The gateway could not read the usage of an answer and ended the agent's
+ * model access: the invocation is not recorded as if that answer were free.
+ * A run that succeeded fails with the reason; a failure keeps its cause and
+ * status and names this too. */
+static void model_access_ended(ah_req *r, ah_run_out *o, const char *why)
+{
+	const char *what = ah_sprintf(r->arena, "model access ended: %.300s", why);
+	if (o->http == 200)
+		ah_run_failed(r, o, what);
+	else
+		o->error = ah_sprintf(r->arena, "%s (%s)", o->error, what);
+}
+
+/* How the agent's run ended, most specific cause first. */
+static void outcome(ah_req *r, json_object *ans, long long timeout_s, long long out_cap,
+                    ah_run_out *o)
+{
 	int code = json_object_get_int(get(ans, "exit_code"));
 	int sig = json_object_get_int(get(ans, "signal"));
 	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
@@ -87,4 +103,26 @@ void ah_run_answer(ah_req *r, json_object *ans, long long timeout_s, long long o
 		ah_run_failed(r, o, ah_sprintf(r->arena, "agent exited with status %d", code));
 	else
 		o->http = 200;
+}
+
+/* The runner's answer → outcome. */
+void ah_run_answer(ah_req *r, json_object *ans, long long timeout_s, long long out_cap,
+                   ah_run_out *o)
+{
+	if (!json_object_get_boolean(get(ans, "ok"))) {
+		const char *e = json_object_get_string(get(ans, "error"));
+		if (json_object_get_boolean(get(ans, "busy")))
+			busy(r, o, e, json_object_get_int64(get(ans, "retry_after")));
+		else
+			ah_run_failed(r, o, ah_sprintf(r->arena, "sandbox runner error: %s", e ? e : "unknown"));
+		return;
+	}
+	o->sandbox_id = json_object_get_string(get(ans, "sandbox_id"));
+	decode_stdout(r, ans, o);
+	if (get(ans, "model_input_tokens"))
+		model_counts(r, ans, o);
+	outcome(r, ans, timeout_s, out_cap, o);
+	const char *ended = json_object_get_string(get(ans, "model_access_ended"));
+	if (ended && *ended)
+		model_access_ended(r, o, ended);
 }

@@ -19,6 +19,8 @@ typedef struct ah_run_out {
 	char *out;             /* stdout bytes; NULL when the agent never ran */
 	size_t out_len;
 	const char *model_in, *model_out; /* the model gateway's counts; NULL: off */
+	long long model_cache_write, model_cache_read; /* parts of model_in priced apart */
+	long long model_cache_write_1h;                 /* part of model_cache_write */
 	json_object *files;    /* session files the run produced (invoke_files.c) */
 	const char *files_error; /* why some were not kept, or NULL */
 } ah_run_out;

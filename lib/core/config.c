@@ -198,6 +198,18 @@ static const char *computed_default(ah_config *c, int k)
 			snprintf(buf, sizeof buf, "%.*s/files", (int)(slash - d), d);
 		else
 			snprintf(buf, sizeof buf, "%s", slash ? "/files" : "files");
+	} else if (strncmp(ah_cfg_table[k].name, "price_cache_", 12) == 0) {
+		/* As the provider prices them against input (Anthropic: a 5-minute
+		 * cache write 1.25x, a 1-hour one 2x, a cache read 0.1x), rounded up to
+		 * the micro-dollar so that a default never bills less than the
+		 * provider; price_input_per_mtok comes first in the table, so its
+		 * value is checked and parsed. */
+		long long in = c->num[AH_CFG_PRICE_INPUT_PER_MTOK];
+		long long p = k == AH_CFG_PRICE_CACHE_WRITE_PER_MTOK      ? (in * 5 + 3) / 4
+		              : k == AH_CFG_PRICE_CACHE_WRITE_1H_PER_MTOK ? in * 2
+		                                                          : (in + 9) / 10;
+		p = p < 999999999999LL ? p : 999999999999LL; /* what a price may be */
+		snprintf(buf, sizeof buf, "%lld.%06lld", p / 1000000, p % 1000000);
 	} else if (strncmp(ah_cfg_table[k].name, "max_sessions_", 13) == 0) {
 		/* The plan's own cap (core/plans.h) unless configured. */
 		snprintf(buf, sizeof buf, "%lld", ah_plan_max_sessions(ah_cfg_table[k].name + 13));

@@ -42,6 +42,15 @@ int ah_cost_pico(long long *out, long long in_tok, long long out_tok,
 	return 0;
 }
 
+int ah_cost_add(long long *acc, long long tokens, long long price)
+{
+	long long a;
+	if (tokens < 0 || __builtin_mul_overflow(tokens, price, &a) ||
+	    __builtin_add_overflow(*acc, a, acc))
+		return AH_EINVALID;
+	return 0;
+}
+
 /* Drops trailing zeros of the fraction but keeps one digit, so the JSON value
  * always reads as a decimal number ("2.0", "0.000117"). */
 static char *trim_fraction(char *s)

@@ -16,6 +16,9 @@ int ah_price_parse(long long *out, const char *s);
 /* in_tok × in_price + out_tok × out_price, AH_EINVALID on overflow. */
 int ah_cost_pico(long long *out, long long in_tok, long long out_tok,
                  long long in_price, long long out_price);
+/* *acc += tokens × price (one more kind of token), AH_EINVALID on overflow or
+ * a negative count. */
+int ah_cost_add(long long *acc, long long tokens, long long price);
 /* Pico-dollars as decimal text without needless zeros: "0.000117", "2.0". */
 char *ah_money_text(ah_arena *a, long long pico);
 /* DECIMAL text from the database ("0.000117000000", NULL = 0) normalised the same way. */

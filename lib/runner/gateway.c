@@ -84,6 +84,35 @@ int ah_gateway_read_key(char **out, const ah_config *cfg, ah_err *err)
 }
 
 
+/* Why a request is refused before anything is forwarded: 0, or the status,
+ * with the provider's error type and a message of ours (never the agent's
+ * bytes: they would need escaping, and the log must not carry them). */
+static int refusal(struct exchange *x, const char **type, const char **msg)
+{
+	int bad = gw_parse_head(x);
+	*type = "invalid_request_error";
+	*msg = "request refused by the model gateway";
+	if (bad == 0 && !gw_token_ok(x->g, x->token)) {
+		*type = "authentication_error";
+		*msg = "invalid model gateway token";
+		return 401;
+	}
+	if (bad == 0 && x->content_length > (long long)x->g->max_body)
+		bad = 413;
+	if (bad == 0 && !(x->route = gw_policy_route(&x->g->policy, x->method, x->target))) {
+		*type = "permission_error";
+		*msg = "the model gateway does not forward this endpoint (model_gateway_endpoints)";
+		return 403;
+	}
+	if (bad == 0 && atomic_load(&x->g->ended)) {
+		*type = "permission_error";
+		*msg = "model access for this invocation has ended: the usage of an earlier answer "
+		       "could not be read";
+		return 403;
+	}
+	return bad;
+}
+
 static void serve(struct exchange *x)
 {
 	int rc = gw_read_head(x);
@@ -94,14 +123,10 @@ static void serve(struct exchange *x)
 		}
 		return;
 	}
-	int bad = gw_parse_head(x);
-	if (bad == 0 && !gw_token_ok(x->g, x->token))
-		bad = 401;
-	if (bad == 0 && x->content_length > (long long)x->g->max_body)
-		bad = 413;
+	const char *type, *msg;
+	int bad = refusal(x, &type, &msg);
 	if (bad) {
-		gw_send_error(x->fd, bad, bad == 401 ? "authentication_error" : "invalid_request_error",
-		           bad == 401 ? "invalid model gateway token" : "request refused by the model gateway");
+		gw_send_error(x->fd, bad, type, msg);
 		if (atomic_fetch_add(&x->g->refused, 1) < LOG_REFUSED)
 			ah_log_warn("%s model gateway: request refused (%d)", x->g->tag, bad);
 		gw_drain(x->fd);
@@ -150,6 +175,9 @@ static void *conn_thread(void *arg)
 	if (x) {
 		g->usage.input_tokens += x->usage.input_tokens;
 		g->usage.output_tokens += x->usage.output_tokens;
+		g->usage.cache_write_tokens += x->usage.cache_write_tokens;
+		g->usage.cache_read_tokens += x->usage.cache_read_tokens;
+		g->usage.cache_write_1h_tokens += x->usage.cache_write_1h_tokens;
 		g->usage.requests += x->usage.requests;
 	}
 	pthread_mutex_unlock(&g->mu);
@@ -239,6 +267,18 @@ static int upstream_from(ah_gateway *g, const ah_config *cfg, ah_err *err)
 	return 0;
 }
 
+int ah_gateway_check_config(const ah_config *cfg, ah_err *err)
+{
+	ah_gateway *g = calloc(1, sizeof(*g)); /* big: not on a thread's stack */
+	if (!g)
+		return ah_err_set(err, AH_EFAIL, "out of memory");
+	int rc = upstream_from(g, cfg, err);
+	if (rc == 0)
+		rc = gw_policy_load(&g->policy, cfg, err);
+	free(g);
+	return rc;
+}
+
 int ah_gateway_start(ah_gateway **out, const ah_config *cfg, int listen_fd, const char *key,
                      const char *token, const char *tag, int timeout_ms, ah_err *err)
 {
@@ -259,6 +299,8 @@ int ah_gateway_start(ah_gateway **out, const ah_config *cfg, int listen_fd, cons
 	g->deadline_ms = gw_mono_ms() + timeout_ms;
 	g->max_body = (size_t)ah_cfg_int(cfg, AH_CFG_MODEL_GATEWAY_MAX_BODY_BYTES);
 	int rc = upstream_from(g, cfg, err);
+	if (rc == 0)
+		rc = gw_policy_load(&g->policy, cfg, err);
 	if (rc == 0 && (g->wake < 0 || pthread_create(&g->acceptor, NULL, acceptor, g) != 0))
 		rc = ah_err_set(err, AH_EFAIL, "cannot start the model gateway");
 	g->acceptor_started = rc == 0;
@@ -289,8 +331,10 @@ void ah_gateway_stop(ah_gateway *g, ah_gateway_usage *usage)
 	while (g->active > 0)
 		pthread_cond_wait(&g->idle, &g->mu);
 	pthread_mutex_unlock(&g->mu);
-	if (usage)
+	if (usage) {
 		*usage = g->usage;
+		snprintf(usage->ended, sizeof usage->ended, "%s", g->ended_why);
+	}
 	if (atomic_load(&g->refused) > LOG_REFUSED)
 		ah_log_warn("%s model gateway: %d requests refused in all", g->tag, atomic_load(&g->refused));
 	if (g->wake >= 0)

@@ -26,9 +26,18 @@
 
 typedef struct ah_gateway ah_gateway;
 
+#define AH_GATEWAY_WHY_LEN 256
+
+/* Summed over the provider's answers. input_tokens is all input, the cache's
+ * included; cache_write_tokens and cache_read_tokens are the parts of it the
+ * provider prices apart (cache_creation_input_tokens, cache_read_input_tokens),
+ * and cache_write_1h_tokens the part of the writes kept for an hour
+ * (cache_creation.ephemeral_1h_input_tokens), dearer again. */
 typedef struct ah_gateway_usage {
-	long long input_tokens, output_tokens; /* summed over the provider's answers */
+	long long input_tokens, output_tokens;
+	long long cache_write_tokens, cache_read_tokens, cache_write_1h_tokens;
 	int requests;                          /* requests forwarded upstream */
+	char ended[AH_GATEWAY_WHY_LEN];        /* "", or why model access ended */
 } ah_gateway_usage;
 
 /* Once, before any thread: libcurl's global set-up. */
@@ -49,6 +58,10 @@ int ah_gateway_env(struct ah_run_req *q, const ah_config *cfg, char *token, ah_e
  * frees it. */
 int ah_gateway_read_key(char **out, const ah_config *cfg, ah_err *err);
 
+/* Checks the gateway's settings (upstream, endpoints, answer headers), for
+ * the runner's start: a mistake there is found before any agent runs. */
+int ah_gateway_check_config(const ah_config *cfg, ah_err *err);
+
 /* Starts serving listen_fd (taken over: closed by stop) for one invocation
  * until stop. key and token are copied (and wiped at stop); tag names the
  * invocation in log lines; timeout_ms bounds every upstream call. */
@@ -61,11 +74,15 @@ void ah_gateway_stop(ah_gateway *g, ah_gateway_usage *usage);
 
 /* gateway_usage.c: the provider's usage in an answer, fed as it streams. */
 typedef struct ah_gw_meter ah_gw_meter;
-/* content_type decides the format: a JSON body, or server-sent events. NULL
- * when the answer carries no usage we read (or out of memory). */
+/* content_type decides the format: a JSON body, or server-sent events; any
+ * other answer has no usage we can read. NULL only when out of memory. */
 ah_gw_meter *ah_gw_meter_new(const char *content_type);
-void ah_gw_meter_feed(ah_gw_meter *m, const char *data, size_t len);
-/* Ends the answer, adds what it reported to *u, and frees m. */
-void ah_gw_meter_finish(ah_gw_meter *m, ah_gateway_usage *u);
+/* 0, or -1 once the answer can no longer be read (too large, malformed): the
+ * caller stops passing it on. m NULL: -1. */
+int ah_gw_meter_feed(ah_gw_meter *m, const char *data, size_t len);
+/* Ends the answer, adds what it reported to *u, and frees m. 0 when its usage
+ * was read; AH_EINVALID when not, with *why saying what was wrong (what part
+ * of it could be read, a streamed answer's input, is still added). */
+int ah_gw_meter_finish(ah_gw_meter *m, ah_gateway_usage *u, const char **why);
 
 #endif

@@ -84,16 +84,34 @@ bool gw_hop_by_hop(const char *name)
 	return false;
 }
 
+/* A header value: visible characters, spaces and tabs, nothing that could
+ * end a line (a lone CR or LF would start a header of the agent's making on
+ * the provider's side) or that a server may read differently. */
+static bool value_ok(const char *v)
+{
+	for (; *v; v++)
+		if (((unsigned char)*v < ' ' && *v != '\t') || *v == 127)
+			return false;
+	return true;
+}
+
 /* One request header: noted when it matters here, forwarded unless it is
- * hop-by-hop or a credential (the client's token never goes upstream). */
+ * hop-by-hop or a credential (the client's token never goes upstream). The
+ * name must be a token (RFC 9110): no space before the colon, no folded
+ * line, nothing the provider's server could parse as another name. */
 static int take_header(struct exchange *x, char *line)
 {
 	char *colon = strchr(line, ':');
-	if (!colon || colon == line || strpbrk(line, "\r\n"))
+	if (!colon || colon == line)
 		return AH_EINVALID;
+	for (char *c = line; c < colon; c++)
+		if (!gw_tchar((unsigned char)*c))
+			return AH_EINVALID;
 	*colon = '\0';
 	char *v = colon + 1;
 	v += strspn(v, " \t");
+	if (!value_ok(v))
+		return AH_EINVALID;
 	if (strcasecmp(line, "x-api-key") == 0)
 		x->token = v;
 	else if (strcasecmp(line, "authorization") == 0 && strncasecmp(v, "Bearer ", 7) == 0)
@@ -128,17 +146,32 @@ static char *next_line(char **p)
 	return line;
 }
 
-/* "METHOD /v1/... HTTP/1.x" and the headers; 0, or the status to answer. */
+/* A request target: visible ASCII only, no fragment. */
+static bool target_ok(const char *t)
+{
+	for (; *t; t++)
+		if (*t <= ' ' || *t >= 127 || *t == '#')
+			return false;
+	return true;
+}
+
+/* "METHOD /v1/... HTTP/1.x" and the headers; 0, or the status to answer.
+ * Which endpoints pass is the policy's (gw_policy_route), not this. */
 int gw_parse_head(struct exchange *x)
 {
 	char *p = x->in, *line = next_line(&p);
 	char *sp1 = line ? strchr(line, ' ') : NULL, *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-	if (!sp2 || strncmp(sp2 + 1, "HTTP/1.", 7) != 0)
+	if (!sp2 || (strcmp(sp2 + 1, "HTTP/1.1") != 0 && strcmp(sp2 + 1, "HTTP/1.0") != 0))
 		return 400;
 	*sp1 = *sp2 = '\0';
 	x->method = line;
 	x->target = sp1 + 1;
 	x->content_length = -1;
+	for (char *m = line; *m; m++)
+		if (!gw_tchar((unsigned char)*m))
+			return 400;
+	if (!*x->method || !target_ok(x->target))
+		return 400;
 	while ((line = next_line(&p)) != NULL)
 		if (take_header(x, line) != 0)
 			return 400;
@@ -147,6 +180,19 @@ int gw_parse_head(struct exchange *x)
 	if (strncmp(x->target, "/v1/", 4) != 0 || strstr(x->target, ".."))
 		return 404;
 	return x->chunked ? 411 : 0;
+}
+
+/* From now on every request of this invocation is refused; the first reason
+ * is the one recorded. */
+void gw_end_access(ah_gateway *g, const char *why)
+{
+	pthread_mutex_lock(&g->mu);
+	if (!atomic_load(&g->ended)) {
+		snprintf(g->ended_why, sizeof g->ended_why, "%s", why);
+		atomic_store(&g->ended, 1);
+	}
+	pthread_mutex_unlock(&g->mu);
+	ah_log_warn("%s model gateway: model access ended: %s", g->tag, why);
 }
 
 bool gw_token_ok(const ah_gateway *g, const char *t)

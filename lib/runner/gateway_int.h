@@ -18,6 +18,21 @@
 #define KEY_MAX 4096
 #define LOG_REFUSED 5 /* an agent must not be able to flood the runner's log */
 
+/* gateway_policy.c: what passes (model_gateway_endpoints,
+ * model_gateway_response_headers), read once per gateway. */
+#define GW_ROUTES_MAX 16
+#define GW_RESP_MAX 32
+struct gw_route {
+	char method[8], path[128];
+	bool metered;              /* "usage": the answer must carry usage; else "free" */
+};
+struct gw_policy {
+	struct gw_route routes[GW_ROUTES_MAX];
+	int n_routes;
+	char resp[GW_RESP_MAX][64]; /* header names passed back; "x-*" a prefix */
+	int n_resp;
+};
+
 struct ah_gateway {
 	int lfd, wake;             /* listener; eventfd: stop, or a connection ended */
 	pthread_t acceptor;
@@ -35,6 +50,11 @@ struct ah_gateway {
 	char tag[80];
 	long long deadline_ms;     /* monotonic */
 	size_t max_body;
+	struct gw_policy policy;
+	/* Set once (under mu) when an answer's usage could not be read: every
+	 * request after it is refused, and the invocation records why. */
+	atomic_int ended;
+	char ended_why[AH_GATEWAY_WHY_LEN];
 };
 
 /* One request and its answer. */
@@ -44,6 +64,7 @@ struct exchange {
 	char in[HEAD_CAP + 1];     /* the request head (+ the first body bytes) */
 	size_t in_len, head_len;
 	char *method, *target;
+	const struct gw_route *route;
 	const char *token;         /* as the client sent it */
 	long long content_length;
 	bool chunked;
@@ -55,6 +76,7 @@ struct exchange {
 	size_t out_len;
 	char ctype[128];
 	bool head_sent;
+	bool agent_gone;           /* the agent stopped reading: the answer is still metered */
 	ah_gw_meter *meter;
 	ah_gateway_usage usage;
 };
@@ -77,7 +99,18 @@ bool gw_hop_by_hop(const char *name);
 void gw_log_path(char *out, size_t cap, const char *target);
 void gw_drain(int fd);
 
+void gw_end_access(ah_gateway *g, const char *why);
+
 /* gateway_upstream.c */
 void gw_forward(struct exchange *x);
+
+/* gateway_policy.c */
+bool gw_tchar(int c);
+int gw_policy_load(struct gw_policy *pol, const ah_config *cfg, ah_err *err);
+/* The configured endpoint for method and target (its query aside), or NULL. */
+const struct gw_route *gw_policy_route(const struct gw_policy *pol, const char *method,
+                                       const char *target);
+/* Whether an answer header of this name is passed back to the agent. */
+bool gw_policy_header_out(const struct gw_policy *pol, const char *name);
 
 #endif

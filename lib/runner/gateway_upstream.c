@@ -28,7 +28,8 @@ static int send_head(struct exchange *x)
 	x->head_sent = true;
 	int n = snprintf(line, sizeof line, "HTTP/1.1 %ld %s\r\n", x->status,
 	                 x->status < 300 ? "OK" : "Error");
-	if (x->status >= 200 && x->status < 300)
+	/* Only a success is billed: a provider's error answer costs nothing. */
+	if (x->route->metered && x->status >= 200 && x->status < 300)
 		x->meter = ah_gw_meter_new(x->ctype);
 	if (gw_send_all(x->fd, line, (size_t)n) != 0 || gw_send_all(x->fd, x->out, x->out_len) != 0)
 		return -1;
@@ -64,7 +65,9 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 			v++;
 		snprintf(x->ctype, sizeof x->ctype, "%.*s", (int)(end - v), v);
 	}
-	if (!gw_hop_by_hop(name)) {
+	/* By name only: the provider's cookies, organisation and account headers
+	 * are not the agent's business (model_gateway_response_headers). */
+	if (gw_policy_header_out(&x->g->policy, name)) {
 		memcpy(x->out + x->out_len, p, len);
 		x->out_len += len;
 	}
@@ -76,9 +79,15 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 	struct exchange *x = ud;
 	size_t len = size * n;
 	if (!x->head_sent && send_head(x) != 0)
+		x->agent_gone = true;
+	/* An answer that can no longer be metered is not passed on further. */
+	if (x->meter && ah_gw_meter_feed(x->meter, p, len) != 0)
 		return 0;
-	ah_gw_meter_feed(x->meter, p, len);
-	return gw_send_all(x->fd, p, len) == 0 ? len : 0;
+	/* An agent that stops reading does not stop the metering: the provider
+	 * bills the whole answer, so the whole answer is read. */
+	if (!x->agent_gone && gw_send_all(x->fd, p, len) != 0)
+		x->agent_gone = true;
+	return x->agent_gone && !x->meter ? 0 : len;
 }
 
 /* The request body streams from the agent to the provider: the runner holds
@@ -142,6 +151,32 @@ static void set_request(struct exchange *x, CURL *c, char *url)
 	}
 }
 
+/* The answer's usage into x->usage. Fail closed: when the provider may have
+ * billed the call (a success, or a request sent and no status back) and its
+ * usage cannot be read, the invocation's model access ends here. */
+static void meter_end(struct exchange *x, CURL *c)
+{
+	long sent = 0;
+	const char *why = NULL;
+	curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &sent);
+	bool billed = x->status >= 200 && x->status < 300;
+	if (x->route->metered && billed && !x->meter)
+		why = "the answer ended before its body";
+	else if (x->route->metered && billed)
+		ah_gw_meter_finish(x->meter, &x->usage, &why);
+	else if (x->route->metered && x->status == 0 && sent > 0)
+		why = "no answer from the provider";
+	else if (x->meter)
+		ah_gw_meter_finish(x->meter, &x->usage, NULL);
+	x->meter = NULL;
+	if (why) {
+		char msg[AH_GATEWAY_WHY_LEN];
+		snprintf(msg, sizeof msg, "the answer to %.7s %.100s carried no usage the gateway could read "
+		         "(%.80s)", x->route->method, x->route->path, why);
+		gw_end_access(x->g, msg);
+	}
+}
+
 /* Forwards the request with the real key in place of the token. */
 void gw_forward(struct exchange *x)
 {
@@ -167,8 +202,7 @@ void gw_forward(struct exchange *x)
 		gw_send_error(x->fd, rc == CURLE_OPERATION_TIMEDOUT ? 504 : 502, "api_error",
 		           "model gateway: the provider could not be reached");
 	x->usage.requests = 1;
-	ah_gw_meter_finish(x->meter, &x->usage);
-	x->meter = NULL;
+	meter_end(x, c);
 	curl_easy_cleanup(c);
 }
 

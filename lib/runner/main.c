@@ -90,8 +90,10 @@ static int open_db_patiently(ah_db **db, const struct ah_runner *r, ah_err *err)
 
 static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 {
-	int rc = setup_paths(r, err);
-	if (rc != 0)
+	/* A gateway setting that cannot work stops the start before anything is
+	 * made, not the first agent's call. */
+	int rc = ah_cfg_bool(r->cfg, AH_CFG_MODEL_GATEWAY) ? ah_gateway_check_config(r->cfg, err) : 0;
+	if (rc != 0 || (rc = setup_paths(r, err)) != 0)
 		return rc;
 	ah_runner_local_id(r->cfg, r->id, sizeof(r->id)); /* the socket's dir exists now */
 	r->capacity = (int)ah_cfg_int(r->cfg, AH_CFG_RUNNER_CAPACITY);

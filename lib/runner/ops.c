@@ -96,9 +96,16 @@ static json_object *run_answer(const struct run_out *o)
 		/* the model gateway's part: what the provider counted */
 		{"model_input_tokens", F_INT, NULL, o->usage.input_tokens},
 		{"model_output_tokens", F_INT, NULL, o->usage.output_tokens},
+		{"model_cache_write_tokens", F_INT, NULL, o->usage.cache_write_tokens},
+		{"model_cache_read_tokens", F_INT, NULL, o->usage.cache_read_tokens},
+		{"model_cache_write_1h_tokens", F_INT, NULL, o->usage.cache_write_1h_tokens},
 		{"model_requests", F_INT, NULL, o->usage.requests},
+		/* last: only when an answer's usage could not be read */
+		{"model_access_ended", F_STR, o->usage.ended, 0},
 	};
-	json_object *ans = answer_of(true, f, sizeof f / sizeof f[0] - (o->metered ? 0 : 3));
+	size_t n = sizeof f / sizeof f[0];
+	n -= !o->metered ? 7 : !*o->usage.ended ? 1 : 0;
+	json_object *ans = answer_of(true, f, n);
 	free(b64);
 	if (o->files) {
 		json_object_object_foreach(o->files, k, v)

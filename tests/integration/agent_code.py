@@ -8,7 +8,7 @@ import socket
 import tarfile
 import time
 import uuid
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 
 import pytest
 
@@ -172,6 +172,31 @@ def prices():
 def cost(input_tokens, output_tokens):
     pin, pout = prices()
     return (input_tokens * pin + output_tokens * pout) / Decimal(1000000)
+
+
+def cache_prices():
+    """(cache write, 1-hour cache write, cache read) USD per million tokens: as
+    configured, else 1.25 x, 2 x and 0.1 x the input price rounded up to the
+    micro-dollar."""
+    pin, _ = prices()
+
+    def price(key, times):
+        default = (pin * Decimal(times)).quantize(Decimal("0.000001"), rounding=ROUND_CEILING)
+        return Decimal(config_get(key, default))
+    return (price("price_cache_write_per_mtok", "1.25"),
+            price("price_cache_write_1h_per_mtok", "2"),
+            price("price_cache_read_per_mtok", "0.1"))
+
+
+def model_cost(input_tokens, output_tokens, cache_write=0, cache_read=0, cache_write_1h=0):
+    """The cost of a model gateway's counts: input_tokens is all input, the
+    cache's parts included (cache_write_1h a part of cache_write), each part at
+    its own price."""
+    pin, pout = prices()
+    pcw, pcw1h, pcr = cache_prices()
+    return ((input_tokens - cache_write - cache_read) * pin +
+            (cache_write - cache_write_1h) * pcw + cache_write_1h * pcw1h +
+            cache_read * pcr + output_tokens * pout) / Decimal(1000000)
 
 
 def exact(resp):

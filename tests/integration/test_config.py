@@ -97,3 +97,16 @@ def test_scripts_run_says_why_the_api_refused_to_start(tmp_path):
                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert p.returncode != 0, p.stderr
     assert "the API stopped at start" in p.stderr and "jwt_jwks_url" in p.stderr, p.stderr
+
+@pytest.mark.parametrize("key,value", [
+    ("model_gateway_endpoints", "POST /v1/messages/batches"),     # no usage|free
+    ("model_gateway_endpoints", "PUT /v1/messages usage"),
+    ("model_gateway_response_headers", "set cookie"),
+])
+def test_bad_gateway_policy_stops_runner_start(tmp_path, key, value):
+    """A gateway policy that cannot be read stops the runner before it makes
+    anything, naming the setting (rather than failing agents' calls later)."""
+    rc, out = run("runner", tmp_path, f"model_gateway = on\n{key} = {value}\n")
+    assert rc != 0, out
+    assert f"{key}: \"{value}\"" in out, out
+    assert [p.name for p in tmp_path.iterdir()] == ["agenthost.conf"], "nothing was made"

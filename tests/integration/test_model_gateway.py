@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agent_code import cost, deployed_agent, exact, needs_runner
+from agent_code import cost, deployed_agent, exact, model_cost, needs_runner
 from conftest import VAR
 from test_deploy_faults import runner_with
 
@@ -36,6 +36,12 @@ OPERATOR_KEY = "sk-ant-test-" + secrets.token_hex(16)
 # JSON answer: 1234 input (1000 + 200 cache writes + 34 cache reads), 567 output.
 JSON_USAGE = {"input_tokens": 1000, "cache_creation_input_tokens": 200,
               "cache_read_input_tokens": 34, "output_tokens": 567}
+# The model "cache": mostly prompt-cache reads, priced apart from plain input.
+CACHE_USAGE = {"input_tokens": 100, "cache_creation_input_tokens": 2000,
+               "cache_creation": {"ephemeral_5m_input_tokens": 1500, "ephemeral_1h_input_tokens": 500},
+               "cache_read_input_tokens": 50000, "output_tokens": 300}
+# What a Message Batch's results report (the issue's figures).
+BATCH_USAGE = {"input_tokens": 15000, "output_tokens": 12000}
 # Streamed answer: input in message_start, cumulative output in message_delta.
 SSE_IN, SSE_OUT = 100, 40
 # The gateway's body cap for this module; bodies stream through it in pieces.
@@ -69,28 +75,59 @@ process.stdin.on('end', async () => {
 
 
 class Provider(BaseHTTPRequestHandler):
-    """Anthropic's Messages API, as far as this test needs it."""
-    seen = []  # (x-api-key, authorization) of every request
+    """Anthropic's Messages API, as far as this test needs it: Messages (the
+    model "no-usage" answers without usage, "plain-text" as text/plain, "cache"
+    with prompt-cache counts),
+    and Message Batches, whose results carry usage no single call reports."""
+    seen = []   # (x-api-key, authorization) of every request
+    paths = []  # (method, path) of every request
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        Provider.seen.append((self.headers.get("x-api-key"), self.headers.get("authorization")))
-        if self.path != "/v1/messages" or self.headers.get("x-api-key") != OPERATOR_KEY:
-            return self.answer(401, "application/json",
-                               b'{"type":"error","error":{"type":"authentication_error"}}')
+        if not self.authorised():
+            return
+        if self.path == "/v1/messages/batches":
+            return self.answer(200, "application/json",
+                               b'{"id":"msgbatch_1","type":"message_batch","processing_status":"ended"}')
+        if self.path.split("?")[0] != "/v1/messages":
+            return self.answer(404, "application/json", b'{"type":"error"}')
         req = json.loads(body)
         text = "echo: " + req["messages"][0]["content"]
         if req.get("stream"):
             return self.answer(200, "text/event-stream", sse(text))
         msg = {"id": "msg_1", "type": "message", "role": "assistant", "model": req["model"],
                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-               "usage": JSON_USAGE}
-        self.answer(200, "application/json", json.dumps(msg).encode())
+               "usage": CACHE_USAGE if req["model"] == "cache" else JSON_USAGE}
+        if req["model"] == "no-usage":
+            del msg["usage"]
+        self.answer(200, "text/plain" if req["model"] == "plain-text" else "application/json",
+                    json.dumps(msg).encode())
+
+    def do_GET(self):
+        if not self.authorised():
+            return
+        result = {"custom_id": "r1", "result": {"type": "succeeded", "message": {
+            "content": [{"type": "text", "text": "batched"}], "usage": BATCH_USAGE}}}
+        self.answer(200, "application/binary", json.dumps(result).encode() + b"\n")
+
+    def authorised(self):
+        Provider.seen.append((self.headers.get("x-api-key"), self.headers.get("authorization")))
+        Provider.paths.append((self.command, self.path))
+        if self.headers.get("x-api-key") == OPERATOR_KEY:
+            return True
+        self.answer(401, "application/json",
+                    b'{"type":"error","error":{"type":"authentication_error"}}')
+        return False
 
     def answer(self, status, ctype, data):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
+        self.send_header("request-id", "req_test")
+        # not for agents: only model_gateway_response_headers pass
+        self.send_header("Set-Cookie", "provider_session=secret; Path=/")
+        self.send_header("anthropic-organization-id", "org-operator")
+        self.send_header("X-Internal-Route", "edge-7")
         self.end_headers()
         self.wfile.write(data)
 
@@ -172,7 +209,9 @@ def test_agent_calls_the_model_through_the_gateway(gateway_runner, client):
         JSON_USAGE["cache_read_input_tokens"]
     assert inv["model_input_tokens"] == model_in
     assert inv["model_output_tokens"] == JSON_USAGE["output_tokens"]
-    assert inv["total_cost_usd"] == cost(model_in, JSON_USAGE["output_tokens"])
+    assert inv["total_cost_usd"] == model_cost(model_in, JSON_USAGE["output_tokens"],
+                                               JSON_USAGE["cache_creation_input_tokens"],
+                                               JSON_USAGE["cache_read_input_tokens"])
     hist = client.get(f"/agents/{slug}/invocations").json()
     row = next(i for i in hist if i["invocation_id"] == inv["invocation_id"])
     assert (row["model_input_tokens"], row["model_output_tokens"]) == (model_in, 567)

@@ -88,6 +88,42 @@ static void test_values(void)
 	   "keys are found by name");
 }
 
+/* Cache prices default to the provider's multiples of the input price,
+ * rounded up to the micro-dollar; set, they are what is set. */
+static void test_cache_prices(void)
+{
+	static const struct {
+		const char *text;
+		long long write, write_1h, read; /* micro-dollars */
+	} rows[] = {
+		{"", 3750000, 6000000, 300000},
+		{"price_input_per_mtok = 0.000001\n", 2, 2, 1},
+		{"price_input_per_mtok = 1.000003\n", 1250004, 2000006, 100001},
+		{"price_input_per_mtok = 999999.999999\n", 999999999999LL, 999999999999LL, 100000000000LL},
+		{"price_cache_write_per_mtok = 1\nprice_cache_write_1h_per_mtok = 0\n"
+		 "price_cache_read_per_mtok = 0.5\n", 1000000, 0, 500000},
+	};
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		char path[] = "/tmp/ah-test-config-XXXXXX";
+		int fd = mkstemp(path);
+		FILE *f = fdopen(fd, "w");
+		fputs(rows[i].text, f);
+		fclose(f);
+		ah_config *c = NULL;
+		ah_err err = {0};
+		int rc = ah_config_load(&c, path, &err);
+		unlink(path);
+		ok(rc == 0 && ah_cfg_int(c, AH_CFG_PRICE_CACHE_WRITE_PER_MTOK) == rows[i].write &&
+		   ah_cfg_int(c, AH_CFG_PRICE_CACHE_WRITE_1H_PER_MTOK) == rows[i].write_1h &&
+		   ah_cfg_int(c, AH_CFG_PRICE_CACHE_READ_PER_MTOK) == rows[i].read,
+		   "cache prices, row %zu: %s, %s, %s", i,
+		   c ? ah_cfg_str(c, AH_CFG_PRICE_CACHE_WRITE_PER_MTOK) : err.msg,
+		   c ? ah_cfg_str(c, AH_CFG_PRICE_CACHE_WRITE_1H_PER_MTOK) : "",
+		   c ? ah_cfg_str(c, AH_CFG_PRICE_CACHE_READ_PER_MTOK) : "");
+		ah_config_free(c);
+	}
+}
+
 static char *slurp(const char *root, const char *rel)
 {
 	char path[4096];
@@ -179,6 +215,7 @@ int main(int argc, char **argv)
 	unsetenv("AGENTHOST_CONFIG");
 	test_errors();
 	test_values();
+	test_cache_prices();
 	for (int k = 0; k < AH_CFG_COUNT; k++)
 		ok(ah_cfg_table[k].name && ah_cfg_table[k].doc && *ah_cfg_table[k].doc,
 		   "%s has a name and a doc line", ah_cfg_table[k].name);

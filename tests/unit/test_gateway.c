@@ -35,7 +35,11 @@ static const char JSON_ANSWER[] =
 static const char SSE_ANSWER[] =
 	"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
 	"{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
-	"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":6}}\n\n";
+	"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":6}}\n\n"
+	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+static const char CACHE_ANSWER[] =
+	"{\"usage\":{\"input_tokens\":100,\"cache_creation_input_tokens\":20,"
+	"\"cache_read_input_tokens\":300,\"output_tokens\":4}}";
 
 static void provider_answer(int fd, const char *req)
 {
@@ -46,10 +50,16 @@ static void provider_answer(int fd, const char *req)
 		body = SSE_ANSWER;
 	} else if (strncmp(req, "POST /v1/overloaded ", 20) == 0) {
 		status = 529;
+	} else if (strncmp(req, "POST /v1/nousage ", 17) == 0) {
+		body = "{\"type\":\"message\"}";
+	} else if (strncmp(req, "POST /v1/cache ", 15) == 0) {
+		body = CACHE_ANSWER;
 	}
-	char head[256];
+	char head[512];
 	int n = snprintf(head, sizeof head, "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-	                 "request-id: req_1\r\nConnection: close\r\n\r\n", status, ctype, strlen(body));
+	                 "request-id: req_1\r\nSet-Cookie: session=provider-secret\r\n"
+	                 "anthropic-organization-id: org-secret\r\nX-Internal-Route: secret\r\n"
+	                 "Connection: close\r\n\r\n", status, ctype, strlen(body));
 	if (write(fd, head, (size_t)n) != n || write(fd, body, strlen(body)) < 0)
 		return;
 }
@@ -126,6 +136,7 @@ static const struct {
 	int status;
 	long long in, out;
 	int forwarded;
+	bool ended;         /* the usage could not be read: model access ended */
 } cases[] = {
 	{"token as x-api-key: the provider's answer, its usage counted",
 	 "POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: T\r\ncontent-type: application/json\r\n"
@@ -160,6 +171,35 @@ static const struct {
 	{"a malformed request line", "POST\r\nx-api-key: T\r\n\r\n", "error", 400, 0, 0, 0},
 	{"a malformed content length", "POST /v1/messages HTTP/1.1\r\nx-api-key: T\r\n"
 	 "Content-Length: 12x\r\n\r\n", "error", 400, 0, 0, 0},
+	/* fail closed: only the configured endpoints (model_gateway_endpoints) */
+	{"Message Batches are not forwarded", "POST /v1/messages/batches HTTP/1.1\r\nx-api-key: T\r\n"
+	 "Content-Length: 2\r\n\r\n{}", "permission_error", 403, 0, 0, 0},
+	{"nor their results", "GET /v1/messages/batches/msgbatch_1/results HTTP/1.1\r\nx-api-key: T\r\n\r\n",
+	 "permission_error", 403, 0, 0, 0},
+	{"an endpoint with another method", "GET /v1/messages HTTP/1.1\r\nx-api-key: T\r\n\r\n",
+	 "permission_error", 403, 0, 0, 0},
+	{"an endpoint's path with more after it", "POST /v1/messages/ HTTP/1.1\r\nx-api-key: T\r\n"
+	 "Content-Length: 0\r\n\r\n", "permission_error", 403, 0, 0, 0},
+	{"a query passes with its endpoint", "POST /v1/messages?beta=true HTTP/1.1\r\nx-api-key: T\r\n"
+	 "Content-Length: 0\r\n\r\n", "\"text\":\"hi\"", 200, 11, 22, 1},
+	{"a free endpoint's answer needs no usage", "POST /v1/messages/count_tokens HTTP/1.1\r\n"
+	 "x-api-key: T\r\nContent-Length: 0\r\n\r\n", "\"text\":\"hi\"", 200, 0, 0, 1},
+	/* header names are tokens, values hold no line break */
+	{"a space before the colon", "POST /v1/messages HTTP/1.1\r\nx-api-key: T\r\n"
+	 "anthropic-beta : x\r\nContent-Length: 0\r\n\r\n", "error", 400, 0, 0, 0},
+	{"a name with a separator", "POST /v1/messages HTTP/1.1\r\nx-api-key: T\r\n"
+	 "x(y): 1\r\nContent-Length: 0\r\n\r\n", "error", 400, 0, 0, 0},
+	{"a folded line", "POST /v1/messages HTTP/1.1\r\nx-api-key: T\r\n"
+	 "x-a: 1\r\n x-b: 2\r\nContent-Length: 0\r\n\r\n", "error", 400, 0, 0, 0},
+	{"a lone LF in a value", "POST /v1/messages HTTP/1.1\r\nx-api-key: T\r\n"
+	 "x-a: 1\nHost: elsewhere\r\nContent-Length: 0\r\n\r\n", "error", 400, 0, 0, 0},
+	{"a control character in the target", "POST /v1/messages\x01 HTTP/1.1\r\nx-api-key: T\r\n"
+	 "Content-Length: 0\r\n\r\n", "error", 400, 0, 0, 0},
+	/* the answer's usage: cache parts apart, unreadable usage ends access */
+	{"cache writes and reads counted apart", "POST /v1/cache HTTP/1.1\r\nx-api-key: T\r\n"
+	 "Content-Length: 0\r\n\r\n", "usage", 200, 420, 4, 1},
+	{"an answer without usage ends model access", "POST /v1/nousage HTTP/1.1\r\nx-api-key: T\r\n"
+	 "Content-Length: 0\r\n\r\n", "message", 200, 0, 0, 1, true},
 };
 
 /* The request with T replaced by the token, and a body filled up to its
@@ -202,9 +242,66 @@ static void run_case(const ah_config *cfg, size_t i)
 	ah_gateway_stop(g, &u);
 	ok(status == cases[i].status && strstr(answer, cases[i].body_has) &&
 	   u.input_tokens == cases[i].in && u.output_tokens == cases[i].out &&
-	   provider_requests - before == cases[i].forwarded,
-	   "%s: %d, in %lld out %lld, %d forwarded", cases[i].what, status, u.input_tokens,
-	   u.output_tokens, provider_requests - before);
+	   provider_requests - before == cases[i].forwarded && (*u.ended != 0) == cases[i].ended,
+	   "%s: %d, in %lld out %lld, %d forwarded%s%s", cases[i].what, status, u.input_tokens,
+	   u.output_tokens, provider_requests - before, *u.ended ? ", ended: " : "", u.ended);
+	/* only allow-listed answer headers reach the agent */
+	if (cases[i].forwarded)
+		ok(!strcasestr(answer, "set-cookie") && !strstr(answer, "secret") &&
+		   (status >= 300 || strstr(answer, "request-id: req_1")),
+		   "%s: only allow-listed answer headers", cases[i].what);
+}
+
+/* Two calls on one gateway: an answer without usage, then a good call. */
+static void ended_access(const ah_config *cfg)
+{
+	int port, lfd = listen_loopback(&port);
+	char token[AH_GATEWAY_TOKEN_LEN + 1], answer[65536];
+	ah_gateway *g = NULL;
+	ah_gateway_usage u = {0};
+	ah_gateway_new_token(token);
+	if (lfd < 0 || ah_gateway_start(&g, cfg, lfd, KEY, token, "test", 10000, NULL) != 0) {
+		ok(0, "ended access: set-up");
+		return;
+	}
+	char *req = request("POST /v1/nousage HTTP/1.1\r\nx-api-key: T\r\nContent-Length: 0\r\n\r\n", token);
+	int first = agent_call(port, req, answer, sizeof answer);
+	free(req);
+	int before = provider_requests;
+	req = request("POST /v1/messages HTTP/1.1\r\nx-api-key: T\r\nContent-Length: 0\r\n\r\n", token);
+	int second = agent_call(port, req, answer, sizeof answer);
+	free(req);
+	ah_gateway_stop(g, &u);
+	ok(first == 200 && second == 403 && strstr(answer, "model access for this invocation has ended") &&
+	   provider_requests == before && strstr(u.ended, "POST /v1/nousage") &&
+	   strstr(u.ended, "no usage in the answer"),
+	   "after an answer without usage the next call is refused, not forwarded (%s)", u.ended);
+}
+
+static void bad_policy(void)
+{
+	static const char *const bad[] = {
+		"model_gateway_endpoints = POST /v1/messages\n",
+		"model_gateway_endpoints = POST /v1/messages usage extra\n",
+		"model_gateway_endpoints = PUT /v1/messages usage\n",
+		"model_gateway_endpoints = POST /v1/../admin free\n",
+		"model_gateway_endpoints = POST /admin free\n",
+		"model_gateway_response_headers = set cookie\n",
+		"model_gateway_response_headers = *\n",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char path[] = "/tmp/ah-test-gateway-XXXXXX";
+		int cf = mkstemp(path);
+		dprintf(cf, "%s", bad[i]);
+		close(cf);
+		ah_config *cfg = NULL;
+		ah_err err = {0};
+		int rc = ah_config_load(&cfg, path, &err);
+		unlink(path);
+		ok(rc == 0 && ah_gateway_check_config(cfg, &err) == AH_EINVALID && strstr(err.msg, "model_gateway"),
+		   "refused at start: %.*s (%s)", (int)strlen(bad[i]) - 1, bad[i], err.msg);
+		ah_config_free(cfg);
+	}
 }
 
 /* A connection that never sends a byte must not hold stop up. */
@@ -241,11 +338,15 @@ int main(void)
 		return 1;
 	char path[] = "/tmp/ah-test-gateway-XXXXXX";
 	int cf = mkstemp(path);
-	dprintf(cf, "model_gateway_upstream = http://127.0.0.1:%d/\nmodel_gateway_max_body_bytes = %d\n",
-	        pport, MAX_BODY);
+	dprintf(cf, "model_gateway_upstream = http://127.0.0.1:%d/\nmodel_gateway_max_body_bytes = %d\n"
+	        "model_gateway_endpoints = POST /v1/messages usage, POST /v1/messages/count_tokens free, "
+	        "POST /v1/stream usage, POST /v1/overloaded usage, POST /v1/nousage usage, "
+	        "POST /v1/cache usage\n", pport, MAX_BODY);
 	close(cf);
 	unsetenv("AGENTHOST_MODEL_GATEWAY_UPSTREAM");
 	unsetenv("AGENTHOST_MODEL_GATEWAY_MAX_BODY_BYTES");
+	unsetenv("AGENTHOST_MODEL_GATEWAY_ENDPOINTS");
+	unsetenv("AGENTHOST_MODEL_GATEWAY_RESPONSE_HEADERS");
 	ah_config *cfg = NULL;
 	ah_err err = {0};
 	if (ah_config_load(&cfg, path, &err) != 0 || ah_gateway_global_init(&err) != 0)
@@ -256,6 +357,8 @@ int main(void)
 	ok(strcmp(provider_key, KEY) == 0, "the provider got the operator's key as x-api-key");
 	ok(!provider_saw_token, "the provider never saw a token");
 	idle_connection(cfg);
+	ended_access(cfg);
+	bad_policy();
 	ah_config_free(cfg);
 	return tap_done();
 }
