@@ -203,29 +203,10 @@ bool ah_upload_url_signed(ah_req *r, const char *id, long long size, long long *
 	       ah_crypto_url_mac_ok(sig, url_claim(r->arena, id, *expires, size));
 }
 
-/* nginx's check before it reads the body (agenthost-locations.conf sets this
- * parameter on its auth_request, which no client can send). */
-static bool check_only(ah_req *r)
-{
-	const char *v = ah_param_env(r, "AGENTHOST_UPLOAD_CHECK");
-	return v && strcmp(v, "1") == 0;
-}
-
-/* A refused PUT. auth_request passes only a 2xx, 401 or 403 on, so nginx's
- * check is refused with 403 and the status and body the client is to get in
- * X-Agenthost-Status and X-Agenthost-Error (the client sees neither). */
+/* A refused PUT, or nginx's check of one refused (ah_reply_refusal). */
 static int refuse(ah_req *r, int status, const char *detail)
 {
-	if (check_only(r)) {
-		json_object *b = json_object_new_object();
-		size_t n;
-		ah_json_str(b, "detail", detail);
-		ah_header(r, "X-Agenthost-Status", ah_sprintf(r->arena, "%d", status));
-		ah_header(r, "X-Agenthost-Error", ah_strdup(r->arena, ah_json_body(b, &n)));
-		json_object_put(b);
-		status = 403;
-	}
-	return ah_answered(ah_reply_error(r, status, detail));
+	return ah_answered(ah_reply_refusal(r, status, detail));
 }
 
 /* What is known before the body: the URL's signature, expiry and single use,
@@ -259,7 +240,7 @@ static int upload_put(ah_req *r)
 	int rc = check_put(r, &f);
 	if (rc != 0)
 		return rc;
-	if (check_only(r))
+	if (ah_auth_subrequest(r))
 		return ah_reply_no_content(r);
 	const char *nginx_file = ah_param_env(r, "REQUEST_BODY_FILE");
 	char *path = nginx_file && *nginx_file ? ah_strdup(r->arena, nginx_file) : NULL;

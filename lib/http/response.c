@@ -119,6 +119,20 @@ int ah_reply_error(ah_req *r, int status, const char *detail)
 	return ah_reply_json(r, status, b);
 }
 
+int ah_reply_refusal(ah_req *r, int status, const char *detail)
+{
+	if (ah_auth_subrequest(r)) {
+		json_object *b = json_object_new_object();
+		size_t n;
+		ah_json_str(b, "detail", detail);
+		ah_header(r, "X-Agenthost-Status", ah_sprintf(r->arena, "%d", status));
+		ah_header(r, "X-Agenthost-Error", ah_strdup(r->arena, ah_json_body(b, &n)));
+		json_object_put(b);
+		status = 403;
+	}
+	return ah_reply_error(r, status, detail);
+}
+
 int ah_reply_no_content(ah_req *r)
 {
 	return ah_reply_raw(r, 204, NULL, NULL, 0);

@@ -6,6 +6,8 @@ reaches the worker: the test stack's nginx (nginx writes the body to a file of
 its own, snippets/upload-body.conf) and a second nginx of the test's own with
 an install's snippet (streamed to the worker, upload-body-streamed.conf), both
 in front of the stack's API."""
+import hashlib
+import http.client
 import os
 import random
 import re
@@ -41,14 +43,15 @@ def stored_bytes(nginx_dirs):
 
 
 class Front:
-    """An nginx in front of the stack's API: its port, where it keeps bodies."""
+    """An nginx in front of the stack's API: its port, where it keeps bodies
+    (its client_body_temp_path, beside the files directory's)."""
 
     def __init__(self, name, port, var):
-        self.name, self.port, self.var = name, port, var
-        self.body_dirs = [os.path.join(var, "nginx", "tmp", "body")]
+        self.name, self.port = name, port
+        self.body_dir = os.path.join(var, "nginx", "tmp", "body")
 
     def stored(self):
-        return stored_bytes(self.body_dirs + [os.path.join(VAR, "nginx", "tmp", "body")])
+        return stored_bytes([self.body_dir])
 
 
 def start_streamed_nginx(var, port):
@@ -68,7 +71,7 @@ def start_streamed_nginx(var, port):
 @pytest.fixture(scope="module", params=["in-file", "streamed"])
 def front(request):
     if request.param == "in-file":
-        yield Front("in-file", STACK_PORT, os.path.join(VAR, "streamed-unused"))
+        yield Front("in-file", STACK_PORT, VAR)
         return
     var = os.path.join(VAR, "streamed-front")
     shutil.rmtree(var, ignore_errors=True)
@@ -217,14 +220,13 @@ def test_bytes_past_the_declared_size_are_cut_off(front):
     assert os.path.getsize(os.path.join(FILES_DIR, "pending", fid)) == len(data)
     assert open(os.path.join(FILES_DIR, "pending", fid), "rb").read() == data
     assert leftovers() == []
-    import hashlib
     r = c.post(f"/files/{fid}/confirm", json={"sha256_hash": hashlib.sha256(data).hexdigest()})
     assert r.status_code == 200, r.text
 
 
 def upload_conn_limit():
     conf = open(os.path.join(VAR, "nginx", "snippets", "agenthost-locations.conf")).read()
-    m = re.search(r"limit_conn agenthost_upload (\d+);", conf)
+    m = re.search(r"^\s*limit_conn agenthost_upload (\d+);", conf, re.M)
     assert m, "no per-address connection limit on the upload URL"
     return int(m.group(1))
 
@@ -259,3 +261,74 @@ def _status(front, url, xff):
         return read_answer(s)[0]
     finally:
         s.close()
+
+
+def test_the_worker_reads_no_more_than_the_declared_size():
+    """Without nginx's check (another front, or a FastCGI client): a body past
+    the declared size is refused at its first byte too much, with nothing of
+    it kept, and a PUT without CONTENT_LENGTH is 411."""
+    from fcgi import fcgi_begin, fcgi_read_response, fcgi_record
+    c = new_client()
+    data = os.urandom(1000)
+    fid, url = presign(c, len(data))
+    query = url.split("?", 1)[1]
+
+    def put(length, stdin, end):
+        params = {"REQUEST_METHOD": "PUT", "REQUEST_URI": url, "QUERY_STRING": query,
+                  "REMOTE_ADDR": addr(), "CONTENT_TYPE": "application/octet-stream"}
+        if length is not None:
+            params["CONTENT_LENGTH"] = str(length)
+        s = fcgi_begin(os.path.join(VAR, "run", "api.sock"), params)
+        try:
+            send_quietly(s, [fcgi_record(5, stdin[i:i + 32768]) for i in range(0, len(stdin), 32768)]
+                         + ([fcgi_record(5, b"")] if end else []))
+            try:
+                out = fcgi_read_response(s, timeout=20)
+            except (socket.timeout, ConnectionError):
+                return None, b"", stored_bytes([])
+            head, body = out.split(b"\r\n\r\n", 1)
+            return int(head[8:11]), body, stored_bytes([])
+        finally:
+            s.close()
+
+    # The stdin goes on (unended): a worker that reads past the declared size
+    # is still writing it when we look.
+    status, body, stored = put(len(data), data + b"\0" * (4 * MB), end=False)
+    assert stored == 0, f"{stored} bytes past the declared 1000 stored by the worker"
+    assert status == 400 and b"more than the 1000 bytes" in body, (status, body)
+    status, body, _ = put(None, data, end=True)
+    assert status == 411 and b"Content-Length" in body, (status, body)
+    assert leftovers() == [] and not pending(fid)
+    status, body, _ = put(len(data), data, end=True)
+    assert status == 200, body
+    assert open(os.path.join(FILES_DIR, "pending", fid), "rb").read() == data
+
+
+def test_the_check_counts_against_the_rate_limit_and_says_so(front):
+    """The check before the body is what the per-address rate limit counts: an
+    address past it gets the API's 429 with its headers (nginx's auth_request
+    would make any answer but 2xx/401/403 a 500), and an upload let through
+    is not counted twice."""
+    c = new_client()
+    limit = int(c.get("/health").headers["X-RateLimit-Limit"])
+    fid, url = presign(c, 3)
+    me = addr()
+
+    def put(data):
+        h = http.client.HTTPConnection("127.0.0.1", front.port, timeout=30)
+        try:
+            h.request("PUT", url, body=data, headers={"X-Forwarded-For": me})
+            r = h.getresponse()
+            return r.status, r.headers, r.read()
+        finally:
+            h.close()
+
+    status, headers, body = put(b"abc")
+    assert status == 200 and headers["X-RateLimit-Remaining"] == str(limit - 1), (status, body)
+    for _ in range(limit - 1):
+        status, headers, body = put(b"abcd")
+        assert status == 409, body  # already used: checked before the size
+    status, headers, body = put(b"abcd")
+    assert status == 429 and b"Rate limit exceeded" in body, (status, body)
+    assert headers["X-RateLimit-Limit"] == str(limit) and headers["X-RateLimit-Remaining"] == "0"
+    assert int(headers["Retry-After"]) >= 1
