@@ -14,7 +14,7 @@
  * The URL is public, so nothing of a PUT's body is stored before the URL is
  * checked: nginx asks (auth_request, before it reads the body) with the PUT's
  * URL and Content-Length, and the worker answers that check without a body
- * (check_put, upload_check). A Content-Length is required and must be the
+ * (check_put; ah_reply_refusal for nginx). A Content-Length is required and must be the
  * declared size, so nginx itself never takes more than the declared bytes as
  * the body, in either way the body reaches the worker (a file of nginx's own,
  * or streamed); the worker reads no more than that either.
@@ -177,10 +177,12 @@ static int body_to_file(ah_req *r, long long size, char **path)
 	}
 	char buf[65536];
 	long long left = size;
-	int n;
-	/* One byte more than is left is asked for: it tells a longer body. */
-	while (rc == 0 && (n = FCGX_GetStr(buf, left < (long long)sizeof(buf) ? (int)left + 1 : (int)sizeof(buf),
-	                                   r->fcgi->in)) > 0) {
+	while (rc == 0) {
+		/* One byte more than is left is asked for: it tells a longer body. */
+		int want = left < (long long)sizeof(buf) ? (int)left + 1 : (int)sizeof(buf);
+		int n = FCGX_GetStr(buf, want, r->fcgi->in);
+		if (n <= 0)
+			break;
 		if (n > left) {
 			rc = AH_ETOOBIG;
 			break;
