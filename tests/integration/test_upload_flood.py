@@ -54,6 +54,22 @@ class Front:
         return stored_bytes([self.body_dir])
 
 
+def free_port_pair():
+    """A loopback port free with the next one (lib.sh's nginx listens on both)."""
+    while True:
+        a, b = socket.socket(), socket.socket()
+        try:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            b.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+        finally:
+            a.close()
+            b.close()
+
+
 def start_streamed_nginx(var, port):
     """The checkout's nginx config rendered by scripts/lib.sh with an install's
     upload-body.conf, its own directory and port, the stack's API sockets."""
@@ -75,7 +91,7 @@ def front(request):
         return
     var = os.path.join(VAR, "streamed-front")
     shutil.rmtree(var, ignore_errors=True)
-    port = STACK_PORT + 7
+    port = free_port_pair()
     pidfile = start_streamed_nginx(var, port)
     try:
         assert wait_until(lambda: _health(port), timeout=10), "the streamed nginx did not start"
