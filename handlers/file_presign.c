@@ -11,6 +11,14 @@
  * (S3 cannot count uses; a replay only rewrites the pending object, and confirm
  * reads what is there).
  *
+ * The URL is public, so nothing of a PUT's body is stored before the URL is
+ * checked: nginx asks (auth_request, before it reads the body) with the PUT's
+ * URL and Content-Length, and the worker answers that check without a body
+ * (check_put; ah_reply_refusal for nginx). A Content-Length is required and must be the
+ * declared size, so nginx itself never takes more than the declared bytes as
+ * the body, in either way the body reaches the worker (a file of nginx's own,
+ * or streamed); the worker reads no more than that either.
+ *
  * Expired pending uploads are swept (with their bytes and reservation) on
  * these paths and on list: at their expiry if nothing arrived, an hour later if
  * the bytes arrived but confirm did not. */
@@ -155,8 +163,9 @@ static int presign(ah_req *r)
 	return ah_reply_json(r, 201, out);
 }
 
-/* Without nginx's body file (another front, or none): the body from stdin. */
-static int body_to_file(ah_req *r, char **path)
+/* Without nginx's body file (streamed, another front, or none): the body from
+ * stdin, at most size bytes of it; AH_ETOOBIG (nothing kept) if it has more. */
+static int body_to_file(ah_req *r, long long size, char **path)
 {
 	int fd;
 	ah_err err;
@@ -167,8 +176,18 @@ static int body_to_file(ah_req *r, char **path)
 		return rc;
 	}
 	char buf[65536];
-	int n;
-	while (rc == 0 && (n = FCGX_GetStr(buf, sizeof(buf), r->fcgi->in)) > 0) {
+	long long left = size;
+	while (rc == 0) {
+		/* One byte more than is left is asked for: it tells a longer body. */
+		int want = left < (long long)sizeof(buf) ? (int)left + 1 : (int)sizeof(buf);
+		int n = FCGX_GetStr(buf, want, r->fcgi->in);
+		if (n <= 0)
+			break;
+		if (n > left) {
+			rc = AH_ETOOBIG;
+			break;
+		}
+		left -= n;
 		ssize_t w = write(fd, buf, (size_t)n);
 		if (w != n) /* a short write to a file: its disk is full */
 			rc = w >= 0 ? AH_ENOSPACE : ah_err_disk(errno);
@@ -186,8 +205,15 @@ bool ah_upload_url_signed(ah_req *r, const char *id, long long size, long long *
 	       ah_crypto_url_mac_ok(sig, url_claim(r->arena, id, *expires, size));
 }
 
-/* The URL's signature, expiry and single use; answers 403/409 itself. */
-static int check_url(ah_req *r, ah_file *f)
+/* A refused PUT, or nginx's check of one refused (ah_reply_refusal). */
+static int refuse(ah_req *r, int status, const char *detail)
+{
+	return ah_answered(ah_reply_refusal(r, status, detail));
+}
+
+/* What is known before the body: the URL's signature, expiry and single use,
+ * and a Content-Length that is the declared size. Answers itself. */
+static int check_put(ah_req *r, ah_file *f)
 {
 	long long e = 0;
 	ah_rows rows;
@@ -196,25 +222,37 @@ static int check_url(ah_req *r, ah_file *f)
 	if (rows.n == 1)
 		ah_file_fill(f, rows.v[0]);
 	if (rows.n != 1 || !ah_upload_url_signed(r, f->id, f->size, &e))
-		return ah_answered(ah_reply_error(r, 403, "Invalid upload URL"));
+		return refuse(r, 403, "Invalid upload URL");
 	if ((long long)time(NULL) > e)
-		return ah_answered(ah_reply_error(r, 403, "This upload URL has expired"));
+		return refuse(r, 403, "This upload URL has expired");
 	if (f->status != AH_FILE_PENDING || f->uploaded)
-		return ah_answered(ah_reply_error(r, 409, "This upload URL has already been used"));
+		return refuse(r, 409, "This upload URL has already been used");
+	if (r->content_length < 0)
+		return refuse(r, 411, ah_sprintf(r->arena, "Content-Length is required: this upload was"
+		                                 " declared with %lld bytes", f->size));
+	if (r->content_length != f->size)
+		return refuse(r, 400, ah_sprintf(r->arena, "The body has %lld bytes; this upload was"
+		                                 " declared with %lld", r->content_length, f->size));
 	return 0;
 }
 
 static int upload_put(ah_req *r)
 {
 	ah_file f;
-	int rc = check_url(r, &f);
+	int rc = check_put(r, &f);
 	if (rc != 0)
 		return rc;
+	if (ah_auth_subrequest(r))
+		return ah_reply_no_content(r);
 	const char *nginx_file = ah_param_env(r, "REQUEST_BODY_FILE");
 	char *path = nginx_file && *nginx_file ? ah_strdup(r->arena, nginx_file) : NULL;
 	bool ours = !path;
-	if (ours && (rc = body_to_file(r, &path)) != 0)
+	if (ours && (rc = body_to_file(r, f.size, &path)) != 0) {
+		if (rc == AH_ETOOBIG)
+			return ah_reply_error(r, 400, ah_sprintf(r->arena, "The body has more than the %lld bytes"
+			                      " this upload was declared with", f.size));
 		return rc == AH_ENOSPACE ? ah_storage_full_reply(r, "presigned upload") : AH_EFAIL;
+	}
 	struct stat st;
 	long long got = stat(path, &st) == 0 ? (long long)st.st_size : -1;
 	unsigned long long claimed = 0;

@@ -264,24 +264,33 @@ start_api() {
     done
 }
 
+# The checkout's nginx under $VAR/nginx. AGENTHOST_RUN_DIR: where the API's
+# sockets are ($VAR/run unless set: a test's second nginx names the stack's).
+# AGENTHOST_UPLOAD_BODY=streamed: presigned uploads streamed to the worker as
+# in an install (nginx/upload-body-streamed.conf) instead of the checkout's
+# hand-over of nginx's own body file (snippets/upload-body.conf).
+# AGENTHOST_UPLOAD_CONN: uploads one client address may have open at once.
 nginx_conf() {
     local d=$VAR/nginx
-    local snip=$d/snippets
+    local snip=$d/snippets run=${AGENTHOST_RUN_DIR:-$VAR/run}
     mkdir -p "$snip" "$d/tmp"
     # access.log holds presigned URLs (their signatures): as private as $VAR/log.
     # nginx's master (root) opens them; its workers write through its fds.
     private_log_dir "$d/logs"
     private_log "$d/logs/access.log"
     private_log "$d/logs/error.log"
-    local subst="s|@LISTEN@|${LISTEN_ADDR:-127.0.0.1}:$PORT|g; s|@API_SOCKET@|$VAR/run/api.sock|g;
-                 s|@INVOKE_SOCKET@|$VAR/run/api-invoke.sock|g; s|@SNIPPETS@|$snip|g;
+    local subst="s|@LISTEN@|${LISTEN_ADDR:-127.0.0.1}:$PORT|g; s|@API_SOCKET@|$run/api.sock|g;
+                 s|@INVOKE_SOCKET@|$run/api-invoke.sock|g; s|@SNIPPETS@|$snip|g;
                  s|@FILES_DIR@|${FILES_DIR:-$VAR/files}|g; s|@WWW@|$ROOT/nginx/www|g;
                  s|@FLOOD_RATE@|${AGENTHOST_FLOOD_RATE:-2000r/s}|g;
-                 s|@FLOOD_BURST@|${AGENTHOST_FLOOD_BURST:-2000}|g"
+                 s|@FLOOD_BURST@|${AGENTHOST_FLOOD_BURST:-2000}|g;
+                 s|@UPLOAD_CONN@|${AGENTHOST_UPLOAD_CONN:-10}|g"
     for f in "$ROOT"/nginx/snippets/*.conf "$ROOT"/nginx/agenthost-http.conf \
              "$ROOT"/nginx/agenthost-locations.conf; do
         sed "$subst" "$f" >"$snip/$(basename "$f")"
     done
+    [ "${AGENTHOST_UPLOAD_BODY:-}" = streamed ] &&
+        sed "$subst" "$ROOT/nginx/upload-body-streamed.conf" >"$snip/upload-body.conf"
     sed "$subst" "$ROOT/nginx/agenthost.conf" >"$d/site.conf"
     cat >"$d/nginx.conf" <<CONF
 user www-data;

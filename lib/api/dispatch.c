@@ -56,8 +56,9 @@ static int rate_limit(ah_req *r, const ah_route *rt)
 	const char *subject = r->user ? ah_sprintf(r->arena, "u:%s", r->user->id)
 	                              : ah_sprintf(r->arena, "ip:%s", r->remote_addr);
 	/* Uncounted routes (load balancers' /health) still say where the caller
-	 * stands, as every response does. */
-	if (rt && (rt->flags & AH_R_NO_RATE)) {
+	 * stands, as every response does. So does a request nginx had a worker
+	 * check first (auth_request): the check was counted. */
+	if ((rt && (rt->flags & AH_R_NO_RATE)) || ah_auth_checked(r)) {
 		ah_ratelimit_peek(r, subject, invoke ? 'i' : 'c', limit);
 		return 0;
 	}
@@ -70,8 +71,8 @@ static int rate_limit(ah_req *r, const ah_route *rt)
 	if (wait < 1)
 		wait = 1;
 	ah_header(r, "Retry-After", ah_sprintf(r->arena, "%lld", wait));
-	return ah_reply_error(r, 429, ah_sprintf(r->arena,
-	                      "Rate limit exceeded. Try again in %lld seconds.", wait));
+	return ah_reply_refusal(r, 429, ah_sprintf(r->arena,
+	                        "Rate limit exceeded. Try again in %lld seconds.", wait));
 }
 
 /* Reads the whole body (up to the route's limit) into r->body. */
@@ -117,10 +118,10 @@ static int route_and_run(ah_req *r, const ah_route *const *routes)
 	if (rate_limit(r, m == AH_MATCH_OK ? rt : NULL) != 0)
 		return AH_EDONE;
 	if (m == AH_MATCH_NO_PATH)
-		return ah_reply_error(r, 404, "Not Found");
+		return ah_reply_refusal(r, 404, "Not Found");
 	if (m == AH_MATCH_NO_METHOD) {
 		ah_header(r, "Allow", allow);
-		return ah_reply_error(r, 405, "Method Not Allowed");
+		return ah_reply_refusal(r, 405, "Method Not Allowed");
 	}
 	if (why) {
 		ah_header(r, "WWW-Authenticate", "Bearer");

@@ -70,6 +70,11 @@ typedef struct ah_req {
 
 /* ---- reading ---- */
 const char *ah_param_env(ah_req *r, const char *name);          /* FastCGI param */
+/* nginx's auth_request for the request in REQUEST_URI (its location sets the
+ * AGENTHOST_AUTH_REQUEST parameter, which no client can): answered without a
+ * body. The request it let through comes with AGENTHOST_AUTH_CHECKED. */
+bool ah_auth_subrequest(ah_req *r);
+bool ah_auth_checked(ah_req *r);
 /* Decoded value of a query parameter, NULL when absent. */
 const char *ah_query_get(ah_req *r, const char *name);
 
@@ -131,6 +136,10 @@ void ah_header(ah_req *r, const char *name, const char *value);
 int ah_reply_json(ah_req *r, int status, json_object *body);
 /* {"detail": detail} */
 int ah_reply_error(ah_req *r, int status, const char *detail);
+/* The same, but to nginx's auth_request, which passes only a 2xx, 401 or 403
+ * on: 403 there, with the status and body the client is to get in
+ * X-Agenthost-Status and X-Agenthost-Error (agenthost-locations.conf). */
+int ah_reply_refusal(ah_req *r, int status, const char *detail);
 int ah_reply_no_content(ah_req *r);
 /* A bare JSON array plus X-Total-Count. Takes ownership of arr. */
 int ah_reply_list(ah_req *r, json_object *arr, long long total);

@@ -12,6 +12,22 @@ const char *ah_param_env(ah_req *r, const char *name)
 	return FCGX_GetParam(name, r->fcgi->envp);
 }
 
+static bool param_set(ah_req *r, const char *name)
+{
+	const char *v = ah_param_env(r, name);
+	return v && strcmp(v, "1") == 0;
+}
+
+bool ah_auth_subrequest(ah_req *r)
+{
+	return param_set(r, "AGENTHOST_AUTH_REQUEST");
+}
+
+bool ah_auth_checked(ah_req *r)
+{
+	return param_set(r, "AGENTHOST_AUTH_CHECKED");
+}
+
 static int hexval(int c)
 {
 	if (c >= '0' && c <= '9') return c - '0';

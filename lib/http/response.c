@@ -21,6 +21,7 @@ static const char *reason(int status)
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
 	case 409: return "Conflict";
+	case 411: return "Length Required";
 	case 413: return "Content Too Large";
 	case 415: return "Unsupported Media Type";
 	case 422: return "Unprocessable Content";
@@ -120,6 +121,20 @@ int ah_reply_error(ah_req *r, int status, const char *detail)
 	json_object *b = json_object_new_object();
 	ah_json_str(b, "detail", detail);
 	return ah_reply_json(r, status, b);
+}
+
+int ah_reply_refusal(ah_req *r, int status, const char *detail)
+{
+	if (ah_auth_subrequest(r)) {
+		json_object *b = json_object_new_object();
+		size_t n;
+		ah_json_str(b, "detail", detail);
+		ah_header(r, "X-Agenthost-Status", ah_sprintf(r->arena, "%d", status));
+		ah_header(r, "X-Agenthost-Error", ah_strdup(r->arena, ah_json_body(b, &n)));
+		json_object_put(b);
+		status = 403;
+	}
+	return ah_reply_error(r, status, detail);
 }
 
 int ah_reply_no_content(ah_req *r)

@@ -41,7 +41,7 @@ def tls_nginx():
              "@INVOKE_SOCKET@": os.path.join(VAR, "run", "api-invoke.sock"),
              "@SNIPPETS@": snip, "@CERT@": cert, "@KEY@": key,
              # A flood guard small enough for a test to pass it.
-             "@FLOOD_RATE@": "3r/s", "@FLOOD_BURST@": "4",
+             "@FLOOD_RATE@": "3r/s", "@FLOOD_BURST@": "4", "@UPLOAD_CONN@": "10",
              "@FILES_DIR@": os.path.join(VAR, "files"), "@WWW@": os.path.join(ROOT, "nginx", "www")}
 
     def render(src, dst):
