@@ -72,6 +72,10 @@ void ah_run_answer(ah_req *r, json_object *ans, long long timeout_s, long long o
 		o->model_out = ah_sprintf(r->arena, "%lld",
 		                          (long long)json_object_get_int64(get(ans, "model_output_tokens")));
 	}
+	/* The provider's last error (the gateway saw it): an agent whose model
+	 * call failed usually just exits non-zero, so the error names both. */
+	const char *merr = json_object_get_string(get(ans, "model_error"));
+	const char *why = merr ? ah_sprintf(r->arena, "; the model provider answered %s", merr) : "";
 	int code = json_object_get_int(get(ans, "exit_code"));
 	int sig = json_object_get_int(get(ans, "signal"));
 	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
@@ -84,7 +88,7 @@ void ah_run_answer(ah_req *r, json_object *ans, long long timeout_s, long long o
 	else if (sig > 0)
 		ah_run_failed(r, o, ah_sprintf(r->arena, "killed by signal %d (SIG%s)", sig, abbrev ? abbrev : "?"));
 	else if (code != 0)
-		ah_run_failed(r, o, ah_sprintf(r->arena, "agent exited with status %d", code));
+		ah_run_failed(r, o, ah_sprintf(r->arena, "agent exited with status %d%s", code, why));
 	else
 		o->http = 200;
 }

@@ -151,6 +151,8 @@ static void *conn_thread(void *arg)
 		g->usage.input_tokens += x->usage.input_tokens;
 		g->usage.output_tokens += x->usage.output_tokens;
 		g->usage.requests += x->usage.requests;
+		if (x->usage.error[0]) /* the last error wins */
+			memcpy(g->usage.error, x->usage.error, sizeof g->usage.error);
 	}
 	pthread_mutex_unlock(&g->mu);
 	close(fd);

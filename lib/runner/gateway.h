@@ -29,6 +29,10 @@ typedef struct ah_gateway ah_gateway;
 typedef struct ah_gateway_usage {
 	long long input_tokens, output_tokens; /* summed over the provider's answers */
 	int requests;                          /* requests forwarded upstream */
+	/* The provider's last error answer (an HTTP error or an SSE "error"
+	 * event), "STATUS TYPE: MESSAGE" in printable ASCII, "" when none: a
+	 * failed invocation names it, since the agent's own exit rarely does. */
+	char error[240];
 } ah_gateway_usage;
 
 /* Once, before any thread: libcurl's global set-up. */

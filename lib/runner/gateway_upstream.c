@@ -28,7 +28,7 @@ static int send_head(struct exchange *x)
 	x->head_sent = true;
 	int n = snprintf(line, sizeof line, "HTTP/1.1 %ld %s\r\n", x->status,
 	                 x->status < 300 ? "OK" : "Error");
-	if (x->status >= 200 && x->status < 300)
+	if ((x->status >= 200 && x->status < 300) || x->status >= 400) /* usage, or the error */
 		x->meter = ah_gw_meter_new(x->ctype);
 	if (gw_send_all(x->fd, line, (size_t)n) != 0 || gw_send_all(x->fd, x->out, x->out_len) != 0)
 		return -1;
@@ -169,6 +169,12 @@ void gw_forward(struct exchange *x)
 	x->usage.requests = 1;
 	ah_gw_meter_finish(x->meter, &x->usage);
 	x->meter = NULL;
+	if (x->status >= 400) { /* read for its error only; the status first: "429 …" */
+		x->usage.input_tokens = x->usage.output_tokens = 0;
+		char e[sizeof x->usage.error];
+		snprintf(e, sizeof e, "%ld %.200s", x->status, x->usage.error[0] ? x->usage.error : "error");
+		memcpy(x->usage.error, e, sizeof e);
+	}
 	curl_easy_cleanup(c);
 }
 

@@ -12,6 +12,7 @@
 
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -28,6 +29,7 @@ struct ah_gw_meter {
 	size_t line_len;
 	long long in, out;
 	bool seen;
+	char error[200];    /* "TYPE: MESSAGE" of an error the answer carried */
 };
 
 ah_gw_meter *ah_gw_meter_new(const char *content_type)
@@ -82,6 +84,19 @@ static json_object *member(json_object *o, const char *key)
 	return v;
 }
 
+/* {"type":"error","error":{"type","message"}}: kept as printable ASCII, cut. */
+static void take_error(ah_gw_meter *m, json_object *e)
+{
+	const char *type = json_object_get_string(member(e, "type"));
+	const char *msg = json_object_get_string(member(e, "message"));
+	if (!e || (!type && !msg))
+		return;
+	snprintf(m->error, sizeof m->error, "%s: %s", type ? type : "error", msg ? msg : "");
+	for (char *p = m->error; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+}
+
 static void sse_event(ah_gw_meter *m, const char *data, size_t len)
 {
 	json_object *ev = json_tokener_parse(data);
@@ -91,6 +106,8 @@ static void sse_event(ah_gw_meter *m, const char *data, size_t len)
 		take_usage(m, member(member(ev, "message"), "usage"));
 	else if (type && strcmp(type, "message_delta") == 0)
 		take_usage(m, member(ev, "usage"));
+	else if (type && strcmp(type, "error") == 0) /* e.g. overloaded mid-stream */
+		take_error(m, member(ev, "error"));
 	json_object_put(ev);
 }
 
@@ -146,8 +163,12 @@ void ah_gw_meter_finish(ah_gw_meter *m, ah_gateway_usage *u)
 {
 	if (!m)
 		return;
-	if (!m->sse && m->body)
+	if (!m->sse && m->body) {
 		take_usage(m, member(m->body, "usage"));
+		take_error(m, member(m->body, "error"));
+	}
+	if (m->error[0])
+		snprintf(u->error, sizeof u->error, "%s", m->error);
 	if (m->seen) {
 		u->input_tokens += m->in;
 		u->output_tokens += m->out;
