@@ -68,7 +68,12 @@ static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner 
 	q->build.image_max_bytes = ah_cfg_int(c, AH_CFG_IMAGE_MAX_MB) << 20;
 	q->build.log_tag = j->tag;
 	q->build.cancel = &r->stopping;
-	q->build.reuse_from = ag->old_image; /* this agent's own, never another's */
+	/* This agent's own previous image, never another's, and only one in our
+	 * own images directory, whatever the row says (as retire_old). */
+	const char *images = ah_sprintf(a, "%s/images/%s/", r->data_dir, j->agent_id);
+	if (ag->old_image && strncmp(ag->old_image, images, strlen(images)) == 0 &&
+	    !strstr(ag->old_image, "/../"))
+		q->build.reuse_from = ag->old_image;
 }
 
 /* Inside the switch transaction: the job must still be ours and the newest. */
