@@ -88,6 +88,10 @@ static void model_access_ended(ah_req *r, ah_run_out *o, const char *why)
 static void outcome(ah_req *r, json_object *ans, long long timeout_s, long long out_cap,
                     ah_run_out *o)
 {
+	/* The provider's last error (the gateway saw it): an agent whose model
+	 * call failed usually just exits non-zero, so the error names both. */
+	const char *merr = json_object_get_string(get(ans, "model_error"));
+	const char *why = merr ? ah_sprintf(r->arena, "; the model provider answered %s", merr) : "";
 	int code = json_object_get_int(get(ans, "exit_code"));
 	int sig = json_object_get_int(get(ans, "signal"));
 	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
@@ -100,7 +104,7 @@ static void outcome(ah_req *r, json_object *ans, long long timeout_s, long long 
 	else if (sig > 0)
 		ah_run_failed(r, o, ah_sprintf(r->arena, "killed by signal %d (SIG%s)", sig, abbrev ? abbrev : "?"));
 	else if (code != 0)
-		ah_run_failed(r, o, ah_sprintf(r->arena, "agent exited with status %d", code));
+		ah_run_failed(r, o, ah_sprintf(r->arena, "agent exited with status %d%s", code, why));
 	else
 		o->http = 200;
 }

@@ -19,11 +19,16 @@ static const char SQL_RECORD[] =
  * deleted during the call); otherwise the invocations_rollup trigger (schema/
  * 004) counts the usage and touches the session within SQL_RECORD itself. */
 static const char SQL_USAGE[] =
-	"INSERT INTO usage_daily (user_id, day, invocations, input_tokens, output_tokens, total_cost_usd)"
-	" VALUES (?, ?, 1, ?, ?, ?) ON DUPLICATE KEY UPDATE invocations = invocations + 1,"
+	"INSERT INTO usage_daily (user_id, day, invocations, input_tokens, output_tokens, total_cost_usd,"
+	" model_invocations, model_input_tokens, model_output_tokens)"
+	" VALUES (?, ?, 1, ?, ?, ?, ? IS NOT NULL, COALESCE(?, 0), COALESCE(?, 0))"
+	" ON DUPLICATE KEY UPDATE invocations = invocations + 1,"
 	" input_tokens = input_tokens + VALUES(input_tokens),"
 	" output_tokens = output_tokens + VALUES(output_tokens),"
-	" total_cost_usd = total_cost_usd + VALUES(total_cost_usd)";
+	" total_cost_usd = total_cost_usd + VALUES(total_cost_usd),"
+	" model_invocations = model_invocations + VALUES(model_invocations),"
+	" model_input_tokens = model_input_tokens + VALUES(model_input_tokens),"
+	" model_output_tokens = model_output_tokens + VALUES(model_output_tokens)";
 
 /* The UTC day of usage_daily: the date part of the invocation's created_at. */
 static void usage_day(char out[11], const char *created_at)
@@ -95,8 +100,9 @@ void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *
 	ah_log_error("inv=%s: cannot record the invocation: %s", v->id, ah_db_error(r->db));
 	char day[11];
 	usage_day(day, v->created_at);
-	if (ah_db_exec(r->db, NULL, SQL_USAGE, "ssiis", r->user->id, day, v->input_tokens,
-	               v->output_tokens, v->cost) != 0)
+	if (ah_db_exec(r->db, NULL, SQL_USAGE, "ssiissss", r->user->id, day, v->input_tokens,
+	               v->output_tokens, v->cost, v->model_input_tokens, v->model_input_tokens,
+	               v->model_output_tokens) != 0)
 		ah_log_error("inv=%s: cannot count the usage either: %s", v->id, ah_db_error(r->db));
 }
 

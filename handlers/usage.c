@@ -20,24 +20,37 @@ typedef struct usage {
 	const char *day;
 	long long invocations, input_tokens, output_tokens;
 	const char *cost; /* exact decimal text */
+	/* What the model gateway measured (issue 27): the provider's tokens of
+	 * the model_invocations calls it saw, which their cost was priced from. */
+	long long model_invocations, model_input_tokens, model_output_tokens;
 } usage;
 
 #define TOTAL_COLS                                                                    \
 	"COALESCE(SUM(invocations), 0), COALESCE(SUM(input_tokens), 0),"                  \
-	" COALESCE(SUM(output_tokens), 0), COALESCE(SUM(total_cost_usd), 0)"
+	" COALESCE(SUM(output_tokens), 0), COALESCE(SUM(total_cost_usd), 0),"           \
+	" COALESCE(SUM(model_invocations), 0), COALESCE(SUM(model_input_tokens), 0),"    \
+	" COALESCE(SUM(model_output_tokens), 0)"
 static const ah_col TOTAL_COLUMNS[] = {
 	AH_COL_I("COALESCE(SUM(invocations), 0)", usage, invocations, 0),
 	AH_COL_I("COALESCE(SUM(input_tokens), 0)", usage, input_tokens, 0),
 	AH_COL_I("COALESCE(SUM(output_tokens), 0)", usage, output_tokens, 0),
 	AH_COL_S("COALESCE(SUM(total_cost_usd), 0)", usage, cost),
+	AH_COL_I("COALESCE(SUM(model_invocations), 0)", usage, model_invocations, 0),
+	AH_COL_I("COALESCE(SUM(model_input_tokens), 0)", usage, model_input_tokens, 0),
+	AH_COL_I("COALESCE(SUM(model_output_tokens), 0)", usage, model_output_tokens, 0),
 };
-#define DAILY_COLS "day, invocations, input_tokens, output_tokens, total_cost_usd"
+#define DAILY_COLS                                                                    \
+	"day, invocations, input_tokens, output_tokens, total_cost_usd, model_invocations," \
+	" model_input_tokens, model_output_tokens"
 static const ah_col DAILY_COLUMNS[] = {
 	AH_COL_S("day", usage, day),
 	AH_COL_I("invocations", usage, invocations, 0),
 	AH_COL_I("input_tokens", usage, input_tokens, 0),
 	AH_COL_I("output_tokens", usage, output_tokens, 0),
 	AH_COL_S("total_cost_usd", usage, cost),
+	AH_COL_I("model_invocations", usage, model_invocations, 0),
+	AH_COL_I("model_input_tokens", usage, model_input_tokens, 0),
+	AH_COL_I("model_output_tokens", usage, model_output_tokens, 0),
 };
 #define NCOLS(t) (sizeof(t) / sizeof(t[0]))
 
@@ -87,6 +100,15 @@ static int read_period(ah_req *r, period *out)
 
 /* ---- handlers ---- */
 
+/* The provider's counts beside the prompt's: 0 and 0 of 0 measured calls
+ * when the gateway was off. */
+static void model_json(json_object *o, const usage *u)
+{
+	ah_json_int(o, "model_invocations", u->model_invocations);
+	ah_json_int(o, "model_input_tokens", u->model_input_tokens);
+	ah_json_int(o, "model_output_tokens", u->model_output_tokens);
+}
+
 static int get_usage(ah_req *r)
 {
 	period p;
@@ -109,6 +131,7 @@ static int get_usage(ah_req *r)
 	ah_json_int(o, "input_tokens", u.input_tokens);
 	ah_json_int(o, "output_tokens", u.output_tokens);
 	json_object_object_add(o, "total_cost_usd", ah_money_json(r->arena, u.cost));
+	model_json(o, &u);
 	return ah_reply_json(r, 200, o);
 }
 
@@ -120,6 +143,7 @@ static json_object *day_json(ah_req *r, const char *date, const usage *u)
 	ah_json_int(o, "input_tokens", u->input_tokens);
 	ah_json_int(o, "output_tokens", u->output_tokens);
 	json_object_object_add(o, "total_cost_usd", ah_money_json(r->arena, u->cost));
+	model_json(o, u);
 	return o;
 }
 

@@ -63,10 +63,16 @@ static void print_result(struct ah_cli *c, json_object *res)
 			putchar('\n');
 		fflush(stdout);
 	}
+	/* With the model gateway the cost is priced from the provider's tokens:
+	 * show them beside the prompt's, or the line would not add up. */
+	const char *model = json_object_object_get_ex(res, "model_input_tokens", NULL) ?
+		ah_sprintf(c->a, " · model %s in, %s out",
+		           ah_cli_text(c, res, "model_input_tokens", AH_COL_NUM),
+		           ah_cli_text(c, res, "model_output_tokens", AH_COL_NUM)) : "";
 	fprintf(stderr, "%s\n", ah_cli_paint(c, stderr, "2",
-	        ah_sprintf(c->a, "tokens %s in, %s out · $%s · %s ms · session %s",
+	        ah_sprintf(c->a, "tokens %s in, %s out%s · $%s · %s ms · session %s",
 	                   ah_cli_text(c, res, "input_tokens", AH_COL_NUM),
-	                   ah_cli_text(c, res, "output_tokens", AH_COL_NUM),
+	                   ah_cli_text(c, res, "output_tokens", AH_COL_NUM), model,
 	                   ah_cli_text(c, res, "total_cost_usd", AH_COL_NUM),
 	                   ah_cli_text(c, res, "duration_ms", AH_COL_NUM),
 	                   ah_cli_text(c, res, "session_id", AH_COL_TEXT))));

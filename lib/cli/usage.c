@@ -11,6 +11,8 @@ static const struct ah_cli_col usage_cols[] = {
 	{"invocations", "total_invocations", AH_COL_NUM},
 	{"input tokens", "input_tokens", AH_COL_NUM},
 	{"output tokens", "output_tokens", AH_COL_NUM},
+	{"model input tokens", "model_input_tokens", AH_COL_NUM},
+	{"model output tokens", "model_output_tokens", AH_COL_NUM},
 	{"cost usd", "total_cost_usd", AH_COL_NUM},
 	{0},
 };
@@ -20,6 +22,8 @@ static const struct ah_cli_col daily_cols[] = {
 	{"invocations", "invocations", AH_COL_NUM},
 	{"input tokens", "input_tokens", AH_COL_NUM},
 	{"output tokens", "output_tokens", AH_COL_NUM},
+	{"model input tokens", "model_input_tokens", AH_COL_NUM},
+	{"model output tokens", "model_output_tokens", AH_COL_NUM},
 	{"cost usd", "total_cost_usd", AH_COL_NUM},
 	{0},
 };

@@ -70,8 +70,8 @@
 	X(DEPLOY_TIMEOUT_SECONDS, "deploy_timeout_seconds", INT, "600", 10, 7200, "deploy time cap") \
 	X(DEPLOY_LEASE_SECONDS, "deploy_lease_seconds", INT, "30", 3, 3600, "deploy job lease") \
 	X(DEPLOY_POLL_MS, "deploy_poll_ms", INT, "1000", 50, 60000, "deploy queue poll period") \
-	X(IMAGE_MAX_MB, "image_max_mb", INT, "250", 1, 1 << 20, "an agent's built image at most") \
-	X(BUILD_DISK_MB, "build_disk_mb", INT, "2048", 64, 1 << 20, "the build sandbox's disk") \
+	X(IMAGE_MAX_MB, "image_max_mb", INT, "1024", 1, 1 << 20, "an agent's built image at most") \
+	X(BUILD_DISK_MB, "build_disk_mb", INT, "3072", 64, 1 << 20, "the build sandbox's disk") \
 	X(CODE_MAX_BYTES, "code_max_bytes", INT, "52428800", 1024, 1LL << 34, "uploaded tarball, compressed") \
 	X(CODE_MAX_EXTRACTED_BYTES, "code_max_extracted_bytes", INT, "524288000", 1024, 1LL << 40, "uploaded tarball, extracted") \
 	X(GIT_ALLOW_HOSTS, "git_allow_hosts", STR, "", 0, 0, "private hosts that may be cloned") \

@@ -210,5 +210,12 @@ int ah_build_image(const char *project_dir, const char *image_dir, const char *s
 		return ah_err_set(err, AH_EFAIL, "Deploy cancelled (runner shutting down)");
 	if (!is_file(project_dir, "package.json"))
 		return take_as_is(project_dir, image_dir, opts, err);
-	return build_in_sandbox(project_dir, image_dir, scratch_file, opts, err);
+	char fp[65];
+	bool known = ah_deps_fingerprint(project_dir, fp) == 0;
+	int rc = known && ah_deps_reuse(project_dir, opts->reuse_from, fp, opts->log_tag) ?
+		take_as_is(project_dir, image_dir, opts, err) :
+		build_in_sandbox(project_dir, image_dir, scratch_file, opts, err);
+	if (rc == 0 && known)
+		ah_deps_note(image_dir, fp);
+	return rc;
 }

@@ -149,6 +149,7 @@ struct ah_build_opts {
 	long long image_max_bytes;  /* the finished image (apparent sizes, holes count) */
 	const char *log_tag;        /* "agent=<slug> job=<id>" for log lines */
 	volatile const int *cancel;
+	const char *reuse_from;     /* the agent's previous image (reuse.c), or NULL */
 };
 
 /* Makes image_dir (must not exist; its parent must) from the project in
@@ -165,6 +166,28 @@ struct ah_build_opts {
 int ah_build_image(const char *project_dir, const char *image_dir, const char *scratch_file,
                    const struct ah_build_opts *opts, ah_err *err);
 
+/* ---- an unchanged dependency tree, reused (reuse.c) --------------------- */
+
+/* The fingerprint of what decides node_modules (lockfile, else package.json;
+ * node; the machine) as 64 hex characters. -1 when it cannot be made. */
+int ah_deps_fingerprint(const char *project_dir, char out[65]);
+/* True when prev_image was built from the same fingerprint and its
+ * node_modules is now hard-linked into project_dir (npm need not run). */
+bool ah_deps_reuse(const char *project_dir, const char *prev_image, const char *fingerprint,
+                   const char *log_tag);
+/* Records the fingerprint beside a built image, as <image_dir>.deps. */
+void ah_deps_note(const char *image_dir, const char *fingerprint);
+
+/* ---- identical files shared between images (dedupe.c) ------------------ */
+
+/* Links image_dir's files (read-only by now) with the host-wide store's:
+ * a file the store has becomes a link to it, a new one is added to it. */
+void ah_image_dedupe(const char *image_dir, const char *store_dir, const char *log_tag);
+/* Removes store entries no image links any more. */
+void ah_image_store_sweep(const char *store_dir);
+/* The store of an image path <data_dir>/images/<agent>/<job>: <data_dir>/store. */
+int ah_image_store_of(const char *image, char *out, size_t n);
+
 /* ---- the pipeline (pipeline.c) ------------------------------------------ */
 
 struct ah_deploy_req {
@@ -174,6 +197,7 @@ struct ah_deploy_req {
 	const char *tarball;
 	const char *work_dir;       /* scratch for this attempt; the caller removes it */
 	const char *image_dir;      /* where the finished image goes; must not exist */
+	const char *store_dir;      /* shared files of all images (dedupe.c); NULL: none */
 	struct ah_git_opts git;
 	struct ah_tar_limits tar;
 	struct ah_build_opts build;

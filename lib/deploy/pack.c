@@ -63,6 +63,10 @@ int ah_tarball_pack(const char *dir, const char *dest, ah_err *err)
 		archive_read_disk_set_symlink_physical(disk);
 		archive_read_disk_set_standard_lookup(disk);
 		archive_write_add_filter_gzip(out);
+		/* Fastest: a deploy waits for this pack, and an SDK agent's image is
+		 * 450 MB, mostly a native binary (level 6 took 90 s on it here, level 1
+		 * 35 s for 9 % more bytes). */
+		archive_write_set_filter_option(out, "gzip", "compression-level", "1");
 		archive_write_set_format_pax_restricted(out);
 		if (archive_write_open_filename(out, dest) != ARCHIVE_OK ||
 		    archive_read_disk_open(disk, dir) != ARCHIVE_OK)

@@ -56,8 +56,13 @@ static int place_image(const char *root, const struct ah_deploy_req *req, ah_err
 	int rc = ah_deploy_mkdirs(parent, err);
 	if (rc == 0)
 		rc = ah_build_image(root, req->image_dir, scratch, &req->build, err);
-	if (rc == 0 && (rc = ah_deploy_make_readonly(req->image_dir, err)) != 0)
+	if (rc == 0 && (rc = ah_deploy_make_readonly(req->image_dir, err)) != 0) {
 		ah_deploy_rmtree(req->image_dir);
+		snprintf(scratch, sizeof(scratch), "%s.deps", req->image_dir);
+		unlink(scratch);
+	}
+	if (rc == 0 && req->store_dir)
+		ah_image_dedupe(req->image_dir, req->store_dir, req->log_tag);
 	if (rc != 0)
 		rmdir(parent); /* the agent's first image: no empty directory left */
 	return rc;

@@ -52,6 +52,7 @@ static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner 
 	q->tarball = ah_sprintf(a, "%s/code/%s.tar.gz", r->data_dir, j->agent_id);
 	q->work_dir = ah_sprintf(a, "%s/build/%lld", r->data_dir, j->id);
 	q->image_dir = ah_sprintf(a, "%s/images/%s/%lld", r->data_dir, j->agent_id, j->id);
+	q->store_dir = ah_sprintf(a, "%s/store", r->data_dir);
 	q->git.max_bytes = ah_cfg_int(c, AH_CFG_GIT_MAX_BYTES);
 	q->git.timeout_seconds = (int)ah_cfg_int(c, AH_CFG_GIT_TIMEOUT_SECONDS);
 	q->git.allow_hosts = ah_cfg_str(c, AH_CFG_GIT_ALLOW_HOSTS);
@@ -67,6 +68,12 @@ static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner 
 	q->build.image_max_bytes = ah_cfg_int(c, AH_CFG_IMAGE_MAX_MB) << 20;
 	q->build.log_tag = j->tag;
 	q->build.cancel = &r->stopping;
+	/* This agent's own previous image, never another's, and only one in our
+	 * own images directory, whatever the row says (as retire_old). */
+	const char *images = ah_sprintf(a, "%s/images/%s/", r->data_dir, j->agent_id);
+	if (ag->old_image && strncmp(ag->old_image, images, strlen(images)) == 0 &&
+	    !strstr(ag->old_image, "/../"))
+		q->build.reuse_from = ag->old_image;
 }
 
 /* Inside the switch transaction: the job must still be ours and the newest. */
@@ -256,14 +263,17 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 			rc = ah_deploy_build_image(&m, &q, err);
 		ah_deploy_rmtree(q.work_dir);
 	}
-	if (rc == 0 && (rc = apply_mounts(db, a, r, j, q.image_dir, err)) != 0)
+	if (rc == 0 && (rc = apply_mounts(db, a, r, j, q.image_dir, err)) != 0) {
 		ah_deploy_rmtree(q.image_dir);
+		unlink(ah_sprintf(a, "%s.deps", q.image_dir));
+	}
 	if (rc == 0)
 		publish(db, r, j, q.image_dir);
 	if (rc == 0 && (rc = finish(db, a, r, j, &q, &m, ag.old_image, err)) != 0) {
 		/* Not switched (superseded, lease lost, deleted): its mount plan and
 		 * the processes only it named go with its image. */
 		unlink(ah_sprintf(a, "%s.mounts", q.image_dir));
+		unlink(ah_sprintf(a, "%s.deps", q.image_dir));
 		ah_fuse_retain(j->agent_id, ag.old_image);
 	}
 	if (rc == AH_ECONFLICT && !q.image_dir)

@@ -179,6 +179,8 @@ static void *conn_thread(void *arg)
 		g->usage.cache_read_tokens += x->usage.cache_read_tokens;
 		g->usage.cache_write_1h_tokens += x->usage.cache_write_1h_tokens;
 		g->usage.requests += x->usage.requests;
+		if (x->usage.error[0]) /* the last error wins */
+			memcpy(g->usage.error, x->usage.error, sizeof g->usage.error);
 	}
 	pthread_mutex_unlock(&g->mu);
 	close(fd);

@@ -38,6 +38,10 @@ typedef struct ah_gateway_usage {
 	long long cache_write_tokens, cache_read_tokens, cache_write_1h_tokens;
 	int requests;                          /* requests forwarded upstream */
 	char ended[AH_GATEWAY_WHY_LEN];        /* "", or why model access ended */
+	/* The provider's last error answer (an HTTP error or an SSE "error"
+	 * event), "STATUS TYPE: MESSAGE" in printable ASCII, "" when none: a
+	 * failed invocation names it, since the agent's own exit rarely does. */
+	char error[240];
 } ah_gateway_usage;
 
 /* Once, before any thread: libcurl's global set-up. */

@@ -28,8 +28,9 @@ static int send_head(struct exchange *x)
 	x->head_sent = true;
 	int n = snprintf(line, sizeof line, "HTTP/1.1 %ld %s\r\n", x->status,
 	                 x->status < 300 ? "OK" : "Error");
-	/* Only a success is billed: a provider's error answer costs nothing. */
-	if (x->route->metered && x->status >= 200 && x->status < 300)
+	/* Only a success is billed: a provider's error answer costs nothing, and
+	 * is read for its message (a failed invocation names it). */
+	if ((x->route->metered && x->status >= 200 && x->status < 300) || x->status >= 400)
 		x->meter = ah_gw_meter_new(x->ctype);
 	if (gw_send_all(x->fd, line, (size_t)n) != 0 || gw_send_all(x->fd, x->out, x->out_len) != 0)
 		return -1;
@@ -154,6 +155,15 @@ static void set_request(struct exchange *x, CURL *c, char *url)
 /* The answer's usage into x->usage. Fail closed: when the provider may have
  * billed the call (a success, or a request sent and no status back) and its
  * usage cannot be read, the invocation's model access ends here. */
+/* An error answer: no tokens, its message as "STATUS TYPE: MESSAGE". */
+static void provider_error(struct exchange *x)
+{
+	ah_gateway_usage scratch = {0};
+	ah_gw_meter_finish(x->meter, &scratch, NULL);
+	snprintf(x->usage.error, sizeof x->usage.error, "%ld %.200s", x->status,
+	         scratch.error[0] ? scratch.error : "error");
+}
+
 static void meter_end(struct exchange *x, CURL *c)
 {
 	long sent = 0;
@@ -166,6 +176,8 @@ static void meter_end(struct exchange *x, CURL *c)
 		ah_gw_meter_finish(x->meter, &x->usage, &why);
 	else if (x->route->metered && x->status == 0 && sent > 0)
 		why = "no answer from the provider";
+	else if (x->meter && x->status >= 400)
+		provider_error(x);
 	else if (x->meter)
 		ah_gw_meter_finish(x->meter, &x->usage, NULL);
 	x->meter = NULL;

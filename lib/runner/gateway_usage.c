@@ -19,6 +19,7 @@
 
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -38,6 +39,7 @@ struct ah_gw_meter {
 	size_t line_len;
 	long long in, cw, cr, cw1h, out;
 	bool started, stopped, error_event; /* SSE: message_start, message_stop, error */
+	char error[200];    /* "TYPE: MESSAGE" of an error the answer carried */
 };
 
 ah_gw_meter *ah_gw_meter_new(const char *content_type)
@@ -115,6 +117,19 @@ static json_object *member(json_object *o, const char *key)
 	return v;
 }
 
+/* {"type":"error","error":{"type","message"}}: kept as printable ASCII, cut. */
+static void take_error(ah_gw_meter *m, json_object *e)
+{
+	const char *type = json_object_get_string(member(e, "type"));
+	const char *msg = json_object_get_string(member(e, "message"));
+	if (!e || (!type && !msg))
+		return;
+	snprintf(m->error, sizeof m->error, "%s: %s", type ? type : "error", msg ? msg : "");
+	for (char *p = m->error; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+}
+
 /* One event's data. A data line that is not a JSON object with a "type" is
  * an answer we do not understand. */
 static void sse_event(ah_gw_meter *m, const char *data)
@@ -132,8 +147,9 @@ static void sse_event(ah_gw_meter *m, const char *data)
 			m->why = "message_delta without usage";
 	} else if (strcmp(type, "message_stop") == 0) {
 		m->stopped = m->started;
-	} else if (strcmp(type, "error") == 0) {
+	} else if (strcmp(type, "error") == 0) { /* e.g. overloaded mid-stream */
 		m->error_event = true;
+		take_error(m, member(ev, "error"));
 	}
 	json_object_put(ev);
 }
@@ -222,6 +238,10 @@ static const char *verdict(ah_gw_meter *m)
 int ah_gw_meter_finish(ah_gw_meter *m, ah_gateway_usage *u, const char **why)
 {
 	const char *w = m ? verdict(m) : "out of memory";
+	if (m && !m->sse && m->body)
+		take_error(m, member(m->body, "error"));
+	if (m && m->error[0])
+		snprintf(u->error, sizeof u->error, "%s", m->error);
 	if (m) { /* what was read counts, whole or not */
 		u->input_tokens += m->in + m->cw + m->cr;
 		u->cache_write_tokens += m->cw;

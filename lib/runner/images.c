@@ -226,6 +226,8 @@ void ah_image_purge_agent(const struct ah_runner *r, const char *agent_id)
 	char p[PATH_MAX + 64];
 	snprintf(p, sizeof p, "%s/images/%s", r->data_dir, agent_id);
 	ah_deploy_rmtree(p);
+	snprintf(p, sizeof p, "%s/store", r->data_dir);
+	ah_image_store_sweep(p); /* the files only its images linked (deploy/dedupe.c) */
 	snprintf(p, sizeof p, "%s/code/%s.tar.gz", r->data_dir, agent_id);
 	unlink(p); /* fetched from the store (ah_code_fetch): the API host's own goes with its row */
 }

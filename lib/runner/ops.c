@@ -107,6 +107,8 @@ static json_object *run_answer(const struct run_out *o)
 	n -= !o->metered ? 7 : !*o->usage.ended ? 1 : 0;
 	json_object *ans = answer_of(true, f, n);
 	free(b64);
+	if (o->metered && o->usage.error[0])
+		json_object_object_add(ans, "model_error", json_object_new_string(o->usage.error));
 	if (o->files) {
 		json_object_object_foreach(o->files, k, v)
 			json_object_object_add(ans, k, json_object_get(v));

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import VAR
+from test_deploy_faults import runner_with
 from test_deploy import (DATA, assert_active, assert_nothing_left_behind, deploy,
                          deploy_and_wait, local_agent, project, tgz, wait_deployed)
 
@@ -79,7 +80,7 @@ def test_setuid_bits_never_reach_an_image(client):
     agent = local_agent(client, tgz(project(extra=[package(script)])))
     rec = deploy_and_wait(client, agent)
     assert_active(rec)
-    [image] = os.listdir(os.path.join(DATA, "images", agent["id"]))
+    [image] = [d for d in os.listdir(os.path.join(DATA, "images", agent["id"])) if "." not in d]
     st = os.lstat(os.path.join(DATA, "images", agent["id"], image, "suid"))
     assert st.st_uid == 0 and not st.st_mode & (stat.S_ISUID | stat.S_ISGID), oct(st.st_mode)
     r = client.post(f"/agents/{agent['slug']}/invoke", json={"prompt": "hi"})
@@ -93,14 +94,16 @@ def test_data_dir_is_the_runners_alone(client):
 
 @pytest.mark.slow
 def test_an_image_over_image_max_mb_fails_and_leaves_no_bytes(client):
-    """The default cap is 250 MB: a 260 MB file written by postinstall fails the
-    deploy with a message naming the setting, and nothing of it stays."""
-    script = "dd if=/dev/zero of=/app/big bs=1M count=260 status=none"
+    """With image_max_mb = 100 (the default, 1024, holds an SDK agent: see
+    test_sdk_agent.py), a 110 MB file written by postinstall fails the deploy
+    with a message naming the setting, and nothing of it stays."""
+    script = "dd if=/dev/zero of=/app/big bs=1M count=110 status=none"
     agent = local_agent(client, tgz(project(extra=[package(script)])))
     before = os.statvfs(DATA)
-    rec = deploy_and_wait(client, agent)
+    with runner_with(image_max_mb=100):
+        rec = deploy_and_wait(client, agent)
     assert rec["status"] == "error", rec
-    assert "image_max_mb" in rec["status_message"] and "250 MB" in rec["status_message"], rec
+    assert "image_max_mb" in rec["status_message"] and "100 MB" in rec["status_message"], rec
     assert not os.path.exists(os.path.join(DATA, "images", agent["id"]))
     assert_nothing_left_behind()
     after = os.statvfs(DATA)

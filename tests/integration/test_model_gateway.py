@@ -181,6 +181,8 @@ def test_without_the_gateway_results_are_the_contracts(client):
     assert r.status_code == 200, r.text
     assert "model_input_tokens" not in r.json() and "model_output_tokens" not in r.json()
     assert "ANTHROPIC_BASE_URL" not in json.loads(r.json()["response_content"])
+    u = client.get("/usage").json()
+    assert (u["model_invocations"], u["model_input_tokens"], u["model_output_tokens"]) == (0, 0, 0), u
 
 
 def test_agent_calls_the_model_through_the_gateway(gateway_runner, client):
@@ -278,3 +280,33 @@ def test_gateway_for_warm_processes(gateway_runner):
             tokens.append(seen["token"])
     finally:
         c.delete(f"/agents/{a['slug']}")
+
+
+def test_model_tokens_shown_beside_the_prompts(gateway_runner, tmp_path):
+    """Issue 27: the cost is priced from the provider's tokens, so the CLI's
+    summary line and /usage show them beside the prompt's BPE counts (which
+    keep their meaning), and a call made without the gateway counts in neither
+    model figure."""
+    from conftest import new_client
+    from test_cli import CLI, cli_env, run
+    c = new_client()
+    slug = deployed_agent(c, AGENT_JS)["slug"]
+    env = cli_env(tmp_path, c.key)
+    r = run(env, "invoke", slug, json.dumps({"text": "hi"}))
+    assert r.returncode == 0, r.stderr
+    model_in = JSON_USAGE["input_tokens"] + JSON_USAGE["cache_creation_input_tokens"] + \
+        JSON_USAGE["cache_read_input_tokens"]
+    summary = r.stderr.strip().splitlines()[-1]
+    assert f"model {model_in} in, {JSON_USAGE['output_tokens']} out" in summary, summary
+    assert "$" + str(cost(model_in, JSON_USAGE["output_tokens"]).normalize()) in summary or \
+        str(cost(model_in, JSON_USAGE["output_tokens"])) in summary, summary
+
+    u = c.get("/usage?days=1").json()
+    assert (u["model_invocations"], u["model_input_tokens"], u["model_output_tokens"]) == \
+        (1, model_in, JSON_USAGE["output_tokens"]), u
+    assert u["input_tokens"] > 0 and u["input_tokens"] != model_in
+    day = c.get("/usage/daily?days=1").json()["items"][-1]
+    assert (day["model_invocations"], day["model_input_tokens"], day["model_output_tokens"]) == \
+        (1, model_in, JSON_USAGE["output_tokens"]), day
+    r = run(env, "usage", "--days", "1", "--json")
+    assert json.loads(r.stdout)["model_input_tokens"] == model_in, r.stdout

@@ -10,7 +10,9 @@ from agent_code import ECHO_JS, TOOL_JS, cost, deployed_agent, exact, needs_runn
 from conftest import assert_422
 
 USAGE_KEYS = {"period_days", "start_date", "end_date", "total_invocations", "input_tokens",
-              "output_tokens", "total_cost_usd"}
+              "output_tokens", "total_cost_usd",
+              # what the model gateway measured (issue 27); 0 while it is off
+              "model_invocations", "model_input_tokens", "model_output_tokens"}
 
 
 def today():
@@ -26,6 +28,7 @@ def test_fresh_user_has_zero_usage(client):
     assert u["end_date"] == today().isoformat()
     assert u["start_date"] == (today() - datetime.timedelta(days=29)).isoformat()
     assert (u["total_invocations"], u["input_tokens"], u["output_tokens"]) == (0, 0, 0)
+    assert (u["model_invocations"], u["model_input_tokens"], u["model_output_tokens"]) == (0, 0, 0)
     assert u["total_cost_usd"] == 0
 
 
@@ -39,8 +42,10 @@ def test_daily_has_one_item_per_day_oldest_first(client):
         want = [(today() - datetime.timedelta(days=days - 1 - k)).isoformat() for k in range(days)]
         assert dates == want
         for i in d["items"]:
-            assert set(i) == {"date", "invocations", "input_tokens", "output_tokens", "total_cost_usd"}
+            assert set(i) == {"date", "invocations", "input_tokens", "output_tokens", "total_cost_usd",
+                              "model_invocations", "model_input_tokens", "model_output_tokens"}
             assert (i["invocations"], i["input_tokens"], i["output_tokens"]) == (0, 0, 0)
+            assert (i["model_invocations"], i["model_input_tokens"], i["model_output_tokens"]) == (0, 0, 0)
             assert i["total_cost_usd"] == 0
     assert len(client.get("/usage/daily").json()["items"]) == 30
 

@@ -242,9 +242,12 @@ static void run_case(const ah_config *cfg, size_t i)
 	ah_gateway_stop(g, &u);
 	ok(status == cases[i].status && strstr(answer, cases[i].body_has) &&
 	   u.input_tokens == cases[i].in && u.output_tokens == cases[i].out &&
-	   provider_requests - before == cases[i].forwarded && (*u.ended != 0) == cases[i].ended,
-	   "%s: %d, in %lld out %lld, %d forwarded%s%s", cases[i].what, status, u.input_tokens,
-	   u.output_tokens, provider_requests - before, *u.ended ? ", ended: " : "", u.ended);
+	   provider_requests - before == cases[i].forwarded && (*u.ended != 0) == cases[i].ended &&
+	   /* the provider's error is reported (issue 27); the gateway's own refusals are not */
+	   (cases[i].status == 529 ? strncmp(u.error, "529 ", 4) == 0 : u.error[0] == '\0'),
+	   "%s: %d, in %lld out %lld, %d forwarded%s%s, error \"%s\"", cases[i].what, status,
+	   u.input_tokens, u.output_tokens, provider_requests - before, *u.ended ? ", ended: " : "",
+	   u.ended, u.error);
 	/* only allow-listed answer headers reach the agent */
 	if (cases[i].forwarded)
 		ok(!strcasestr(answer, "set-cookie") && !strstr(answer, "secret") &&

@@ -134,5 +134,17 @@ int main(void)
 	   "two answers add up");
 	ok(ah_gw_meter_finish(NULL, &sum, NULL) != 0, "no meter (out of memory): unreadable");
 	over_the_cap();
+
+	/* The provider's error (issue 27): a failed invocation names it. */
+	bool made;
+	ah_gateway_usage e = run("application/json", "{\"type\":\"error\",\"error\":{\"type\":"
+	                         "\"rate_limit_error\",\"message\":\"slow\\ndown\"}}", 3, &made);
+	ok(strcmp(e.error, "rate_limit_error: slow?down") == 0, "JSON error body: %s", e.error);
+	e = run("text/event-stream", SSE_START "event: error\ndata: {\"type\":\"error\",\"error\":"
+	        "{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n", 5, &made);
+	ok(strcmp(e.error, "overloaded_error: Overloaded") == 0 && e.input_tokens == 30,
+	   "SSE error event after message_start: %s", e.error);
+	e = run("application/json", cases[0].body, 0, &made);
+	ok(e.error[0] == '\0', "a good answer has no error");
 	return tap_done();
 }

@@ -35,12 +35,15 @@ export function usagePage(main, _p, ctx) {
           h('div', {}, h('dt', {}, 'Invocations'), h('dd', {}, String(t.total_invocations))),
           h('div', {}, h('dt', {}, 'Input tokens'), h('dd', {}, String(t.input_tokens))),
           h('div', {}, h('dt', {}, 'Output tokens'), h('dd', {}, String(t.output_tokens))),
+          t.model_invocations ? h('div', {}, h('dt', {}, 'Model tokens'), h('dd', { id: 'usage-model-tokens' }, `${t.model_input_tokens} in, ${t.model_output_tokens} out`)) : null,
           h('div', {}, h('dt', {}, 'Cost'), h('dd', {}, fmtUsd(t.total_cost_usd)))),
         chart(items, view.days, METRICS[view.metric]),
         h('details', {}, h('summary', {}, 'The same data as a table'),
-          table(['Date', 'Invocations', 'Input tokens', 'Output tokens', 'Cost'],
+          table(['Date', 'Invocations', 'Input tokens', 'Output tokens', 'Model tokens (in/out)', 'Cost'],
             items.slice().reverse().map((d) => h('tr', {}, h('td', {}, d.date), h('td', {}, String(d.invocations)),
-              h('td', {}, String(d.input_tokens)), h('td', {}, String(d.output_tokens)), h('td', {}, fmtUsd(d.total_cost_usd)))), 'Daily usage')));
+              h('td', {}, String(d.input_tokens)), h('td', {}, String(d.output_tokens)),
+              h('td', {}, d.model_invocations ? `${d.model_input_tokens}/${d.model_output_tokens}` : '—'),
+              h('td', {}, fmtUsd(d.total_cost_usd)))), 'Daily usage')));
     } catch (e) { showError(e, box); }
   };
   main.append(h('h1', {}, 'Usage'), h('div', { class: 'row spread' }, days, metric), box);

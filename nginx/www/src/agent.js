@@ -147,6 +147,9 @@ function showResult(out, r, error) {
     h('dl', { class: 'facts' },
       h('dt', {}, 'Status'), h('dd', {}, badge(r.status)),
       h('dt', {}, 'Tokens'), h('dd', {}, `${r.input_tokens} in, ${r.output_tokens} out`),
+      // Behind the model gateway the cost is priced from the provider's tokens.
+      r.model_input_tokens != null ? h('dt', {}, 'Model tokens') : null,
+      r.model_input_tokens != null ? h('dd', { id: 'invoke-model-tokens' }, `${r.model_input_tokens} in, ${r.model_output_tokens} out`) : null,
       h('dt', {}, 'Cost'), h('dd', {}, fmtUsd(r.total_cost_usd)),
       h('dt', {}, 'Duration'), h('dd', {}, `${r.duration_ms} ms`),
       h('dt', {}, 'Session'), h('dd', {}, h('code', {}, r.session_id || '—'))));
@@ -197,7 +200,7 @@ function historySection(page, kind) {
       const rows = kind === 'invocations'
         ? r.data.map((i) => h('tr', {}, h('td', {}, fmtDate(i.created_at)), h('td', {}, badge(i.status)),
           clip(i.prompt), clip(i.error || i.response_content),
-          h('td', {}, `${i.input_tokens}/${i.output_tokens}`), h('td', {}, fmtUsd(i.total_cost_usd)), h('td', {}, `${i.duration_ms} ms`)))
+          h('td', {}, `${i.input_tokens}/${i.output_tokens}` + (i.model_input_tokens != null ? ` (model ${i.model_input_tokens}/${i.model_output_tokens})` : '')), h('td', {}, fmtUsd(i.total_cost_usd)), h('td', {}, `${i.duration_ms} ms`)))
         : r.data.map((s) => {
           const del = button('End', async () => {
             if (!await confirmDialog(`End the session ${s.id} and destroy its sandbox?`, 'End session')) return;

@@ -863,6 +863,9 @@ function showResult(out, r, error) {
     h('dl', { class: 'facts' },
       h('dt', {}, 'Status'), h('dd', {}, badge(r.status)),
       h('dt', {}, 'Tokens'), h('dd', {}, `${r.input_tokens} in, ${r.output_tokens} out`),
+      // Behind the model gateway the cost is priced from the provider's tokens.
+      r.model_input_tokens != null ? h('dt', {}, 'Model tokens') : null,
+      r.model_input_tokens != null ? h('dd', { id: 'invoke-model-tokens' }, `${r.model_input_tokens} in, ${r.model_output_tokens} out`) : null,
       h('dt', {}, 'Cost'), h('dd', {}, fmtUsd(r.total_cost_usd)),
       h('dt', {}, 'Duration'), h('dd', {}, `${r.duration_ms} ms`),
       h('dt', {}, 'Session'), h('dd', {}, h('code', {}, r.session_id || '—'))));
@@ -913,7 +916,7 @@ function historySection(page, kind) {
       const rows = kind === 'invocations'
         ? r.data.map((i) => h('tr', {}, h('td', {}, fmtDate(i.created_at)), h('td', {}, badge(i.status)),
           clip(i.prompt), clip(i.error || i.response_content),
-          h('td', {}, `${i.input_tokens}/${i.output_tokens}`), h('td', {}, fmtUsd(i.total_cost_usd)), h('td', {}, `${i.duration_ms} ms`)))
+          h('td', {}, `${i.input_tokens}/${i.output_tokens}` + (i.model_input_tokens != null ? ` (model ${i.model_input_tokens}/${i.model_output_tokens})` : '')), h('td', {}, fmtUsd(i.total_cost_usd)), h('td', {}, `${i.duration_ms} ms`)))
         : r.data.map((s) => {
           const del = button('End', async () => {
             if (!await confirmDialog(`End the session ${s.id} and destroy its sandbox?`, 'End session')) return;
@@ -1005,12 +1008,15 @@ function usagePage(main, _p, ctx) {
           h('div', {}, h('dt', {}, 'Invocations'), h('dd', {}, String(t.total_invocations))),
           h('div', {}, h('dt', {}, 'Input tokens'), h('dd', {}, String(t.input_tokens))),
           h('div', {}, h('dt', {}, 'Output tokens'), h('dd', {}, String(t.output_tokens))),
+          t.model_invocations ? h('div', {}, h('dt', {}, 'Model tokens'), h('dd', { id: 'usage-model-tokens' }, `${t.model_input_tokens} in, ${t.model_output_tokens} out`)) : null,
           h('div', {}, h('dt', {}, 'Cost'), h('dd', {}, fmtUsd(t.total_cost_usd)))),
         chart(items, view.days, METRICS[view.metric]),
         h('details', {}, h('summary', {}, 'The same data as a table'),
-          table(['Date', 'Invocations', 'Input tokens', 'Output tokens', 'Cost'],
+          table(['Date', 'Invocations', 'Input tokens', 'Output tokens', 'Model tokens (in/out)', 'Cost'],
             items.slice().reverse().map((d) => h('tr', {}, h('td', {}, d.date), h('td', {}, String(d.invocations)),
-              h('td', {}, String(d.input_tokens)), h('td', {}, String(d.output_tokens)), h('td', {}, fmtUsd(d.total_cost_usd)))), 'Daily usage')));
+              h('td', {}, String(d.input_tokens)), h('td', {}, String(d.output_tokens)),
+              h('td', {}, d.model_invocations ? `${d.model_input_tokens}/${d.model_output_tokens}` : '—'),
+              h('td', {}, fmtUsd(d.total_cost_usd)))), 'Daily usage')));
     } catch (e) { showError(e, box); }
   };
   main.append(h('h1', {}, 'Usage'), h('div', { class: 'row spread' }, days, metric), box);
