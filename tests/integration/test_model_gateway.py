@@ -298,8 +298,9 @@ def test_model_tokens_shown_beside_the_prompts(gateway_runner, tmp_path):
         JSON_USAGE["cache_read_input_tokens"]
     summary = r.stderr.strip().splitlines()[-1]
     assert f"model {model_in} in, {JSON_USAGE['output_tokens']} out" in summary, summary
-    assert "$" + str(cost(model_in, JSON_USAGE["output_tokens"]).normalize()) in summary or \
-        str(cost(model_in, JSON_USAGE["output_tokens"])) in summary, summary
+    want = model_cost(model_in, JSON_USAGE["output_tokens"], JSON_USAGE["cache_creation_input_tokens"],
+                      JSON_USAGE["cache_read_input_tokens"])
+    assert "$" + str(want.normalize()) in summary or str(want) in summary, summary
 
     u = c.get("/usage?days=1").json()
     assert (u["model_invocations"], u["model_input_tokens"], u["model_output_tokens"]) == \
