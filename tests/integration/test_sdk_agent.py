@@ -21,7 +21,7 @@ import uuid
 import pytest
 
 from conftest import VAR, new_client
-from agent_code import cost, exact, needs_runner
+from agent_code import exact, model_cost, needs_runner
 from messages_standin import USAGE_IN, USAGE_OUT, StandIn
 from test_deploy import DATA
 from test_deploy_faults import runner_with
@@ -114,7 +114,8 @@ def test_sdk_agent_runs_bash_in_the_sandbox(sdk, standin):
     # The provider saw the operator key only, never the agent's token.
     assert inv["model_input_tokens"] == calls * USAGE_IN
     assert inv["model_output_tokens"] == calls * USAGE_OUT
-    assert inv["total_cost_usd"] == cost(calls * USAGE_IN, calls * USAGE_OUT)
+    # (10 of each answer's input tokens are cache reads, priced as such)
+    assert inv["total_cost_usd"] == model_cost(calls * USAGE_IN, calls * USAGE_OUT, cache_read=calls * 10)
     # The prompt's own BPE counts stay what the contract says.
     assert 0 < inv["input_tokens"] < 40
 
