@@ -1,6 +1,7 @@
 /* The agent record: its column table, loading (from the authentication query
  * of scoped routes or a query of its own) and the contract's JSON. */
 #include "agents.h"
+#include "routes.h"
 #include "auth/auth.h"
 #include "db/record.h"
 #include "core/util.h"
@@ -107,6 +108,23 @@ int ah_agent_by_id(ah_req *r, const char *id, const ah_agent **out)
 	return 0;
 }
 
+/* A deploy waits for a runner to take its job. When none is alive (no
+ * heartbeat within runner_stale_seconds, as /health counts), a deploying
+ * agent's status_message says so: the CLI and the dashboard show it while
+ * they follow the deploy, instead of waiting in silence. */
+static const char *runner_wait_note(ah_req *r, const ah_agent *a)
+{
+	long long secs;
+	if (a->status != AH_AGENT_DEPLOYING || a->status_message ||
+	    ah_runner_heartbeat_age(r, &secs) != 0 ||
+	    (secs >= 0 && secs <= ah_cfg_int(r->cfg, AH_CFG_RUNNER_STALE_SECONDS)))
+		return a->status_message;
+	if (secs < 0)
+		return "Waiting for a runner: none has ever started (is agenthost-runner running?)";
+	return ah_sprintf(r->arena, "Waiting for a runner: none is alive (the last heartbeat was %lld s "
+	                  "ago; is agenthost-runner running?)", secs);
+}
+
 json_object *ah_agent_json(ah_req *r, const ah_agent *a)
 {
 	json_object *o = json_object_new_object();
@@ -120,7 +138,7 @@ json_object *ah_agent_json(ah_req *r, const ah_agent *a)
 	ah_json_int(o, "timeout_seconds", a->timeout_seconds);
 	ah_json_int(o, "min_warm", a->min_warm);
 	ah_json_str(o, "status", ah_agent_status_names[a->status]);
-	ah_json_str(o, "status_message", a->status_message);
+	ah_json_str(o, "status_message", runner_wait_note(r, a));
 	ah_json_str(o, "sandbox_id", a->sandbox_id);
 	ah_json_bool(o, "needs_redeploy", a->needs_redeploy);
 	ah_json_time(r, o, "created_at", a->created_at);

@@ -7,21 +7,31 @@
 static const char SQL_RUNNER_AGE[] =
 	"SELECT TIMESTAMPDIFF(SECOND, MAX(heartbeat_at), NOW(3)) FROM runners";
 
-static int health(ah_req *r)
+/* Seconds since the last heartbeat of any runner in *out, -1 when none has
+ * ever registered; also how a deploying agent tells that nothing will take
+ * its job (agent.c). */
+int ah_runner_heartbeat_age(ah_req *r, long long *out)
 {
 	ah_rows rows;
-	if (ah_db_ping(r->db) != 0 ||
-	    ah_db_query(r->db, r->arena, &rows, SQL_RUNNER_AGE, "") != 0) {
+	*out = -1;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_RUNNER_AGE, "") != 0)
+		return AH_EFAIL;
+	const char *age = ah_cell(&rows, 0, 0);
+	if (age && ah_parse_ll(out, age) != 0)
+		*out = -1;
+	return 0;
+}
+
+static int health(ah_req *r)
+{
+	long long secs;
+	if (ah_db_ping(r->db) != 0 || ah_runner_heartbeat_age(r, &secs) != 0) {
 		json_object *o = json_object_new_object();
 		ah_json_str(o, "detail", "Database unreachable");
 		ah_json_str(o, "status", "unavailable");
 		ah_json_str(o, "database", "unreachable");
 		return ah_reply_json(r, 503, o);
 	}
-	const char *age = ah_cell(&rows, 0, 0);
-	long long secs = -1;
-	if (age)
-		ah_parse_ll(&secs, age);
 	long long stale = ah_cfg_int(r->cfg, AH_CFG_RUNNER_STALE_SECONDS);
 	json_object *o = json_object_new_object();
 	ah_json_str(o, "status", (secs >= 0 && secs <= stale) ? "ok" : "degraded");

@@ -22,6 +22,9 @@ extern const ah_route ah_buckets_routes[];
 extern const ah_route ah_bucket_access_routes[];
 extern const ah_route ah_mounts_routes[];
 
+/* Seconds since any runner's last heartbeat (-1: none ever); health.c. */
+int ah_runner_heartbeat_age(ah_req *r, long long *out);
+
 /* All of the above, NULL-terminated: what agenthost-api serves (main.c). */
 extern const ah_route *const ah_route_tables[];
 

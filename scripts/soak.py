@@ -12,6 +12,8 @@ import time
 PORT, KEY = int(os.environ["SOAK_PORT"]), os.environ["SOAK_KEY"]
 MINUTES, VAR = float(os.environ["SOAK_MINUTES"]), os.environ["SOAK_VAR"]
 TGZ, CG = os.environ["SOAK_TGZ"], os.environ["SOAK_CG"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+from cgroups import cgroup_dirs  # noqa: E402  (the runner's sandboxes' cgroups)
 HDR = {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"}
 stop = threading.Event()
 counts = {"invoke": 0, "deploy": 0, "upload": 0, "errors": 0}
@@ -135,7 +137,7 @@ def leftovers():
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue
-            left += glob.glob(f"/sys/fs/cgroup/*/{CG}/slot{n}") + glob.glob(f"/sys/fs/cgroup/{CG}/slot{n}")
+            left += [f"{d}/slot{n}" for d in cgroup_dirs(CG) if os.path.isdir(f"{d}/slot{n}")]
             if os.path.exists(f"/sys/class/net/ahs{n}"):
                 left.append(f"ahs{n}")
     root = os.path.join(VAR, "data", "sandboxes")

@@ -14,6 +14,10 @@ typedef struct ah_admin {
 } ah_admin;
 
 int ah_admin_migrate(ah_admin *ad);
+/* Loads the configuration (path NULL: the programs' default) and says what
+ * is wrong, or which keys of the example (NULL: the installed one) the file
+ * lacks; opens nothing else. */
+int ah_admin_config_check(const char *path, const char *example);
 /* plan: free|pro|enterprise; quota_bytes: NULL for the plan's. */
 int ah_admin_user_create(ah_admin *ad, const char *email, const char *plan,
                          const char *quota_bytes);

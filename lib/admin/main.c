@@ -1,5 +1,6 @@
 /* agenthost-admin: the operator's command line.
  *   agenthost-admin migrate
+ *   agenthost-admin config check [FILE] [--example FILE]
  *   agenthost-admin user create EMAIL [--plan free|pro|enterprise] [--quota-bytes N]
  *   agenthost-admin user disable EMAIL | user enable EMAIL
  *   agenthost-admin user delete EMAIL --yes
@@ -19,6 +20,7 @@
 static int usage(void)
 {
 	fputs("usage: agenthost-admin migrate\n"
+	      "       agenthost-admin config check [FILE] [--example FILE]\n"
 	      "       agenthost-admin user create EMAIL [--plan free|pro|enterprise] [--quota-bytes N]\n"
 	      "       agenthost-admin user disable|enable EMAIL\n"
 	      "       agenthost-admin user delete EMAIL --yes\n"
@@ -36,6 +38,15 @@ static const char *opt(int argc, char **argv, const char *name, const char *def)
 		if (strcmp(argv[i], name) == 0)
 			return argv[i + 1];
 	return def;
+}
+
+static int config_check(int argc, char **argv)
+{
+	const char *file = argc >= 4 && strcmp(argv[3], "--example") != 0 ? argv[3] : NULL;
+	if (argc > 3 + (file != NULL) && (argc != 5 + (file != NULL) ||
+	                                  strcmp(argv[3 + (file != NULL)], "--example") != 0))
+		return usage();
+	return ah_admin_config_check(file, opt(argc, argv, "--example", NULL));
 }
 
 static int dispatch(ah_admin *ad, int argc, char **argv)
@@ -68,6 +79,9 @@ int main(int argc, char **argv)
 	ah_log_set_program("agenthost-admin");
 	if (argc < 2)
 		return usage();
+	/* Before anything is opened: it runs before the services start. */
+	if (argc >= 3 && strcmp(argv[1], "config") == 0 && strcmp(argv[2], "check") == 0)
+		return config_check(argc, argv);
 	if (ah_config_load(&ad.cfg, NULL, &err) != 0 || ah_crypto_init(ad.cfg, 1, &err) != 0 ||
 	    ah_db_open(&ad.db, ad.cfg, &err) != 0) {
 		fprintf(stderr, "agenthost-admin: %s\n", err.msg);

@@ -19,6 +19,7 @@ struct deploy {
 	struct ah_cli_manifest m;
 	bool have_manifest;
 	int64_t started;
+	const char *said;                 /* the last waiting note printed */
 };
 
 /* The agent's record; *found false (and 0) when there is none. */
@@ -79,6 +80,22 @@ static double elapsed(const struct deploy *d)
 	return (double)(ah_now_ms() - d->started) / 1000.0;
 }
 
+/* What a deploying agent's status_message says (the API's note that no
+ * runner is alive to take the job), NULL when nothing. Printed once as a
+ * line of its own when stderr is not a terminal, where no status line is
+ * drawn: a script sees why the deploy waits. */
+static const char *waiting_note(struct deploy *d, json_object *rec)
+{
+	const char *msg = ah_json_get_str(rec, "status_message");
+	if (!msg)
+		return NULL;
+	const char *text = ah_cli_text(d->c, rec, "status_message", AH_COL_TEXT);
+	if (!d->c->tty_err && (!d->said || strcmp(d->said, text) != 0))
+		ah_cli_note(d->c, "%s: %s", d->slug, text);
+	d->said = text;
+	return text;
+}
+
 /* Polls the agent until it leaves `deploying`; the record in *rec. */
 static int follow(struct deploy *d, long long wait_max, json_object **rec, ah_err *err)
 {
@@ -97,9 +114,10 @@ static int follow(struct deploy *d, long long wait_max, json_object **rec, ah_er
 		if (elapsed(d) > (double)wait_max)
 			return ah_err_set(err, AH_ETIMEOUT, "%s is still deploying after %.0f s; "
 			                  "agenthost agents get %s shows when it is done", d->slug, elapsed(d), d->slug);
+		const char *why = waiting_note(d, r.body);
 		for (int k = 0; k < 4; k++) {
-			ah_cli_status_line(d->c, "%c deploying %s  %5.1f s  (building the image: npm install, checks)",
-			                   spin[(i * 4 + k + 1) % 4], d->slug, elapsed(d));
+			ah_cli_status_line(d->c, "%c deploying %s  %5.1f s  (%s)", spin[(i * 4 + k + 1) % 4], d->slug,
+			                   elapsed(d), why ? why : "building the image: npm install, checks");
 			usleep(250 * 1000);
 		}
 	}

@@ -27,6 +27,8 @@ struct ah_config {
 	char *computed[AH_CFG_COUNT]; /* computed defaults, owned */
 	long long num[AH_CFG_COUNT];
 	bool set[AH_CFG_COUNT];       /* by the environment or the file */
+	int line[AH_CFG_COUNT];       /* the file's line of that value, 0 if none */
+	char *path;                   /* the file read, owned; NULL if none */
 };
 
 static char *trim(char *s)
@@ -108,6 +110,7 @@ static int parse_file(ah_config *c, FILE *f, const char *path, ah_err *err)
 		free(c->file[k]);
 		if (!(c->file[k] = strdup(trim(eq + 1))))
 			return ah_err_set(err, AH_EFAIL, "out of memory");
+		c->line[k] = lineno;
 	}
 	return 0;
 }
@@ -235,12 +238,15 @@ static int resolve(ah_config *c, ah_err *err)
 		const char *v = getenv(env);
 		if (v)
 			snprintf(from, sizeof from, " (from %s)", env);
-		else if (c->file[k])
+		else if (c->file[k]) {
 			v = c->file[k];
+			/* Where to fix it: the check before a start or reload names the line. */
+			snprintf(from, sizeof from, " (%.120s:%d)", c->path ? c->path : "", c->line[k]);
+		}
 		else if (!(v = ah_cfg_table[k].def))
 			v = computed_default(c, k);
 		c->val[k] = v;
-		c->set[k] = v == c->file[k] || *from;
+		c->set[k] = *from != '\0';
 		if (check(k, v, from, &c->num[k], err) != 0)
 			return AH_EINVALID;
 	}
@@ -251,7 +257,11 @@ static int read_file(ah_config *c, const char *path, ah_err *err)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
-		return ah_err_set(err, AH_ENOTFOUND, "cannot open config %s", path);
+		return ah_err_set(err, AH_ENOTFOUND, "cannot open config %s: %s", path, strerror(errno));
+	if (!(c->path = strdup(path))) {
+		fclose(f);
+		return ah_err_set(err, AH_EFAIL, "out of memory");
+	}
 	int rc = parse_file(c, f, path, err);
 	fclose(f);
 	return rc;
@@ -288,6 +298,7 @@ void ah_config_free(ah_config *c)
 		free(c->file[k]);
 		free(c->computed[k]);
 	}
+	free(c->path);
 	free(c);
 }
 
@@ -319,6 +330,11 @@ long long ah_cfg_int(const ah_config *c, ah_cfg_key k)
 bool ah_cfg_is_set(const ah_config *c, ah_cfg_key k)
 {
 	return c && c->set[k];
+}
+
+const char *ah_cfg_path(const ah_config *c)
+{
+	return c ? c->path : NULL;
 }
 
 bool ah_cfg_bool(const ah_config *c, ah_cfg_key k)

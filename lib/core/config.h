@@ -30,6 +30,8 @@ long long ah_cfg_int(const ah_config *c, ah_cfg_key k);
 bool ah_cfg_bool(const ah_config *c, ah_cfg_key k);
 /* Whether the environment or the file gave the key a value. */
 bool ah_cfg_is_set(const ah_config *c, ah_cfg_key k);
+/* The file read (NULL: none, defaults and environment only). */
+const char *ah_cfg_path(const ah_config *c);
 /* The key called name, or -1 (for names built at run time: max_sessions_<plan>). */
 int ah_cfg_find(const char *name);
 

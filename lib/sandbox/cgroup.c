@@ -4,9 +4,9 @@
  * moving to v2 may have some controllers in the unified tree and the rest in
  * v1 hierarchies; tests/sandbox/test_cgroup_v2.py moves pids there).
  *
- * Each sandbox gets <hierarchy>/<sandbox_cgroup>/slot<N> (default
- * "agenthost"); the parent's memory limit is the host's sandbox memory budget
- * (budget.c), so that however the sandboxes add up, the kernel's OOM killer
+ * Each sandbox gets <hierarchy>/<runner's own cgroup>/<sandbox_cgroup>/slot<N>
+ * (default "agenthost"; cgroup_place.c finds where); the parent's memory
+ * limit is the host's sandbox memory budget (budget.c), so that however the sandboxes add up, the kernel's OOM killer
  * acts inside the parent, never on the database or the API. The keeper moves
  * itself into it before it runs anything (see sb_cgroup_join_file), and then
  * unshares its cgroup namespace so the sandbox sees its own cgroup as the
@@ -25,140 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { CG_MEM, CG_CPU, CG_PIDS, CG_N };
-static const char *const V1_NAMES[CG_N] = { "memory", "cpu", "pids" };
-
-/* True if the comma-separated list opts contains word. */
-static bool has_word(const char *opts, const char *word)
-{
-	size_t wl = strlen(word);
-	for (const char *p = opts; p && *p;) {
-		const char *c = strchr(p, ',');
-		size_t l = c ? (size_t)(c - p) : strlen(p);
-		if (l == wl && memcmp(p, word, wl) == 0)
-			return true;
-		p = c ? c + 1 : NULL;
-	}
-	return false;
-}
-
-static bool file_has_word(const char *path, const char *word)
-{
-	char buf[512] = "";
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	bool found = false;
-	if (fgets(buf, sizeof buf, f)) {
-		for (char *p = buf; *p; p++)
-			if (*p == ' ' || *p == '\n')
-				*p = ',';
-		found = has_word(buf, word);
-	}
-	fclose(f);
-	return found;
-}
-
-/* One mountinfo line: mount point (field 5) and, after " - ", fs type and
- * super options. */
-static void scan_mount(char *line, char v2[256])
-{
-	char *f[6] = { 0 }, *sep = strstr(line, " - ");
-	if (!sep)
-		return;
-	*sep = '\0';
-	char *p = line;
-	for (int i = 0; i < 5 && p; i++) {
-		f[i] = p;
-		p = strchr(p, ' ');
-		if (p)
-			*p++ = '\0';
-	}
-	char *type = sep + 3, *src = strchr(type, ' ');
-	if (!f[4] || !src)
-		return;
-	*src++ = '\0';
-	char *opts = strchr(src, ' ');
-	if (!opts)
-		return;
-	opts++;
-	opts[strcspn(opts, "\n")] = '\0';
-	if (strcmp(type, "cgroup2") == 0 && !v2[0])
-		snprintf(v2, 256, "%s", f[4]);
-	if (strcmp(type, "cgroup") == 0)
-		for (int i = 0; i < CG_N; i++)
-			if (has_word(opts, V1_NAMES[i]) && !sb_g.cg[i].path[0])
-				snprintf(sb_g.cg[i].path, sizeof sb_g.cg[i].path, "%.180s/%s", f[4], sb_g.cg_name);
-}
-
-/* The unified tree: controllers must be enabled on every level down to the
- * slots, for those of ours that live there. */
-static int init_v2(const char *mnt, ah_err *err)
-{
-	char path[300], want[64] = "";
-	for (int i = 0; i < CG_N; i++)
-		if (sb_g.cg[i].v2)
-			snprintf(want + strlen(want), sizeof want - strlen(want), "%s+%s",
-			         want[0] ? " " : "", V1_NAMES[i]);
-	snprintf(path, sizeof path, "%s/cgroup.subtree_control", mnt);
-	sb_write_file(path, want);
-	snprintf(path, sizeof path, "%.180s/%s/cgroup.subtree_control", mnt, sb_g.cg_name);
-	if (sb_write_file(path, want) < 0)
-		return ah_err_set(err, AH_EFAIL, "enable %s in %s: %s", want, path, strerror(errno));
-	return 0;
-}
-
-/* Each distinct directory once: mkdir, and the list the keeper joins. */
-static int make_parents(ah_err *err)
-{
-	sb_g.cg_nhier = 0;
-	for (int i = 0; i < CG_N; i++) {
-		int j = 0;
-		while (j < sb_g.cg_nhier && strcmp(sb_g.cg[sb_g.cg_hier[j]].path, sb_g.cg[i].path) != 0)
-			j++;
-		if (j < sb_g.cg_nhier)
-			continue;
-		sb_g.cg_hier[sb_g.cg_nhier++] = i;
-		if (mkdir(sb_g.cg[i].path, 0755) < 0 && errno != EEXIST)
-			return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", sb_g.cg[i].path, strerror(errno));
-	}
-	return 0;
-}
-
-int sb_cgroup_init(ah_err *err)
-{
-	char v2[256] = "", line[2048], ctl[300];
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return ah_err_set(err, AH_EFAIL, "mountinfo: %s", strerror(errno));
-	memset(sb_g.cg, 0, sizeof sb_g.cg);
-	while (fgets(line, sizeof line, f))
-		scan_mount(line, v2);
-	fclose(f);
-	/* A hybrid host mounts cgroup2 without controllers: then v1 rules. A
-	 * controller is in the unified tree only when no v1 hierarchy has it. */
-	snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", v2);
-	bool any_v2 = false;
-	for (int i = 0; i < CG_N; i++) {
-		if (sb_g.cg[i].path[0])
-			continue;
-		if (!v2[0] || !file_has_word(ctl, V1_NAMES[i]))
-			return ah_err_set(err, AH_EFAIL, "no cgroup %s controller mounted (v1 or v2)", V1_NAMES[i]);
-		snprintf(sb_g.cg[i].path, sizeof sb_g.cg[i].path, "%.180s/%s", v2, sb_g.cg_name);
-		sb_g.cg[i].v2 = any_v2 = true;
-	}
-	int rc = make_parents(err);
-	return rc ? rc : any_v2 ? init_v2(v2, err) : 0;
-}
-
-/* "v1", "v2" or "v1+v2", for the start-up log line. */
-const char *sb_cgroup_layout(void)
-{
-	int n2 = 0;
-	for (int i = 0; i < CG_N; i++)
-		n2 += sb_g.cg[i].v2;
-	return n2 == 0 ? "v1" : n2 == CG_N ? "v2" : "v1+v2";
-}
+enum { CG_MEM, CG_CPU, CG_PIDS };
 
 /* The parent's limit. v1: memsw must stay >= the memory limit at every
  * step, so the order depends on the direction; trying memory, memsw, memory

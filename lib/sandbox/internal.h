@@ -55,7 +55,7 @@ typedef struct sb_plan {
 /* Where one controller lives: the parent of the slots in its v1 hierarchy, or
  * in the unified (v2) tree. */
 typedef struct sb_cg_dir {
-	char path[256];              /* hierarchy root + /<sandbox_cgroup> */
+	char path[256];              /* mount + own cgroup + /<sandbox_cgroup> */
 	bool v2;
 } sb_cg_dir;
 
@@ -198,9 +198,12 @@ int sb_net_slot_setup(const sb_plan *p, int *ns, ah_err *err);
 void sb_net_slot_drop(const sb_plan *p, int *ns);
 void sb_net_host_teardown(const sb_plan *p);   /* deletes a leftover veth */
 
-/* ---- cgroup.c ---- */
+/* ---- cgroup_place.c: the parent inside the runner's own cgroup ---- */
 int sb_cgroup_init(ah_err *err);
 const char *sb_cgroup_layout(void);
+const char *sb_cgroup_parent(void);
+
+/* ---- cgroup.c ---- */
 int sb_cgroup_setup(struct ah_sandbox *sb, ah_err *err);
 /* The file the keeper writes 0 to, to join the i-th distinct hierarchy (i < 3);
  * "" if none. */

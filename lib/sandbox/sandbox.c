@@ -270,8 +270,8 @@ int ah_sandbox_init(const ah_config *cfg, ah_err *err)
 		return rc;
 	}
 	inited = true;
-	ah_log_info("sandbox: ready (cgroup %s, %d resolver(s), pool %d, up to %d after bursts)",
-	            sb_cgroup_layout(), sb_g.ndns, sb_g.pool_size, sb_g.pool_max);
+	ah_log_info("sandbox: ready (cgroup %s under %s, %d resolver(s), pool %d, up to %d after bursts)",
+	            sb_cgroup_layout(), sb_cgroup_parent(), sb_g.ndns, sb_g.pool_size, sb_g.pool_max);
 	return 0;
 }
 

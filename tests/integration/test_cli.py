@@ -8,14 +8,17 @@ import os
 import pty
 import select
 import shlex
+import signal
 import stat
 import subprocess
+import time
 import uuid
 
 import pytest
 
 from agent_code import TOOL_JS, needs_runner
-from conftest import BASE_URL, BUILD, create_user
+from conftest import BASE_URL, BUILD, create_user, db_query
+from test_deploy import runner_pid
 
 CLI = os.path.join(BUILD, "lib", "cli", "agenthost")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -543,3 +546,31 @@ def test_invoke_tells_which_files_were_not_kept(user, tmp_path):
     r = run(env, "invoke", slug_of(d), "x")
     assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr
     assert "files: big.bin is a sparse file" in r.stderr, r.stderr
+
+
+@needs_runner
+def test_a_deploy_waiting_for_a_runner_that_is_not_there_says_so(user, tmp_path):
+    """Issue 33: with no runner alive the deploy used to wait in silence. The
+    runner is frozen and its heartbeat made old, as after it died; once it
+    runs again it takes the job and the note is gone."""
+    _e, _k, env = user
+    d = project(tmp_path, TOOL_JS)
+    slug = slug_of(d)
+    pid = runner_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        db_query("UPDATE runners SET heartbeat_at = NOW(3) - INTERVAL 1 HOUR")
+        r = run(env, "deploy", str(d), "--create", "--wait", "3")
+        assert r.returncode != 0
+        assert f"{slug}: Waiting for a runner: none is alive (the last heartbeat was" in r.stderr, r.stderr
+        assert "is agenthost-runner running?" in r.stderr and "still deploying" in r.stderr
+        a = json.loads(run(env, "agents", "get", slug, "--json").stdout)
+        assert a["status"] == "deploying" and a["status_message"].startswith("Waiting for a runner")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    for _ in range(600):
+        a = json.loads(run(env, "agents", "get", slug, "--json").stdout)
+        if a["status"] != "deploying":
+            break
+        time.sleep(0.5)
+    assert a["status"] == "active" and a["status_message"] is None, a

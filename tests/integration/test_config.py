@@ -13,7 +13,11 @@ PROGRAMS = {
     "api": lambda conf: [os.path.join(BUILD, "handlers", "agenthost-api"), conf],
     "runner": lambda conf: [os.path.join(BUILD, "lib", "runner", "agenthost-runner"), "--config", conf],
     "admin": lambda conf: [os.path.join(BUILD, "lib", "admin", "agenthost-admin"), "migrate"],
+    "check": lambda conf: [os.path.join(BUILD, "lib", "admin", "agenthost-admin"), "config", "check", conf,
+                           "--example", EXAMPLE],
 }
+# The example configuration as built (installed as /usr/share/agenthost/agenthost.conf.example).
+EXAMPLE = os.path.join(BUILD, "docs", "agenthost.conf.example")
 
 
 def run(program, tmp_path, text, env_extra=None):
@@ -41,6 +45,34 @@ def test_bad_number_stops_start(program, tmp_path):
     rc, out = run(program, tmp_path, "invoke_workers = 16x\n")
     assert rc != 0, out
     assert "invoke_workers = 16x" in out and "[1, 256]" in out, out
+    assert "agenthost.conf:1)" in out, out   # where to fix it
+
+
+def test_config_check_names_the_key_and_its_line(tmp_path):
+    """What the units run before a start (ExecStartPre): the unknown key with
+    its line and the nearest known key; a bad value with its line."""
+    rc, out = run("check", tmp_path, "# agenthost\ndb_name = agenthost\n\nsandbox_memroy_mb = 512\n")
+    assert rc == 1, out
+    assert "agenthost.conf:4: unknown configuration key sandbox_memroy_mb" in out, out
+    assert "did you mean sandbox_memory_mb?" in out, out
+    rc, out = run("check", tmp_path, "db_name = agenthost\nsandbox_cpus = lots\n")
+    assert rc == 1 and "sandbox_cpus = lots" in out and "agenthost.conf:2)" in out, out
+
+
+def test_config_check_says_which_new_keys_take_their_defaults(tmp_path):
+    """An older file (an upgrade keeps the operator's) lacks keys the example
+    now has: they take their defaults, and the check says so; keys the file
+    names, even commented out, are not reported."""
+    example = open(EXAMPLE).read()
+    assert "# sandbox_memory_mb = 2048" in example and "# db_port = 3306" in example
+    rc, out = run("check", tmp_path, "db_name = agenthost\n# db_port = 3307\n")
+    assert rc == 0, out
+    assert "sandbox_memory_mb is not in this file (new since it was written?): " \
+           "it takes its default, 2048" in out, out
+    assert "db_port" not in out and "db_name" not in out
+    assert out.rstrip().endswith("configuration OK (the keys above take their defaults)"), out
+    rc, out = run("check", tmp_path, example)   # a fresh install's file
+    assert rc == 0 and "not in this file" not in out and "configuration OK\n" in out, out
 
 
 def test_out_of_bounds_environment_value_stops_start(tmp_path):

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from agent_code import CONFIG, ECHO_JS, config_get, deployed_agent, needs_runner
+from cgroups import cgroup_dirs
 from conftest import BUILD, new_client
 
 CLI = os.path.join(BUILD, "lib", "sandbox", "agenthost-sandbox")
@@ -30,8 +31,7 @@ CGROUP = config_get("sandbox_cgroup", "agenthost")
 
 def budget_bytes():
     """The limit the runner gave the sandboxes' cgroup parent: the budget."""
-    for f in (f"/sys/fs/cgroup/memory/{CGROUP}/memory.limit_in_bytes",
-              f"/sys/fs/cgroup/{CGROUP}/memory.max"):
+    for f in (f"{d}/{n}" for d in cgroup_dirs(CGROUP) for n in ("memory.limit_in_bytes", "memory.max")):
         if os.path.exists(f):
             return int(open(f).read())
     return None

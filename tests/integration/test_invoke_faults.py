@@ -20,6 +20,7 @@ import uuid
 import pytest
 
 from agent_code import VAR, config_get, deployed_agent, needs_runner
+from cgroups import own_dirs
 from conftest import api_pids, new_client, wait_until
 
 SANDBOX_ROOT = config_get("sandbox_root", os.path.join(VAR, "data", "sandboxes"))
@@ -207,8 +208,7 @@ def counts():
         except OSError:
             pass
     slots = our_slots()
-    cgroups = sum(len(glob.glob(f"/sys/fs/cgroup/*/agenthost*/slot{s}")) +
-                  len(glob.glob(f"/sys/fs/cgroup/agenthost*/slot{s}")) for s in slots)
+    cgroups = sum(len(glob.glob(f"{d}/agenthost*/slot{s}")) for d in own_dirs() for s in slots)
     veths = sum(os.path.exists(f"/sys/class/net/ahs{s}") for s in slots)
     return {"mounts": mounts, "loops": loops, "cgroups": cgroups, "veths": veths,
             "sandboxes": len(slots)}
@@ -225,7 +225,7 @@ def free_slot_leftovers():
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue
-            left.update(glob.glob(f"/sys/fs/cgroup/*/agenthost/slot{n}"))
+            left.update(p for d in own_dirs() for p in glob.glob(f"{d}/agenthost*/slot{n}"))
             if os.path.exists(f"/sys/class/net/ahs{n}"):
                 left.add(f"ahs{n}")
     return left

@@ -16,6 +16,7 @@ fails, the fixture stops what it started (by PID) and purges the packages.
 Slow (the package build dominates). Run as root; scripts/test runs it as a
 stage of its own. AGENTHOST_PKG_PORT: nginx's port (default 18290).
 """
+import glob
 import hashlib
 import os
 import pwd
@@ -188,6 +189,7 @@ def host():
                  lambda: shutil.rmtree("/run/agenthost", ignore_errors=True),
                  lambda: shutil.rmtree("/run/agenthost-runner", ignore_errors=True),
                  lambda: h.shared.startswith("/run/") and shutil.rmtree(h.shared, ignore_errors=True),
+                 keep_debs,
                  lambda: [shutil.rmtree(os.path.join(WORK, d), ignore_errors=True) for d in ("src", "mysql")]]
         errors = []
         for step in steps:
@@ -196,6 +198,14 @@ def host():
             except Exception as e:   # noqa: BLE001 -- reported below, after every step ran
                 errors.append(repr(e))
         assert not errors, errors
+
+
+def keep_debs():
+    """The built .debs for scripts/test's next stage (tests/install/run)."""
+    debs = os.path.join(WORK, "debs")
+    os.makedirs(debs, exist_ok=True)
+    for f in glob.glob(os.path.join(WORK, "src", "agenthost*.deb")):
+        shutil.move(f, os.path.join(debs, os.path.basename(f)))
 
 
 def test_build(host):

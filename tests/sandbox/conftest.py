@@ -11,9 +11,12 @@ import shutil
 import subprocess
 import tempfile
 
+import sys
+
 import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))  # cgroups.py
 BUILD = os.environ.get("AGENTHOST_BUILD", os.path.join(REPO, "build"))
 if not os.path.isabs(BUILD):
     BUILD = os.path.join(REPO, BUILD)

@@ -22,13 +22,10 @@ import time
 
 import pytest
 
+from cgroups import cgroup_dirs
 from conftest import CLI
 
 MIB = 1 << 20
-
-
-def cgroup_dirs(scope):
-    return glob.glob(f"/sys/fs/cgroup/*/{scope}") + glob.glob(f"/sys/fs/cgroup/{scope}")
 
 
 def slot_dirs(scope):
@@ -39,8 +36,7 @@ def slot_dirs(scope):
 
 def procs_in(scope):
     pids = set()
-    for f in glob.glob(f"/sys/fs/cgroup/*/{scope}/slot*/cgroup.procs") + \
-            glob.glob(f"/sys/fs/cgroup/{scope}/slot*/cgroup.procs"):
+    for f in (f for d in cgroup_dirs(scope) for f in glob.glob(f"{d}/slot*/cgroup.procs")):
         try:
             pids |= {int(p) for p in open(f).read().split()}
         except OSError:

@@ -12,14 +12,15 @@ import os
 import subprocess
 import time
 
+from cgroups import cgroup_dirs
+
 LOCKS = "/run/agenthost-sandbox"
 
 
 def host_counts():
     with open("/proc/self/mountinfo") as f:
         mounts = len(f.readlines())
-    cgroups = len(glob.glob("/sys/fs/cgroup/*/agenthost/slot*") +
-                  glob.glob("/sys/fs/cgroup/agenthost/slot*"))
+    cgroups = sum(len(glob.glob(f"{d}/slot*")) for d in cgroup_dirs("agenthost"))
     veths = len([l for l in os.listdir("/sys/class/net") if l.startswith("ahs")])
     loops = len(glob.glob("/sys/block/loop*/loop/backing_file"))
     return {"mounts": mounts, "cgroups": cgroups, "veth": veths, "loops": loops,
@@ -55,8 +56,7 @@ def free_slot_leftovers():
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # in use by a live process
-            left += glob.glob(f"/sys/fs/cgroup/*/agenthost/slot{n}")
-            left += glob.glob(f"/sys/fs/cgroup/agenthost/slot{n}")
+            left += [f"{d}/slot{n}" for d in cgroup_dirs("agenthost") if os.path.isdir(f"{d}/slot{n}")]
             if os.path.exists(f"/sys/class/net/ahs{n}"):
                 left.append(f"veth ahs{n}")
     return left
