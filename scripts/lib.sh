@@ -198,6 +198,8 @@ runner_socket = $VAR/run/runner.sock
 # The runner also takes TCP (loopback, a free port; it registers the one it got)
 # after a shared-secret handshake, so the API's TCP path is the one exercised.
 runner_listen = 127.0.0.1:0
+# The runner's Prometheus metrics (tests/integration/test_metrics.py scrapes them).
+runner_metrics_listen = 127.0.0.1:$((PORT + 380))
 runner_secret_file = $VAR/runner.secret
 openapi_file = $BUILD/docs/openapi.json
 invoke_workers = 16
@@ -270,6 +272,17 @@ start_api() {
 # in an install (nginx/upload-body-streamed.conf) instead of the checkout's
 # hand-over of nginx's own body file (snippets/upload-body.conf).
 # AGENTHOST_UPLOAD_CONN: uploads one client address may have open at once.
+# nginx's allow lines for /metrics: AGENTHOST_METRICS_ALLOW, addresses or CIDRs
+# separated by spaces (127.0.0.1 and ::1 unless set).
+metrics_allow() {
+    local a out=
+    for a in ${AGENTHOST_METRICS_ALLOW:-127.0.0.1 ::1}; do
+        case $a in *[!0-9a-fA-F.:/]*) die "AGENTHOST_METRICS_ALLOW: not an address: $a" ;; esac
+        out="${out}allow $a; "
+    done
+    printf '%s' "$out"
+}
+
 nginx_conf() {
     local d=$VAR/nginx
     local snip=$d/snippets run=${AGENTHOST_RUN_DIR:-$VAR/run}
@@ -284,7 +297,8 @@ nginx_conf() {
                  s|@FILES_DIR@|${FILES_DIR:-$VAR/files}|g; s|@WWW@|$ROOT/nginx/www|g;
                  s|@FLOOD_RATE@|${AGENTHOST_FLOOD_RATE:-2000r/s}|g;
                  s|@FLOOD_BURST@|${AGENTHOST_FLOOD_BURST:-2000}|g;
-                 s|@UPLOAD_CONN@|${AGENTHOST_UPLOAD_CONN:-10}|g"
+                 s|@UPLOAD_CONN@|${AGENTHOST_UPLOAD_CONN:-10}|g;
+                 s|@METRICS_ALLOW@|$(metrics_allow)|g"
     for f in "$ROOT"/nginx/snippets/*.conf "$ROOT"/nginx/agenthost-http.conf \
              "$ROOT"/nginx/agenthost-locations.conf; do
         sed "$subst" "$f" >"$snip/$(basename "$f")"

@@ -8,6 +8,7 @@
 #include "auth/jwt.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "crypto/crypto.h"
 #include "ratelimit/ratelimit.h"
 
@@ -41,10 +42,12 @@ static void on_term(int sig)
 	stopping = 1;
 }
 
-static pid_t spawn(const ah_config *cfg, int fd, int pool)
+/* slot: the worker's place in slots[], and its counters' (core/metrics.h). */
+static pid_t spawn(const ah_config *cfg, int fd, int pool, int slot)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
+		ah_mx_use((unsigned)slot);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
 		_exit(pool == POOL_JWKS ? ah_jwks_refresher_run(cfg) : ah_worker_run(cfg, fd, pool, app));
@@ -67,7 +70,7 @@ static void respawn(const ah_config *cfg, const int fds[2], pid_t dead, int stat
 		if (time(NULL) - slots[i].started < 1)
 			sleep(1);
 		int pool = slots[i].pool;
-		slots[i].pid = spawn(cfg, pool == POOL_JWKS ? -1 : fds[pool], pool);
+		slots[i].pid = spawn(cfg, pool == POOL_JWKS ? -1 : fds[pool], pool, i);
 		slots[i].started = time(NULL);
 		return;
 	}
@@ -124,16 +127,22 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 	 * their own, so that no worker ever waits on the provider. */
 	const char *jwks = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
 	bool refresher = jwks && *jwks && ah_jwks_share_init() == 0;
+	/* Metrics: a slot of counters per worker, summed by whichever answers a scrape. */
+	if (ah_mx_shared_init((unsigned)(counts[0] + counts[1] + 1)) != 0)
+		ah_log_warn("no shared metrics: a scrape sees only the worker that answers it");
 	struct sigaction sa = {.sa_handler = on_term};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	for (int p = 0; p < 2; p++)
 		for (int i = 0; i < counts[p]; i++) {
-			slots[nslots] = (struct slot){spawn(cfg, fds[p], p), p, time(NULL)};
+			slots[nslots] = (struct slot){spawn(cfg, fds[p], p, nslots), p, time(NULL)};
 			nslots++;
 		}
 	if (refresher)
-		slots[nslots++] = (struct slot){spawn(cfg, -1, POOL_JWKS), POOL_JWKS, time(NULL)};
+		{
+		slots[nslots] = (struct slot){spawn(cfg, -1, POOL_JWKS, nslots), POOL_JWKS, time(NULL)};
+		nslots++;
+	}
 	ah_log_info("listening on %s (%d workers) and %s (%d workers)", paths[0], counts[0],
 	            paths[1], counts[1]);
 	while (!stopping) {

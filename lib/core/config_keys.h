@@ -59,6 +59,7 @@
 	X(RUNNER_ADVERTISE, "runner_advertise", STR, "", 0, 0, "address the runner registers") \
 	X(RUNNER_SECRET, "runner_secret", STR, "", 0, 0, "shared secret for runner TCP") \
 	X(RUNNER_SECRET_FILE, "runner_secret_file", PATH, "", 0, 0, "file holding runner_secret") \
+	X(RUNNER_METRICS_LISTEN, "runner_metrics_listen", STR, "", 0, 0, "host:port of the runner's Prometheus /metrics (plain HTTP, no auth: keep it on loopback); empty: off") \
 	X(RUNNER_CAPACITY, "runner_capacity", INT, "16", 1, 1024, "concurrent runs a runner takes") \
 	X(RUNNER_HEARTBEAT_SECONDS, "runner_heartbeat_seconds", INT, "5", 1, 300, "runner heartbeat period") \
 	X(RUNNER_STALE_SECONDS, "runner_stale_seconds", INT, "30", 1, 86400, "a runner silent this long is down (health)") \
