@@ -4,6 +4,7 @@ both checked by Debian's promtool and scraped by a real Prometheus started here
 on loopback (its own configuration and data under the test's tmp, a port of
 this stack's range, stopped by its PID). scripts/test installs the prometheus
 package: without it these tests fail rather than skip."""
+import concurrent.futures
 import json
 import os
 import shutil
@@ -68,15 +69,22 @@ def test_api_exposition_passes_promtool_and_labels_routes_by_pattern(client):
 
 
 def test_api_counts_are_summed_over_every_worker():
-    """Each request lands on some worker; the scrape, answered by one, sees them all."""
+    """Requests on many connections at once land on many workers; every scrape,
+    whichever worker answers it, sees them all."""
     def health_count():
         return sample(requests.get(METRICS_URL, timeout=10).text, "agenthost_http_requests_total",
                       route="/health", method="GET", code="200") or 0
+
+    def burst(_):
+        with requests.Session() as s:
+            return [s.get(BASE_URL + "/health", timeout=10).status_code for _ in range(10)]
     before = health_count()
-    with requests.Session() as s:
-        for _ in range(40):
-            assert s.get(BASE_URL + "/health", timeout=10).status_code == 200
-    assert health_count() >= before + 40
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        codes = [c for cs in pool.map(burst, range(16)) for c in cs]
+        assert codes == [200] * 160
+        # At once too, so that they are answered by several workers.
+        seen = list(pool.map(lambda _: health_count(), range(16)))
+    assert all(n >= before + 160 for n in seen), (before, seen)
 
 
 def test_runner_exposition_passes_promtool():
