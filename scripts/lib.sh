@@ -285,7 +285,8 @@ metrics_allow() {
 
 nginx_conf() {
     local d=$VAR/nginx
-    local snip=$d/snippets run=${AGENTHOST_RUN_DIR:-$VAR/run}
+    local snip=$d/snippets run=${AGENTHOST_RUN_DIR:-$VAR/run} allow
+    allow=$(metrics_allow) || exit 1
     mkdir -p "$snip" "$d/tmp"
     # access.log holds presigned URLs (their signatures): as private as $VAR/log.
     # nginx's master (root) opens them; its workers write through its fds.
@@ -298,7 +299,7 @@ nginx_conf() {
                  s|@FLOOD_RATE@|${AGENTHOST_FLOOD_RATE:-2000r/s}|g;
                  s|@FLOOD_BURST@|${AGENTHOST_FLOOD_BURST:-2000}|g;
                  s|@UPLOAD_CONN@|${AGENTHOST_UPLOAD_CONN:-10}|g;
-                 s|@METRICS_ALLOW@|$(metrics_allow)|g"
+                 s|@METRICS_ALLOW@|$allow|g"
     for f in "$ROOT"/nginx/snippets/*.conf "$ROOT"/nginx/agenthost-http.conf \
              "$ROOT"/nginx/agenthost-locations.conf; do
         sed "$subst" "$f" >"$snip/$(basename "$f")"
