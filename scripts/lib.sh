@@ -294,7 +294,7 @@ nginx_conf() {
     private_log "$d/logs/access.log"
     private_log "$d/logs/error.log"
     local subst="s|@LISTEN@|${LISTEN_ADDR:-127.0.0.1}:$PORT|g; s|@API_SOCKET@|$run/api.sock|g;
-                 s|@INVOKE_SOCKET@|$run/api-invoke.sock|g; s|@SNIPPETS@|$snip|g;
+                 s|@INVOKE_SOCKET@|$run/api-invoke.sock|g; s|@METRICS_SOCKET@|$run/api-metrics.sock|g; s|@SNIPPETS@|$snip|g;
                  s|@FILES_DIR@|${FILES_DIR:-$VAR/files}|g; s|@WWW@|$ROOT/nginx/www|g;
                  s|@FLOOD_RATE@|${AGENTHOST_FLOOD_RATE:-2000r/s}|g;
                  s|@FLOOD_BURST@|${AGENTHOST_FLOOD_BURST:-2000}|g;

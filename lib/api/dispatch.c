@@ -148,12 +148,6 @@ void ah_dispatch(ah_req *r, const ah_route *const *routes)
 {
 	int64_t start = ah_now_ms(), start_us = now_us();
 	init_req(r);
-	/* A scrape is none of the API's routes, is not counted and writes no log line. */
-	if (ah_api_metrics_asked(r)) {
-		ah_api_metrics_reply(r, routes);
-		ah_log_set_request_id(NULL);
-		return;
-	}
 	const ah_route *rt = NULL;
 	int rc = route_and_run(r, routes, &rt);
 	if (!r->responded) {
@@ -164,5 +158,16 @@ void ah_dispatch(ah_req *r, const ah_route *const *routes)
 	ah_api_metrics_count(routes, rt, r->status, now_us() - start_us);
 	ah_log_info("%s %s %d %lldms", r->method, r->path ? r->path : "?", r->status,
 	            (long long)(ah_now_ms() - start));
+	ah_log_set_request_id(NULL);
+}
+
+void ah_dispatch_metrics(ah_req *r, const ah_route *const *routes)
+{
+	init_req(r);
+	/* A scrape is none of the API's routes, is not counted and writes no log line. */
+	if (ah_api_metrics_asked(r))
+		ah_api_metrics_reply(r, routes);
+	else
+		ah_reply_error(r, 404, "Not Found");
 	ah_log_set_request_id(NULL);
 }

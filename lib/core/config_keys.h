@@ -29,6 +29,7 @@
 	X(DB_NAME, "db_name", STR, "agenthost", 0, 0, "MariaDB database") \
 	X(FCGI_SOCKET, "fcgi_socket", PATH, AH_PATH_RUN "/api.sock", 0, 0, "FastCGI socket of the CRUD pool") \
 	X(FCGI_INVOKE_SOCKET, "fcgi_invoke_socket", PATH, AH_PATH_RUN "/api-invoke.sock", 0, 0, "FastCGI socket of the invoke pool") \
+	X(FCGI_METRICS_SOCKET, "fcgi_metrics_socket", STR, "", 0, 0, "FastCGI socket of the metrics worker; empty: fcgi_socket's name with -metrics before .sock") \
 	X(SOCKET_GROUP, "socket_group", STR, "www-data", 0, 0, "group of the FastCGI sockets") \
 	X(SOCKET_MODE, "socket_mode", MODE, "0660", 0, 0777, "mode of the FastCGI sockets") \
 	X(CRUD_WORKERS, "crud_workers", INT, NULL, 1, 256, "CRUD worker processes (3 per CPU, at least 4)") \
