@@ -156,13 +156,17 @@ static void write_beats_and_queue(FILE *f, const struct ah_runner *r)
 	      (double)__atomic_load_n(&st.oldest_queued_ms, __ATOMIC_RELAXED) / 1000.0);
 }
 
-/* The request line, read until its end of headers (or a bound, or 2 s). */
+/* The request's head, until its blank line, within 4 KiB and 2 s in all: the
+ * listener serves one connection at a time, so a client that trickles bytes
+ * must not hold it for longer. */
 static bool read_head(int fd, char *buf, size_t cap)
 {
 	size_t n = 0;
+	int64_t deadline = ah_now_ms() + 2000;
 	while (n + 1 < cap) {
+		int64_t left = deadline - ah_now_ms();
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
-		if (poll(&pf, 1, 2000) <= 0)
+		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
 			return false;
 		ssize_t k = recv(fd, buf + n, cap - 1 - n, 0);
 		if (k <= 0)

@@ -8,7 +8,9 @@ import concurrent.futures
 import json
 import os
 import shutil
+import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 import uuid
@@ -96,6 +98,38 @@ def test_runner_exposition_passes_promtool():
     assert sample(r.text, "agenthost_runner_heartbeats_total") >= 1
     assert sample(r.text, "agenthost_deploy_queue_jobs", state="queued") is not None
     assert requests.get(runner_metrics_url().replace("/metrics", "/other"), timeout=10).status_code == 404
+
+
+def test_runner_listener_survives_garbage_and_a_trickling_client():
+    """The runner's listener serves one connection at a time: a head that never
+    ends, or one sent a byte at a time, is dropped rather than holding it."""
+    host, port = urllib.parse.urlsplit(runner_metrics_url()).netloc.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"A" * 5000)
+        try:
+            assert s.recv(100) == b""  # closed without an answer
+        except ConnectionResetError:
+            pass  # closed with the bytes it did not read: a reset
+    stop = threading.Event()
+
+    def trickle():
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            try:
+                for b in b"GET /metrics HTTP/1.0\r\nX-" + b"a" * 100:
+                    if stop.wait(0.5):
+                        return
+                    s.send(bytes([b]))
+            except OSError:
+                pass  # dropped: what is wanted
+    t = threading.Thread(target=trickle)
+    t.start()
+    try:
+        time.sleep(0.6)
+        r = requests.get(runner_metrics_url(), timeout=6)
+        assert r.status_code == 200 and "agenthost_runner_sandboxes" in r.text
+    finally:
+        stop.set()
+        t.join()
 
 
 def test_metrics_refused_to_other_addresses():
