@@ -15,6 +15,7 @@ import time
 import urllib.parse
 import uuid
 
+import pytest
 import requests
 
 from agent_code import ECHO_JS, config_get, deployed_agent, needs_runner
@@ -209,3 +210,23 @@ def test_prometheus_scrapes_both_and_counts_an_invocation(client, tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_metrics_answer_while_the_database_is_away_and_count_its_errors(client):
+    from test_deploy_faults import run_watcher, start_mariadb, stop_mariadb
+    watcher = run_watcher()
+    if watcher:
+        pytest.skip(f"scripts/run (pid {watcher}) watches this stack and would stop it")
+    before = sample(requests.get(METRICS_URL, timeout=10).text, "agenthost_db_errors_total")
+    stop_mariadb()
+    try:
+        assert client.get("/agents").status_code == 503
+        r = requests.get(METRICS_URL, timeout=10)
+        assert r.status_code == 200, r.text
+        assert sample(r.text, "agenthost_db_errors_total") > before
+        assert sample(r.text, "agenthost_http_requests_total", route="/agents", method="GET",
+                      code="503") >= 1
+        assert requests.get(runner_metrics_url(), timeout=10).status_code == 200
+    finally:
+        start_mariadb()
+    assert wait_until(lambda: client.get("/agents").status_code == 200, timeout=30)
