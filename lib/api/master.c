@@ -21,7 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_WORKERS 512
+/* crud_workers and invoke_workers (256 each at most), the metrics worker and
+ * the JWKS refresher. */
+#define MAX_WORKERS (256 + 256 + 2)
 
 /* The metrics pool is one worker on a socket of its own: a scrape never waits
  * behind the API's requests, however busy the other pools are. */
