@@ -4,6 +4,7 @@
 #include "files.h"
 #include "invocations.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/util.h"
 
 #include <stdio.h>
@@ -78,6 +79,9 @@ void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *
 {
 	ah_invocation w = *inv, *v = &w;
 	spilled s = {0};
+	/* Counted as billed, whether or not its history row gets written. */
+	ah_mx_invocation(inv->status == AH_INV_COMPLETED ? AH_MX_INV_COMPLETED : AH_MX_INV_FAILED,
+	                 inv->duration_ms, inv->input_tokens, inv->output_tokens, inv->cost);
 	/* An echo's response is its prompt: one blob, one reference. */
 	bool same = w.response && w.response_len == w.prompt_len && w.prompt &&
 	            memcmp(w.response, w.prompt, w.prompt_len) == 0;

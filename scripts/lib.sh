@@ -198,6 +198,8 @@ runner_socket = $VAR/run/runner.sock
 # The runner also takes TCP (loopback, a free port; it registers the one it got)
 # after a shared-secret handshake, so the API's TCP path is the one exercised.
 runner_listen = 127.0.0.1:0
+# The runner's Prometheus metrics (tests/integration/test_metrics.py scrapes them).
+runner_metrics_listen = 127.0.0.1:$((PORT + 380))
 runner_secret_file = $VAR/runner.secret
 openapi_file = $BUILD/docs/openapi.json
 invoke_workers = 16
@@ -270,9 +272,21 @@ start_api() {
 # in an install (nginx/upload-body-streamed.conf) instead of the checkout's
 # hand-over of nginx's own body file (snippets/upload-body.conf).
 # AGENTHOST_UPLOAD_CONN: uploads one client address may have open at once.
+# nginx's allow lines for /metrics: AGENTHOST_METRICS_ALLOW, addresses or CIDRs
+# separated by spaces (127.0.0.1 and ::1 unless set).
+metrics_allow() {
+    local a out=
+    for a in ${AGENTHOST_METRICS_ALLOW:-127.0.0.1 ::1}; do
+        case $a in *[!0-9a-fA-F.:/]*) die "AGENTHOST_METRICS_ALLOW: not an address: $a" ;; esac
+        out="${out}allow $a; "
+    done
+    printf '%s' "$out"
+}
+
 nginx_conf() {
     local d=$VAR/nginx
-    local snip=$d/snippets run=${AGENTHOST_RUN_DIR:-$VAR/run}
+    local snip=$d/snippets run=${AGENTHOST_RUN_DIR:-$VAR/run} allow
+    allow=$(metrics_allow) || exit 1
     mkdir -p "$snip" "$d/tmp"
     # access.log holds presigned URLs (their signatures): as private as $VAR/log.
     # nginx's master (root) opens them; its workers write through its fds.
@@ -280,11 +294,12 @@ nginx_conf() {
     private_log "$d/logs/access.log"
     private_log "$d/logs/error.log"
     local subst="s|@LISTEN@|${LISTEN_ADDR:-127.0.0.1}:$PORT|g; s|@API_SOCKET@|$run/api.sock|g;
-                 s|@INVOKE_SOCKET@|$run/api-invoke.sock|g; s|@SNIPPETS@|$snip|g;
+                 s|@INVOKE_SOCKET@|$run/api-invoke.sock|g; s|@METRICS_SOCKET@|$run/api-metrics.sock|g; s|@SNIPPETS@|$snip|g;
                  s|@FILES_DIR@|${FILES_DIR:-$VAR/files}|g; s|@WWW@|$ROOT/nginx/www|g;
                  s|@FLOOD_RATE@|${AGENTHOST_FLOOD_RATE:-2000r/s}|g;
                  s|@FLOOD_BURST@|${AGENTHOST_FLOOD_BURST:-2000}|g;
-                 s|@UPLOAD_CONN@|${AGENTHOST_UPLOAD_CONN:-10}|g"
+                 s|@UPLOAD_CONN@|${AGENTHOST_UPLOAD_CONN:-10}|g;
+                 s|@METRICS_ALLOW@|$allow|g"
     for f in "$ROOT"/nginx/snippets/*.conf "$ROOT"/nginx/agenthost-http.conf \
              "$ROOT"/nginx/agenthost-locations.conf; do
         sed "$subst" "$f" >"$snip/$(basename "$f")"

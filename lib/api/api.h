@@ -9,7 +9,9 @@
 #include "core/err.h"
 #include "http/router.h"
 
-enum { AH_POOL_CRUD = 0, AH_POOL_INVOKE = 1 };
+/* AH_POOL_METRICS: one worker answering Prometheus scrapes alone, without a
+ * database connection (metrics are wanted most when the database is away). */
+enum { AH_POOL_CRUD = 0, AH_POOL_INVOKE = 1, AH_POOL_METRICS = 2 };
 
 typedef struct ah_api_app {
 	const ah_route *const *routes;   /* every resource's table, NULL-terminated */

@@ -2,6 +2,7 @@
  * rate-limit → read body → handler. Every exit path writes exactly one response
  * in the contract's shape. */
 #include "api/dispatch.h"
+#include "api/metrics.h"
 #include "auth/auth.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -12,6 +13,7 @@
 #include <fcgiapp.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define API_PREFIX "/api/v1"
 
@@ -106,13 +108,14 @@ static int authenticate(ah_req *r, const ah_route *rt, const char **why)
 	return 0;
 }
 
-static int route_and_run(ah_req *r, const ah_route *const *routes)
+static int route_and_run(ah_req *r, const ah_route *const *routes, const ah_route **matched)
 {
 	const ah_route *rt = NULL;
 	const char *allow = NULL, *why = NULL;
 	/* An unsplittable URI is a 404 like any unknown path, counted like one. */
 	int m = split_uri(r) != 0 ? AH_MATCH_NO_PATH
 	                          : ah_route_match(r, routes, r->method, r->path, &rt, &allow);
+	*matched = m == AH_MATCH_OK ? rt : NULL;
 	if (m == AH_MATCH_OK && authenticate(r, rt, &why) != 0)
 		return ah_reply_error(r, 500, "Internal server error");
 	if (rate_limit(r, m == AH_MATCH_OK ? rt : NULL) != 0)
@@ -134,17 +137,37 @@ static int route_and_run(ah_req *r, const ah_route *const *routes)
 	return rt->fn(r);
 }
 
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 void ah_dispatch(ah_req *r, const ah_route *const *routes)
 {
-	int64_t start = ah_now_ms();
+	int64_t start = ah_now_ms(), start_us = now_us();
 	init_req(r);
-	int rc = route_and_run(r, routes);
+	const ah_route *rt = NULL;
+	int rc = route_and_run(r, routes, &rt);
 	if (!r->responded) {
 		if (rc != AH_EDONE && rc != 0)
 			ah_log_error("handler for %s %s failed (%d)", r->method, r->path ? r->path : "?", rc);
 		ah_reply_error(r, 500, "Internal server error");
 	}
+	ah_api_metrics_count(routes, rt, r->status, now_us() - start_us);
 	ah_log_info("%s %s %d %lldms", r->method, r->path ? r->path : "?", r->status,
 	            (long long)(ah_now_ms() - start));
+	ah_log_set_request_id(NULL);
+}
+
+void ah_dispatch_metrics(ah_req *r, const ah_route *const *routes)
+{
+	init_req(r);
+	/* A scrape is none of the API's routes, is not counted and writes no log line. */
+	if (ah_api_metrics_asked(r))
+		ah_api_metrics_reply(r, routes);
+	else
+		ah_reply_error(r, 404, "Not Found");
 	ah_log_set_request_id(NULL);
 }

@@ -8,6 +8,7 @@
 #include "auth/jwt.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "crypto/crypto.h"
 #include "ratelimit/ratelimit.h"
 
@@ -20,9 +21,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_WORKERS 512
+/* crud_workers and invoke_workers (256 each at most), the metrics worker and
+ * the JWKS refresher. */
+#define MAX_WORKERS (256 + 256 + 2)
 
-enum { POOL_CRUD, POOL_INVOKE, POOL_JWKS };
+/* The metrics pool is one worker on a socket of its own: a scrape never waits
+ * behind the API's requests, however busy the other pools are. */
+enum { POOL_CRUD = AH_POOL_CRUD, POOL_INVOKE = AH_POOL_INVOKE, POOL_METRICS = AH_POOL_METRICS,
+       POOL_JWKS, NPOOLS = POOL_JWKS };
 
 struct slot {
 	pid_t pid;
@@ -41,10 +47,12 @@ static void on_term(int sig)
 	stopping = 1;
 }
 
-static pid_t spawn(const ah_config *cfg, int fd, int pool)
+/* slot: the worker's place in slots[], and its counters' (core/metrics.h). */
+static pid_t spawn(const ah_config *cfg, int fd, int pool, int slot)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
+		ah_mx_use((unsigned)slot);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
 		_exit(pool == POOL_JWKS ? ah_jwks_refresher_run(cfg) : ah_worker_run(cfg, fd, pool, app));
@@ -54,7 +62,7 @@ static pid_t spawn(const ah_config *cfg, int fd, int pool)
 	return pid;
 }
 
-static void respawn(const ah_config *cfg, const int fds[2], pid_t dead, int status)
+static void respawn(const ah_config *cfg, const int fds[NPOOLS], pid_t dead, int status)
 {
 	for (int i = 0; i < nslots; i++) {
 		if (slots[i].pid != dead)
@@ -67,10 +75,24 @@ static void respawn(const ah_config *cfg, const int fds[2], pid_t dead, int stat
 		if (time(NULL) - slots[i].started < 1)
 			sleep(1);
 		int pool = slots[i].pool;
-		slots[i].pid = spawn(cfg, pool == POOL_JWKS ? -1 : fds[pool], pool);
+		slots[i].pid = spawn(cfg, pool == POOL_JWKS ? -1 : fds[pool], pool, i);
 		slots[i].started = time(NULL);
 		return;
 	}
+}
+
+/* fcgi_metrics_socket, or fcgi_socket's name with "-metrics" before its
+ * ".sock": two APIs with sockets of their own never share this one either. */
+static const char *metrics_socket(const ah_config *cfg, char *out, size_t n)
+{
+	const char *set = ah_cfg_str(cfg, AH_CFG_FCGI_METRICS_SOCKET);
+	if (*set)
+		return set;
+	const char *crud = ah_cfg_str(cfg, AH_CFG_FCGI_SOCKET);
+	size_t len = strlen(crud);
+	bool dot_sock = len > 5 && strcmp(crud + len - 5, ".sock") == 0;
+	snprintf(out, n, "%.*s-metrics.sock", (int)(dot_sock ? len - 5 : len), crud);
+	return out;
 }
 
 static void drain(void)
@@ -105,13 +127,15 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 		ah_config_free(cfg);
 		return 1;
 	}
-	int fds[2];
-	const char *paths[2] = {ah_cfg_str(cfg, AH_CFG_FCGI_SOCKET),
-	                        ah_cfg_str(cfg, AH_CFG_FCGI_INVOKE_SOCKET)};
+	int fds[NPOOLS];
+	char mx_path[4096];
+	const char *paths[NPOOLS] = {ah_cfg_str(cfg, AH_CFG_FCGI_SOCKET),
+	                             ah_cfg_str(cfg, AH_CFG_FCGI_INVOKE_SOCKET),
+	                             metrics_socket(cfg, mx_path, sizeof(mx_path))};
 	/* crud_workers' default, 3 per CPU, is explained in core/config.c. */
-	int counts[2] = {(int)ah_cfg_int(cfg, AH_CFG_CRUD_WORKERS),
-	                 (int)ah_cfg_int(cfg, AH_CFG_INVOKE_WORKERS)};
-	for (int p = 0; p < 2; p++)
+	int counts[NPOOLS] = {(int)ah_cfg_int(cfg, AH_CFG_CRUD_WORKERS),
+	                      (int)ah_cfg_int(cfg, AH_CFG_INVOKE_WORKERS), 1};
+	for (int p = 0; p < NPOOLS; p++)
 		if ((fds[p] = ah_worker_listen(cfg, paths[p], &err)) < 0) {
 			ah_log_error("%s", err.msg);
 			return 1;
@@ -124,18 +148,23 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 	 * their own, so that no worker ever waits on the provider. */
 	const char *jwks = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
 	bool refresher = jwks && *jwks && ah_jwks_share_init() == 0;
+	/* Metrics: a slot of counters per worker, summed by whichever answers a scrape. */
+	if (ah_mx_shared_init((unsigned)(counts[0] + counts[1] + counts[2] + 1)) != 0)
+		ah_log_warn("no shared metrics: a scrape sees only the worker that answers it");
 	struct sigaction sa = {.sa_handler = on_term};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	for (int p = 0; p < 2; p++)
+	for (int p = 0; p < NPOOLS; p++)
 		for (int i = 0; i < counts[p]; i++) {
-			slots[nslots] = (struct slot){spawn(cfg, fds[p], p), p, time(NULL)};
+			slots[nslots] = (struct slot){spawn(cfg, fds[p], p, nslots), p, time(NULL)};
 			nslots++;
 		}
-	if (refresher)
-		slots[nslots++] = (struct slot){spawn(cfg, -1, POOL_JWKS), POOL_JWKS, time(NULL)};
-	ah_log_info("listening on %s (%d workers) and %s (%d workers)", paths[0], counts[0],
-	            paths[1], counts[1]);
+	if (refresher) {
+		slots[nslots] = (struct slot){spawn(cfg, -1, POOL_JWKS, nslots), POOL_JWKS, time(NULL)};
+		nslots++;
+	}
+	ah_log_info("listening on %s (%d workers), %s (%d workers) and %s (metrics)", paths[0],
+	            counts[0], paths[1], counts[1], paths[2]);
 	while (!stopping) {
 		int status;
 		pid_t p = waitpid(-1, &status, 0);
@@ -144,8 +173,8 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 	}
 	ah_log_info("SIGTERM: draining workers");
 	drain();
-	unlink(paths[0]);
-	unlink(paths[1]);
+	for (int p = 0; p < NPOOLS; p++)
+		unlink(paths[p]);
 	ah_config_free(cfg);
 	return 0;
 }

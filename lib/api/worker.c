@@ -159,8 +159,10 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool, const ah_api_ap
 {
 	ah_err err = {0};
 	ah_db *db = NULL;
-	ah_log_set_program(pool ? "agenthost-api[invoke]" : "agenthost-api");
-	if (ah_db_open(&db, cfg, &err) != 0) {
+	ah_log_set_program(pool == AH_POOL_INVOKE    ? "agenthost-api[invoke]"
+	                   : pool == AH_POOL_METRICS ? "agenthost-api[metrics]"
+	                                             : "agenthost-api");
+	if (pool != AH_POOL_METRICS && ah_db_open(&db, cfg, &err) != 0) {
 		ah_log_error("%s", err.msg);
 		return 1;
 	}
@@ -200,7 +202,10 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool, const ah_api_ap
 		if (rc < 0)
 			break;
 		ah_req r = {.arena = arena, .fcgi = &fcgi, .db = db, .cfg = cfg};
-		ah_dispatch(&r, app->routes);
+		if (pool == AH_POOL_METRICS)
+			ah_dispatch_metrics(&r, app->routes);
+		else
+			ah_dispatch(&r, app->routes);
 		keep(&k, finish(&fcgi, &r));
 		ah_ratelimit_idle(db); /* the client has its answer: refill off its clock */
 		ah_arena_reset(arena);
@@ -208,7 +213,7 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool, const ah_api_ap
 		 * once a minute per worker is plenty (the statement scans the table). */
 		long long now = (long long)time(NULL);
 		if (now - pruned >= 60) {
-			if (pruned)
+			if (pruned && db)
 				ah_ratelimit_prune(db);
 			pruned = now;
 		}

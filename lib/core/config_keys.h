@@ -29,6 +29,7 @@
 	X(DB_NAME, "db_name", STR, "agenthost", 0, 0, "MariaDB database") \
 	X(FCGI_SOCKET, "fcgi_socket", PATH, AH_PATH_RUN "/api.sock", 0, 0, "FastCGI socket of the CRUD pool") \
 	X(FCGI_INVOKE_SOCKET, "fcgi_invoke_socket", PATH, AH_PATH_RUN "/api-invoke.sock", 0, 0, "FastCGI socket of the invoke pool") \
+	X(FCGI_METRICS_SOCKET, "fcgi_metrics_socket", STR, "", 0, 0, "FastCGI socket of the metrics worker; empty: fcgi_socket's name with -metrics before .sock") \
 	X(SOCKET_GROUP, "socket_group", STR, "www-data", 0, 0, "group of the FastCGI sockets") \
 	X(SOCKET_MODE, "socket_mode", MODE, "0660", 0, 0777, "mode of the FastCGI sockets") \
 	X(CRUD_WORKERS, "crud_workers", INT, NULL, 1, 256, "CRUD worker processes (3 per CPU, at least 4)") \
@@ -59,6 +60,7 @@
 	X(RUNNER_ADVERTISE, "runner_advertise", STR, "", 0, 0, "address the runner registers") \
 	X(RUNNER_SECRET, "runner_secret", STR, "", 0, 0, "shared secret for runner TCP") \
 	X(RUNNER_SECRET_FILE, "runner_secret_file", PATH, "", 0, 0, "file holding runner_secret") \
+	X(RUNNER_METRICS_LISTEN, "runner_metrics_listen", STR, "", 0, 0, "host:port of the runner's Prometheus /metrics (plain HTTP, no auth: keep it on loopback); empty: off") \
 	X(RUNNER_CAPACITY, "runner_capacity", INT, "16", 1, 1024, "concurrent runs a runner takes") \
 	X(RUNNER_HEARTBEAT_SECONDS, "runner_heartbeat_seconds", INT, "5", 1, 300, "runner heartbeat period") \
 	X(RUNNER_STALE_SECONDS, "runner_stale_seconds", INT, "30", 1, 86400, "a runner silent this long is down (health)") \

@@ -12,6 +12,7 @@
  * its owner runs the whole transaction again (ah_db_deadlocked). */
 #include "db/internal.h"
 #include "core/log.h"
+#include "core/metrics.h"
 
 #include <errmsg.h>
 #include <mysqld_error.h>
@@ -220,6 +221,7 @@ static MYSQL_STMT *run(ah_db *db, const char *sql, const char *fmt, va_list ap)
 				drop_conn(db); /* the next statement looks for a node that works */
 			return NULL;
 		}
+		ah_mx_db_retry(kind == 2 ? AH_MX_RETRY_DEADLOCK : AH_MX_RETRY_LOST);
 		if (kind == 2) {
 			ah_sleep_jittered(5000u * (unsigned)deadlocks, 10000);
 			continue;
@@ -299,13 +301,11 @@ int ah_db_query(ah_db *db, ah_arena *a, ah_rows *out, const char *sql, const cha
 	MYSQL_STMT *st = run(db, sql, fmt, ap);
 	va_end(ap);
 	memset(out, 0, sizeof(*out));
-	if (!st) {
+	int rc = st ? fetch_rows(db, st, a, out) : AH_EFAIL;
+	if (rc != 0) {
+		ah_mx_db_error();
 		ah_log_error("query failed: %s", db->error);
-		return AH_EFAIL;
 	}
-	int rc = fetch_rows(db, st, a, out);
-	if (rc != 0)
-		ah_log_error("query failed: %s", db->error);
 	return rc;
 }
 
@@ -319,6 +319,7 @@ int ah_db_exec(ah_db *db, unsigned long long *affected, const char *sql, const c
 		unsigned e = db->conn ? mysql_errno(db->conn) : 0;
 		if (strstr(db->error, "Duplicate entry") || e == ER_DUP_ENTRY)
 			return AH_ECONFLICT;
+		ah_mx_db_error();
 		ah_log_error("statement failed: %s", db->error);
 		return AH_EFAIL;
 	}
@@ -366,6 +367,7 @@ static int simple(ah_db *db, const char *q, bool may_retry)
 		if (reconnect(db) != 0)
 			break;
 	}
+	ah_mx_db_error();
 	ah_log_error("%s", db->error);
 	return AH_EFAIL;
 }

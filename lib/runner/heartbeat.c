@@ -33,8 +33,12 @@ static void beat(ah_db *db, const struct ah_runner *r)
 {
 	unsigned long long n = 0;
 	ah_err err = {0};
-	if (ah_db_exec(db, &n, "UPDATE runners SET heartbeat_at = NOW(3) WHERE id = ?", "s", r->id) != 0)
+	if (ah_db_exec(db, &n, "UPDATE runners SET heartbeat_at = NOW(3) WHERE id = ?", "s", r->id) != 0) {
+		ah_metrics_beat(false);
 		return;
+	}
+	ah_metrics_beat(true);
+	ah_metrics_read_queue(db);
 	/* Someone removed the row (an operator cleaning up): put it back. */
 	if (n == 0 && ah_heartbeat_register(db, r, &err) != 0)
 		ah_log_warn("heartbeat: %s", err.msg);
@@ -157,6 +161,7 @@ void *ah_heartbeat_thread(void *arg)
 		int64_t now = ah_now_ms();
 		if (!db && ah_db_open(&db, r->cfg, &err) != 0) {
 			ah_log_error("heartbeat: %s; retrying", err.msg);
+			ah_metrics_beat(false);
 			db = NULL;
 		}
 		if (db && now >= next_lease) {

@@ -105,7 +105,8 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 		return rc;
 	/* The socket first: it is what tells a second runner with this id that the
 	 * first is alive, before it can clean up (sandboxes, leases) under it. */
-	if ((rc = ah_server_listen(r, err)) != 0 || (rc = ah_sandbox_init(r->cfg, err)) != 0 ||
+	if ((rc = ah_server_listen(r, err)) != 0 || (rc = ah_metrics_listen(r, err)) != 0 ||
+	    (rc = ah_sandbox_init(r->cfg, err)) != 0 ||
 	    (rc = ah_fuse_init(r->cfg, r->data_dir, err)) != 0)
 		return rc;
 	if ((rc = open_db_patiently(db, r, err)) != 0 ||
@@ -139,7 +140,7 @@ static void wait_for_signal(void)
 }
 
 static void stop(struct ah_runner *r, ah_db *db, pthread_t jobs, pthread_t beat, pthread_t srv,
-                 pthread_t warm)
+                 pthread_t warm, pthread_t mx)
 {
 	int grace = (int)ah_cfg_int(r->cfg, AH_CFG_RUNNER_SHUTDOWN_GRACE_SECONDS);
 	r->stopping = 1;
@@ -155,6 +156,7 @@ static void stop(struct ah_runner *r, ah_db *db, pthread_t jobs, pthread_t beat,
 			ah_jobs_release(db, r, job);
 	}
 	pthread_join(beat, NULL);
+	pthread_join(mx, NULL);
 	ah_warm_stop();
 	pthread_join(warm, NULL);
 	ah_sandboxes_destroy_all();
@@ -187,8 +189,9 @@ int main(int argc, char **argv)
 		ah_log_error("start-up failed: %s", err.msg);
 		return 1;
 	}
-	pthread_t jobs, beat, srv, warm;
+	pthread_t jobs, beat, srv, warm, mx;
 	if (pthread_create(&srv, NULL, ah_server_thread, &r) != 0 ||
+	    pthread_create(&mx, NULL, ah_metrics_thread, &r) != 0 ||
 	    pthread_create(&warm, NULL, ah_warm_thread, &r) != 0 ||
 	    pthread_create(&beat, NULL, ah_heartbeat_thread, &r) != 0 ||
 	    pthread_create(&jobs, NULL, ah_jobs_thread, &r) != 0) {
@@ -196,7 +199,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	wait_for_signal();
-	stop(&r, db, jobs, beat, srv, warm);
+	stop(&r, db, jobs, beat, srv, warm, mx);
 	ah_db_close(db);
 	ah_config_free(cfg);
 	ah_log_info("stopped");

@@ -88,6 +88,15 @@ bool ah_tcp_admit(int fd, struct ah_rwire *w);
  * or NULL, logged with the peer's address, when none came intact. */
 char *ah_tcp_read_request(struct ah_rwire *w, size_t cap, int timeout_ms, size_t *len);
 
+/* metrics.c: the Prometheus listener (runner_metrics_listen; off when empty).
+ * ah_metrics_listen binds it at start (a malformed address: AH_EINVALID; a
+ * port taken: logged, no metrics); the thread serves it until stopping. The
+ * heartbeat thread reports each beat and reads the deploy queue for it. */
+int ah_metrics_listen(struct ah_runner *r, ah_err *err);
+void *ah_metrics_thread(void *arg);
+void ah_metrics_beat(bool ok);
+void ah_metrics_read_queue(ah_db *db);
+
 /* ---- images.c: images in the file store, for a takeover ---- */
 /* Packs image_dir into the file store; its SHA-256 (hex) into sha. */
 int ah_image_publish(const struct ah_runner *r, ah_db *db, const char *image_dir, char sha[65],

@@ -43,6 +43,13 @@ int ah_sandboxes_destroy_session(const char *agent_id, const char *session);
 int ah_sandboxes_destroy_agent(const char *agent_id);
 void ah_sandboxes_destroy_all(void);
 size_t ah_sandboxes_count(void);
+/* The registry's sandboxes by state, for the metrics (runner/metrics.c): busy
+ * (a lease holds or waits for it), warm (its program waits for a call), idle
+ * (a session's between calls, a spare). */
+struct ah_sbx_census {
+	size_t busy, warm, idle;
+};
+void ah_sandboxes_census(struct ah_sbx_census *out);
 /* Entries (sandboxes, spares, ones being made) of the agent. */
 size_t ah_sandboxes_agent_count(const char *agent_id);
 

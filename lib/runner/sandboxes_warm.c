@@ -259,3 +259,20 @@ void ah_sandboxes_lease_set_held(struct ah_sbx_lease *l, const char *fp,
 	e->last_used_ms = ah_now_ms();
 	pthread_mutex_unlock(&ah_sbx_mu);
 }
+
+void ah_sandboxes_census(struct ah_sbx_census *out)
+{
+	*out = (struct ah_sbx_census){0};
+	pthread_mutex_lock(&ah_sbx_mu);
+	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
+		if (!e->sb)
+			continue; /* still being made */
+		if (e->refs > 0)
+			out->busy++;
+		else if (e->warm)
+			out->warm++;
+		else
+			out->idle++;
+	}
+	pthread_mutex_unlock(&ah_sbx_mu);
+}

@@ -78,6 +78,7 @@ class PrivateApi:
         self.env = dict(os.environ, AGENTHOST_CONFIG=CONFIG,
                         AGENTHOST_FCGI_SOCKET=os.path.join(self.dir, "api.sock"),
                         AGENTHOST_FCGI_INVOKE_SOCKET=os.path.join(self.dir, "inv.sock"),
+                        AGENTHOST_FCGI_METRICS_SOCKET=os.path.join(self.dir, "metrics.sock"),
                         AGENTHOST_CRUD_WORKERS="2", AGENTHOST_INVOKE_WORKERS="1")
         self.env.update(overrides)
         for k in unset:

@@ -145,7 +145,8 @@ def test_concurrent_requests_all_answered(client):
 @pytest.fixture
 def private_api():
     """An agenthost-api master of its own (same database, own sockets, 2+1
-    workers, no identity provider: so no JWKS refresher beside them), so SIGTERM
+    workers and the metrics worker, no identity provider: so no JWKS refresher
+    beside them), so SIGTERM
     can be tested without touching the shared stack."""
     with PrivateApi(unset=["AGENTHOST_JWT_JWKS_URL"]) as api:
         yield api.proc, api.dir
@@ -158,10 +159,10 @@ def children(pid):
 
 def test_sigterm_stops_the_jwks_refresher_with_the_workers():
     """With an identity provider configured, the master also runs the JWKS
-    refresher (a fourth child); SIGTERM ends it with the workers, even while it
+    refresher (a fifth child, after 2 + 1 workers and the metrics worker); SIGTERM ends it with the workers, even while it
     waits to retry a provider that does not answer."""
     with PrivateApi(AGENTHOST_JWT_JWKS_URL="http://127.0.0.1:9/jwks.json") as api:
-        assert wait_until(lambda: len(children(api.proc.pid)) == 4, timeout=10)
+        assert wait_until(lambda: len(children(api.proc.pid)) == 5, timeout=10)
         kids = children(api.proc.pid)
         t0 = time.monotonic()
         api.proc.send_signal(signal.SIGTERM)
@@ -174,7 +175,7 @@ def test_sigterm_stops_the_jwks_refresher_with_the_workers():
 def test_sigterm_drains_and_busy_worker_finishes(private_api, client):
     proc, d = private_api
     sock_path = os.path.join(d, "api.sock")
-    assert wait_until(lambda: len(children(proc.pid)) == 3, timeout=10)
+    assert wait_until(lambda: len(children(proc.pid)) == 4, timeout=10)
     # a plain request works
     s = fcgi_begin(sock_path, {"REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/health",
                                "REMOTE_ADDR": "10.0.0.1", "REQUEST_ID": "drain-health"}, body=b"")
@@ -209,7 +210,7 @@ def test_sigterm_drains_and_busy_worker_finishes(private_api, client):
 
 def test_sigterm_on_idle_master_exits_quickly(private_api):
     proc, d = private_api
-    assert wait_until(lambda: len(children(proc.pid)) == 3, timeout=10)
+    assert wait_until(lambda: len(children(proc.pid)) == 4, timeout=10)
     workers = children(proc.pid)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)

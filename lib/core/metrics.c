@@ -1,0 +1,217 @@
+/* See metrics.h. */
+#include "core/metrics.h"
+#include "core/err.h"
+
+#include <ctype.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static ah_mx_slot local;
+static ah_mx_slot *shared;
+static unsigned nshared;
+static ah_mx_slot *cur = &local;
+
+/* Seconds. Requests: a millisecond to a minute; invocations: up to their 600 s cap. */
+static const double http_bounds[AH_MX_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                  0.25, 0.5, 1, 2.5, 5, 10, 60};
+static const double inv_bounds[AH_MX_BUCKETS] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60,
+                                                 120, 300, 600};
+
+/* The statuses counted apart (index 0: any other). */
+static const int codes[AH_MX_CODES] = {0, 200, 201, 202, 204, 206, 301, 302, 304, 400, 401, 403,
+                                       404, 405, 408, 409, 410, 411, 413, 415, 416, 422, 429,
+                                       500, 501, 502, 503, 504};
+
+int ah_mx_shared_init(unsigned n)
+{
+	void *p = mmap(NULL, (size_t)n * sizeof(ah_mx_slot), PROT_READ | PROT_WRITE,
+	               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (n == 0 || p == MAP_FAILED)
+		return AH_EFAIL;
+	shared = p;
+	nshared = n;
+	return 0;
+}
+
+void ah_mx_use(unsigned i)
+{
+	if (shared && i < nshared)
+		cur = &shared[i];
+}
+
+static void add(uint64_t *x, uint64_t n)
+{
+	__atomic_fetch_add(x, n, __ATOMIC_RELAXED);
+}
+
+static unsigned code_index(int status)
+{
+	for (unsigned i = 1; i < AH_MX_CODES; i++)
+		if (codes[i] == status)
+			return i;
+	return 0;
+}
+
+static void observe(ah_mx_hist *h, const double *bounds, int64_t us)
+{
+	if (us < 0)
+		us = 0;
+	unsigned b = 0;
+	while (b < AH_MX_BUCKETS && (double)us > bounds[b] * 1e6)
+		b++;
+	add(&h->bucket[b], 1);
+	add(&h->sum_us, (uint64_t)us);
+}
+
+void ah_mx_request(unsigned route, int status, int64_t elapsed_us)
+{
+	if (route >= AH_MX_ROUTES)
+		route = AH_MX_ROUTES - 1;
+	add(&cur->requests[route][code_index(status)], 1);
+	observe(&cur->request_time[route], http_bounds, elapsed_us);
+}
+
+/* Decimal USD text ("0.000117", "0.000117000000") in pico-dollars; 0 if it is not one. */
+static uint64_t pico_of(const char *s)
+{
+	uint64_t whole = 0, frac = 0;
+	int digits = 0;
+	for (; s && isdigit((unsigned char)*s); s++)
+		whole = whole * 10 + (uint64_t)(*s - '0');
+	if (s && *s == '.')
+		for (s++; isdigit((unsigned char)*s) && digits < 12; s++, digits++)
+			frac = frac * 10 + (uint64_t)(*s - '0');
+	for (; digits < 12; digits++)
+		frac *= 10;
+	return whole * 1000000000000ULL + frac;
+}
+
+void ah_mx_invocation(int status, int64_t elapsed_ms, long long in_tok, long long out_tok,
+                      const char *cost)
+{
+	add(&cur->invocations[status == AH_MX_INV_COMPLETED ? 0 : 1], 1);
+	observe(&cur->invocation_time, inv_bounds, elapsed_ms * 1000);
+	add(&cur->tokens[AH_MX_TOK_INPUT], in_tok > 0 ? (uint64_t)in_tok : 0);
+	add(&cur->tokens[AH_MX_TOK_OUTPUT], out_tok > 0 ? (uint64_t)out_tok : 0);
+	add(&cur->cost_pico, pico_of(cost));
+}
+
+void ah_mx_db_error(void)
+{
+	add(&cur->db_errors, 1);
+}
+
+void ah_mx_db_retry(int kind)
+{
+	add(&cur->db_retries[kind == AH_MX_RETRY_DEADLOCK], 1);
+}
+
+/* The struct is nothing but uint64_t counters: summed as an array. */
+const ah_mx_slot *ah_mx_total(void)
+{
+	static ah_mx_slot sum;
+	const size_t n = sizeof(sum) / sizeof(uint64_t);
+	uint64_t *out = (uint64_t *)&sum;
+	memset(&sum, 0, sizeof(sum));
+	unsigned slots = shared ? nshared : 1;
+	for (unsigned s = 0; s < slots; s++) {
+		const uint64_t *in = (const uint64_t *)(shared ? &shared[s] : &local);
+		for (size_t i = 0; i < n; i++)
+			out[i] += __atomic_load_n(&in[i], __ATOMIC_RELAXED);
+	}
+	return &sum;
+}
+
+void ah_mx_family(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void ah_mx_write_hist(FILE *f, const char *name, const char *labels, const ah_mx_hist *h,
+                      const double *bounds)
+{
+	const char *sep = *labels ? "," : "";
+	uint64_t acc = 0;
+	for (unsigned b = 0; b < AH_MX_BUCKETS; b++) {
+		acc += h->bucket[b];
+		fprintf(f, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, bounds[b],
+		        (unsigned long long)acc);
+	}
+	acc += h->bucket[AH_MX_BUCKETS];
+	fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, (unsigned long long)acc);
+	fprintf(f, "%s_sum{%s} %.6f\n", name, labels, (double)h->sum_us / 1e6);
+	fprintf(f, "%s_count{%s} %llu\n", name, labels, (unsigned long long)acc);
+}
+
+static uint64_t hist_count(const ah_mx_hist *h)
+{
+	uint64_t n = 0;
+	for (unsigned b = 0; b <= AH_MX_BUCKETS; b++)
+		n += h->bucket[b];
+	return n;
+}
+
+void ah_mx_write_requests(FILE *f, const ah_mx_slot *t, ah_mx_route_fn names)
+{
+	const char *m, *p;
+	char labels[512];
+	/* Only the series seen: most routes never answer most statuses. */
+	ah_mx_family(f, "agenthost_http_requests_total", "counter",
+	             "API requests answered, by route pattern, method and status.");
+	for (unsigned r = 0; r < AH_MX_ROUTES; r++)
+		for (unsigned c = 0; c < AH_MX_CODES; c++) {
+			if (!t->requests[r][c])
+				continue;
+			names(r, &m, &p);
+			char code[8];
+			snprintf(code, sizeof(code), "%d", codes[c]);
+			fprintf(f, "agenthost_http_requests_total{route=\"%s\",method=\"%s\",code=\"%s\"} %llu\n",
+			        p, m, c ? code : "other", (unsigned long long)t->requests[r][c]);
+		}
+	ah_mx_family(f, "agenthost_http_request_duration_seconds", "histogram",
+	             "Time from a request's arrival at a worker to its answer, by route pattern and method.");
+	for (unsigned r = 0; r < AH_MX_ROUTES; r++) {
+		if (!hist_count(&t->request_time[r]))
+			continue;
+		names(r, &m, &p);
+		snprintf(labels, sizeof(labels), "route=\"%s\",method=\"%s\"", p, m);
+		ah_mx_write_hist(f, "agenthost_http_request_duration_seconds", labels,
+		                 &t->request_time[r], http_bounds);
+	}
+}
+
+void ah_mx_write_invocations(FILE *f, const ah_mx_slot *t)
+{
+	ah_mx_family(f, "agenthost_invocations_total", "counter",
+	             "Invocations recorded in the history, by status.");
+	fprintf(f, "agenthost_invocations_total{status=\"completed\"} %llu\n",
+	        (unsigned long long)t->invocations[AH_MX_INV_COMPLETED]);
+	fprintf(f, "agenthost_invocations_total{status=\"failed\"} %llu\n",
+	        (unsigned long long)t->invocations[AH_MX_INV_FAILED]);
+	ah_mx_family(f, "agenthost_invocation_duration_seconds", "histogram",
+	             "Duration of recorded invocations (the history's duration_ms).");
+	ah_mx_write_hist(f, "agenthost_invocation_duration_seconds", "", &t->invocation_time,
+	                 inv_bounds);
+	ah_mx_family(f, "agenthost_invocation_tokens_total", "counter",
+	             "Tokens of recorded invocations, by kind (as billed: input, output).");
+	fprintf(f, "agenthost_invocation_tokens_total{kind=\"input\"} %llu\n",
+	        (unsigned long long)t->tokens[AH_MX_TOK_INPUT]);
+	fprintf(f, "agenthost_invocation_tokens_total{kind=\"output\"} %llu\n",
+	        (unsigned long long)t->tokens[AH_MX_TOK_OUTPUT]);
+	ah_mx_family(f, "agenthost_invocation_cost_usd_total", "counter",
+	             "Cost in USD of recorded invocations (the history's total_cost_usd).");
+	fprintf(f, "agenthost_invocation_cost_usd_total %.12f\n", (double)t->cost_pico / 1e12);
+}
+
+void ah_mx_write_db(FILE *f, const ah_mx_slot *t)
+{
+	ah_mx_family(f, "agenthost_db_errors_total", "counter",
+	             "Database statements that failed for good (after any retries).");
+	fprintf(f, "agenthost_db_errors_total %llu\n", (unsigned long long)t->db_errors);
+	ah_mx_family(f, "agenthost_db_retries_total", "counter",
+	             "Database statements retried, by reason (lost connection, deadlock).");
+	fprintf(f, "agenthost_db_retries_total{reason=\"connection_lost\"} %llu\n",
+	        (unsigned long long)t->db_retries[AH_MX_RETRY_LOST]);
+	fprintf(f, "agenthost_db_retries_total{reason=\"deadlock\"} %llu\n",
+	        (unsigned long long)t->db_retries[AH_MX_RETRY_DEADLOCK]);
+}
