@@ -127,7 +127,7 @@ static int get_deploy(ah_req *r)
 	int rc = ah_agent_load(r, &a);
 	if (rc == 0)
 		rc = load_deploy(r, a, r->params[1], &rows);
-	return rc ? rc : ah_reply_json(r, 200, ah_json_own(r, deploy_json(r, &rows, 0)));
+	return rc ? rc : ah_reply_json(r, 200, deploy_json(r, &rows, 0));
 }
 
 /* ---- the build's output ---- */
@@ -238,7 +238,7 @@ static int get_logs(ah_req *r)
 	json_object_object_add(o, "log", json_object_new_string_len(clean, (int)clean_len));
 	ah_json_int(o, "bytes", bytes);
 	ah_json_bool(o, "truncated", bytes > (long long)len);
-	return ah_reply_json(r, 200, ah_json_own(r, o));
+	return ah_reply_json(r, 200, o);
 }
 
 /* ---- rollback ---- */
@@ -330,13 +330,12 @@ static int rollback(ah_req *r)
 	if (a->runner_id && *a->runner_id && ah_runner_forget_agent(r, a->id, a->runner_id, false) != 0)
 		ah_log_warn("rollback of agent %s: its runner did not drop the old sandboxes", a->id);
 	ah_log_info("agent %s rolled back to deploy %s", a->id, ah_cell(&rows, 0, D_ID));
-	r->scope = NULL; /* the record's "active" is the new image's */
-	const ah_agent *now = NULL;
-	if (ah_agent_by_id(r, a->id, &now) == 0)
-		r->scope = (void *)now;
-	if (load_deploy(r, now ? now : a, ah_cell(&rows, 0, D_ID), &rows) != 0)
+	if (load_deploy(r, a, ah_cell(&rows, 0, D_ID), &rows) != 0)
 		return AH_EFAIL;
-	return ah_reply_json(r, 200, ah_json_own(r, deploy_json(r, &rows, 0)));
+	/* r->scope is the agent as the request found it: the switch made this one active. */
+	json_object *rec = deploy_json(r, &rows, 0);
+	ah_json_bool(rec, "active", true);
+	return ah_reply_json(r, 200, rec);
 }
 
 const ah_route ah_deploys_routes[] = {
