@@ -543,3 +543,30 @@ def test_invoke_tells_which_files_were_not_kept(user, tmp_path):
     r = run(env, "invoke", slug_of(d), "x")
     assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr
     assert "files: big.bin is a sparse file" in r.stderr, r.stderr
+
+
+@needs_runner
+def test_deploys_logs_and_rollback(user, tmp_path):
+    _e, _k, env = user
+    d = project(tmp_path, "process.stdout.write('one')")
+    slug = slug_of(d)
+    assert run(env, "deploy", str(d), "--create").returncode == 0
+    (d / "index.js").write_text("process.stdout.write('two')")
+    assert run(env, "deploy", str(d)).returncode == 0
+    r = run(env, "deploys", slug)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("succeeded") == 2 and "active" in r.stdout.splitlines()[0]
+    listed = json.loads(run(env, "deploys", slug, "--json").stdout)
+    newest, older = listed[0]["id"], listed[1]["id"]
+    r = run(env, "deploys", "logs", slug, "--follow")
+    assert r.returncode == 0, r.stderr
+    assert "==> extracting the uploaded code" in r.stdout and "==> active" in r.stdout
+    assert run(env, "deploys", "logs", slug, older).stdout.count("==> active") == 1
+    r = run(env, "rollback", slug)
+    assert r.returncode == 0, r.stderr
+    assert older in r.stdout
+    assert run(env, "invoke", slug, "x").stdout.strip() == "one"
+    r = run(env, "rollback", slug, older)
+    assert r.returncode == 1 and "already the agent's active deploy" in r.stderr
+    r = run(env, "rollback", slug, newest, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["id"] == newest
