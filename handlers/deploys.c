@@ -327,7 +327,9 @@ static int rollback(ah_req *r)
 	/* As after a redeploy: the warm processes and session sandboxes of the
 	 * image we left go (a runner that cannot be reached never hands one out:
 	 * it compares the image of each with the call's). */
-	if (a->runner_id && *a->runner_id && ah_runner_forget_agent(r, a->id, a->runner_id, false) != 0)
+	const char *left = a->image_path && strcmp(a->image_path, ah_cell(&rows, 0, D_PATH)) != 0
+	                   ? a->image_path : NULL;
+	if (a->runner_id && *a->runner_id && ah_runner_left_image(r, a->id, a->runner_id, false, left) != 0)
 		ah_log_warn("rollback of agent %s: its runner did not drop the old sandboxes", a->id);
 	ah_log_info("agent %s rolled back to deploy %s", a->id, ah_cell(&rows, 0, D_ID));
 	if (load_deploy(r, a, ah_cell(&rows, 0, D_ID), &rows) != 0)

@@ -7,13 +7,14 @@ kept image without a rebuild, with every refusal changing nothing.
 The projects here need no registry: a package.json without dependencies, whose
 own install script writes the output."""
 import json
+import os
 import subprocess
 import time
 import uuid
 
 import pytest
 
-from conftest import db_query
+from conftest import VAR, db_query, wait_until
 from test_deploy import (create_agent, deploy, deploy_and_wait, local_agent, make_repo, serve_git,
                          tgz, upload, wait_deployed)
 
@@ -185,6 +186,9 @@ def test_rollback_switches_to_the_previous_image_without_a_rebuild(client):
     assert rec["status"] == "active"
     assert invoke(client, slug) == "v1:hi"
     assert invoke(client, slug, session_id="s1") == "v1:hi"  # the session's old sandbox is gone
+    # Only the running image has a directory on the runner (the other is in the store).
+    images = os.path.join(VAR, "data", "images", agent["id"])
+    assert wait_until(lambda: len(os.listdir(images)) == 1), os.listdir(images)
     # And forward again by id.
     newest = deploys(client, slug).json()[0]
     r = client.post(f"/agents/{slug}/rollback", json={"deploy_id": newest["id"]})
