@@ -4,9 +4,12 @@
  *
  * The output goes to the row itself, so that any API host reads it while the
  * build runs (runners and API hosts share only the database and the file
- * store). It is appended in chunks (at most one write a second, or every
- * 8 KiB) and cut to its last 256 KiB: the end of a build's output is what
- * explains its failure. */
+ * store). It is appended in chunks: each step's line at once; the output of
+ * npm and the install scripts when 8 KiB have gathered or, as it arrives, a
+ * second after the last write (the sandbox's reading loop calls us only when
+ * there is output, so a quiet program's last line waits for its next one or
+ * its end). The row keeps the last 256 KiB: the end of a build's output is
+ * what explains its failure. */
 #include "runner/runner.h"
 #include "core/arena.h"
 #include "core/log.h"
@@ -40,6 +43,9 @@ void ah_deploy_log_flush(struct ah_deploy_log *l)
 void ah_deploy_log_write(void *ctx, const char *text, size_t len)
 {
 	struct ah_deploy_log *l = ctx;
+	/* A step's own line ("==> ...") goes out at once: the step after it
+	 * (a clone, npm) may be silent for a long time. */
+	bool step = len >= 4 && memcmp(text, "==> ", 4) == 0;
 	while (len > 0) {
 		size_t room = sizeof(l->buf) - l->len, n = len < room ? len : room;
 		memcpy(l->buf + l->len, text, n);
@@ -49,7 +55,7 @@ void ah_deploy_log_write(void *ctx, const char *text, size_t len)
 		if (l->len == sizeof(l->buf))
 			ah_deploy_log_flush(l);
 	}
-	if (l->len >= FLUSH_BYTES || ah_now_ms() - l->flushed_ms >= FLUSH_MS)
+	if (step || l->len >= FLUSH_BYTES || ah_now_ms() - l->flushed_ms >= FLUSH_MS)
 		ah_deploy_log_flush(l);
 }
 

@@ -209,6 +209,11 @@ def test_rollback_refusals_change_nothing(client, other_client):
         ({"deploy_id": "dep_nosuchdeployatall00000"}, 404, "Deploy not found"),
         ({"deploy_id": current["id"]}, 409, "already the agent's active deploy"),
     ]
+    # Another agent's deploy is not found through this agent, nor this agent by another user.
+    assert client.get(f"/agents/{slug}/deploys/{other_dep['id']}/logs").status_code == 404
+    assert client.get(f"/agents/{slug}/deploys/{other_dep['id']}").status_code == 404
+    assert other_client.get(f"/agents/{slug}/deploys").status_code == 404
+    assert other_client.post(f"/agents/{slug}/rollback").status_code == 404
     for body, status, detail in cases:
         r = client.post(f"/agents/{slug}/rollback", json=body)
         assert r.status_code == status, (body, r.text)
