@@ -186,30 +186,48 @@ static int load_needles(ah_req *r, const char *agent_id, needles *k)
 
 /* Each needle's occurrences become [redacted]; done when read (not when
  * written) so that a secret set after the build, or one the runner wrote
- * across two chunks, is caught all the same. */
+ * across two chunks, is caught all the same. A needle is at least 4 bytes
+ * and the mark 10, so 3 bytes of room per byte always suffice. */
 static char *redact(ah_req *r, const char *s, size_t len, const needles *k, size_t *outlen)
 {
 	static const char MARK[] = "[redacted]";
-	char *out = ah_alloc(r->arena, len * 2 + 16);
-	size_t o = 0, cap = len * 2 + 16;
+	char *out = ah_alloc(r->arena, len * 3 + 16);
+	size_t o = 0;
 	for (size_t i = 0; i < len;) {
 		size_t hit = 0;
 		for (size_t j = 0; j < k->n && !hit; j++)
 			if (k->len[j] <= len - i && memcmp(s + i, k->v[j], k->len[j]) == 0)
 				hit = k->len[j];
-		if (hit && o + sizeof(MARK) < cap) {
+		if (hit) {
 			memcpy(out + o, MARK, sizeof(MARK) - 1);
 			o += sizeof(MARK) - 1;
 			i += hit;
-		} else if (o + 1 < cap) {
-			out[o++] = s[i++];
 		} else {
-			break;
+			out[o++] = s[i++];
 		}
 	}
 	out[o] = '\0';
 	*outlen = o;
 	return out;
+}
+
+/* Where a redacted log whose head was cut starts: past what may be the end
+ * of a secret cut in two (which no needle matches), i.e. the longest
+ * needle's length - 1, or less when a [redacted] mark comes first; then past
+ * the rest of its first line when that is short. */
+static size_t cut_start(const char *s, size_t len, const needles *k)
+{
+	size_t skip = 0;
+	for (size_t j = 0; j < k->n; j++)
+		if (k->len[j] - 1 > skip)
+			skip = k->len[j] - 1;
+	if (skip > len)
+		skip = len;
+	const char *mark = memmem(s, skip, "[redacted]", 10);
+	if (mark)
+		skip = (size_t)(mark - s);
+	const char *nl = memchr(s + skip, '\n', len - skip < 1024 ? len - skip : 1024);
+	return nl ? (size_t)(nl - s) + 1 : skip;
 }
 
 static int get_logs(ah_req *r)
@@ -226,10 +244,14 @@ static int get_logs(ah_req *r)
 	if (rows.n != 1)
 		return ah_reply_error(r, 404, "Deploy not found");
 	size_t len = rows.v[0][0] ? rows.len[0][0] : 0, rlen = 0, clean_len = 0;
-	char *text = redact(r, rows.v[0][0] ? rows.v[0][0] : "", len, &k, &rlen);
+	long long bytes = ah_cell_ll(ah_cell(&rows, 0, 1));
+	const char *raw = rows.v[0][0] ? rows.v[0][0] : "";
+	char *text = redact(r, raw, len, &k, &rlen);
+	size_t from = bytes > (long long)len ? cut_start(text, rlen, &k) : 0;
+	text += from;
+	rlen -= from;
 	/* The cut at 256 KiB may have split a UTF-8 sequence; npm may write anything. */
 	const char *clean = ah_utf8_repair(r->arena, text, rlen, &clean_len);
-	long long bytes = ah_cell_ll(ah_cell(&rows, 0, 1));
 	const char *state = ah_cell(&rows, 0, 2);
 	json_object *o = json_object_new_object();
 	ah_json_str(o, "deploy_id", r->params[1]);

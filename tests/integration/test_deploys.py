@@ -107,6 +107,21 @@ def test_a_failed_build_keeps_the_tail_of_its_output(client):
     assert "line 0 " not in out["log"]
 
 
+def test_a_log_full_of_a_short_secret_shows_none_of_it(client):
+    # 4 bytes become 10 when redacted, and the cut at 256 KiB may halve one.
+    secret = "Qx7Z"
+    script = f"process.stdout.write('{secret}'.repeat(100000) + '\\n')"
+    agent = local_agent(client, versioned("v1", [pkg_with_install(script)]))
+    r = client.post(f"/agents/{agent['slug']}/secrets", json={"key": "SHORT", "value": secret})
+    assert r.status_code == 201, r.text
+    assert deploy_and_wait(client, agent)["status"] == "active"
+    (d,) = deploys(client, agent["slug"]).json()
+    out = logs(client, agent["slug"], d["id"])
+    assert out["truncated"] is True
+    assert secret not in out["log"] and not out["log"].startswith(("x7Z", "7Z", "Z["))
+    assert out["log"].count("[redacted]") > 60000
+
+
 def test_the_log_can_be_read_while_the_deploy_runs(client):
     script = f"console.log('{MARK} early'); setTimeout(() => console.log('late'), 6000)"
     agent = local_agent(client, versioned("v1", [pkg_with_install(script)]))
