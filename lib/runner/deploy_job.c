@@ -262,6 +262,7 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 			rc = ah_code_fetch(r, ag.code_sha, q.tarball, err);
 		if (rc == 0)
 			rc = ah_deploy_build_image(&m, &q, err);
+		ah_deploy_record_commit(db, j);
 		ah_deploy_rmtree(q.work_dir);
 	}
 	if (rc == 0 && (rc = apply_mounts(db, a, r, j, q.image_dir, err)) != 0) {

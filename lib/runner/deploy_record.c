@@ -75,6 +75,15 @@ void ah_deploy_log_open(struct ah_deploy_log *l, ah_db *db, long long job_id, in
 	}
 }
 
+/* The commit a clone checked out, also when the build after it failed: the
+ * user debugging it wants to know which. */
+void ah_deploy_record_commit(ah_db *db, const struct ah_job *j)
+{
+	if (j->commit[0])
+		ah_db_exec(db, NULL, "UPDATE deploys SET git_commit = ? WHERE job_id = ?", "si", j->commit,
+		           j->id);
+}
+
 /* Inside the switch's transaction: the record takes the image's reference. */
 int ah_deploy_record_active(ah_db *db, const struct ah_job *j, const char *image_dir,
                             const char *entrypoint, const char *commit)

@@ -69,6 +69,7 @@ struct ah_deploy_log {
 void ah_deploy_log_open(struct ah_deploy_log *l, ah_db *db, long long job_id, int attempt);
 void ah_deploy_log_write(void *ctx, const char *text, size_t len);
 void ah_deploy_log_flush(struct ah_deploy_log *l);
+void ah_deploy_record_commit(ah_db *db, const struct ah_job *j);
 int ah_deploy_record_active(ah_db *db, const struct ah_job *j, const char *image_dir,
                             const char *entrypoint, const char *commit);
 void ah_deploy_images_prune(ah_db *db, const struct ah_runner *r, const struct ah_job *j);

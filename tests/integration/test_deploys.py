@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from conftest import VAR, db_query, wait_until
-from test_deploy import (create_agent, deploy, deploy_and_wait, local_agent, make_repo, serve_git,
+from test_deploy import (create_agent, deploy, deploy_and_wait, git, local_agent, make_repo, serve_git,
                          tgz, upload, wait_deployed)
 
 MARK = "install-script-says-" + uuid.uuid4().hex[:8]
@@ -147,15 +147,24 @@ def test_a_git_deploy_records_the_commit_built(client, tmp_path):
     root = str(tmp_path)
     path = make_repo(root, "g", {"agent.json": '{"name": "g", "version": "1.0.0", "entrypoint": "i.js",'
                                                ' "runtime": "node"}', "i.js": version_js("g")})
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True,
-                          check=True).stdout.strip()
+
+    def head():
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
     with serve_git(root) as port:
-        url = f"git://127.0.0.1:{port}/g"
-        agent = create_agent(client, git_repo_url=url)
+        agent = create_agent(client, git_repo_url=f"git://127.0.0.1:{port}/g")
         assert deploy_and_wait(client, agent)["status"] == "active"
-    (d,) = deploys(client, agent["slug"]).json()
-    assert d["source"] == {"type": "git", "git_repo_url": url, "git_branch": None, "git_commit": head}
-    assert f"checked out commit {head}" in logs(client, agent["slug"], d["id"])["log"]
+        good = head()
+        # A build that fails after the clone still says which commit it was.
+        git(path, "rm", "-q", "agent.json")
+        git(path, "commit", "-qm", "break it")
+        assert deploy_and_wait(client, agent)["status"] == "error"
+    failed, d = deploys(client, agent["slug"]).json()
+    assert d["source"] == {"type": "git", "git_repo_url": agent["git_repo_url"], "git_branch": None,
+                           "git_commit": good}
+    assert f"checked out commit {good}" in logs(client, agent["slug"], d["id"])["log"]
+    assert failed["status"] == "failed" and failed["source"]["git_commit"] == head() != good
 
 
 def test_deploys_page_like_the_history(client):
