@@ -269,8 +269,15 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 		ah_deploy_say(ah_deploy_log_write, log, "==> failed: %s", err->msg);
 		ah_deploy_rmtree(q.image_dir);
 	}
-	if (rc == 0)
+	bool built = rc == 0;
+	if (built) {
 		publish(db, r, j, q.image_dir);
+		/* Written before the switch: the switch marks the job done, and a
+		 * client that sees that must find the whole log. */
+		ah_deploy_say(ah_deploy_log_write, log, "==> image %.12s built; making it the agent's",
+		              j->image_sha[0] ? j->image_sha : "(not in the file store)");
+		ah_deploy_log_flush(log);
+	}
 	if (rc == 0 && (rc = finish(db, a, r, j, &q, &m, ag.old_image, err)) != 0) {
 		/* Not switched (superseded, lease lost, deleted): its mount plan and
 		 * the processes only it named go with its image. */
@@ -279,9 +286,10 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 	}
 	if (rc == AH_ECONFLICT && !q.image_dir)
 		ah_log_info("%s: agent deleted; job dropped", j->tag);
-	if (rc == 0)
-		ah_deploy_say(ah_deploy_log_write, log, "==> active (image %.12s)", j->image_sha);
-	ah_deploy_log_flush(log); /* before the outcome: a client that sees it reads all */
+	if (built && rc != 0)
+		ah_deploy_say(ah_deploy_log_write, log, "==> not activated: %s", rc == AH_ECONFLICT ?
+		              "superseded by a newer deploy, or the job was taken over" : err->msg);
+	ah_deploy_log_flush(log); /* before jobs.c records a failure: a client that sees it reads all */
 	ah_arena_destroy(a);
 	return rc;
 }

@@ -207,7 +207,7 @@ test("the deploy history shows each deploy's log, and a rollback switches back t
   assert.equal(await page.locator('#deploys tbody tr').count(), 2);
   // The newest deploy's log, then a rollback to the older one from its row.
   await page.locator('#deploys tbody tr').first().getByRole('button', { name: 'Log' }).click();
-  await page.locator('#deploy-log', { hasText: '==> active' }).waitFor();
+  await page.locator('#deploy-log', { hasText: "==> image " }).waitFor();
   assert.match(await page.locator('#deploy-log').textContent(), /==> extracting the uploaded code/);
   const older = page.locator('#deploys tbody tr').nth(1);
   assert.equal(await page.locator('#deploys tbody tr').first().getByRole('button', { name: 'Roll back' }).count(), 0);

@@ -560,8 +560,8 @@ def test_deploys_logs_and_rollback(user, tmp_path):
     newest, older = listed[0]["id"], listed[1]["id"]
     r = run(env, "deploys", "logs", slug, "--follow")
     assert r.returncode == 0, r.stderr
-    assert "==> extracting the uploaded code" in r.stdout and "==> active" in r.stdout
-    assert run(env, "deploys", "logs", slug, older).stdout.count("==> active") == 1
+    assert "==> extracting the uploaded code" in r.stdout and "built; making it the agent's" in r.stdout
+    assert run(env, "deploys", "logs", slug, older).stdout.count("built; making it") == 1
     r = run(env, "rollback", slug)
     assert r.returncode == 0, r.stderr
     assert older in r.stdout
