@@ -128,8 +128,12 @@ void ah_deploy_images_prune(ah_db *db, const struct ah_runner *r, const struct a
 				slots--;
 				continue;
 			}
-			if (ah_db_exec(db, &n, "UPDATE deploys SET image_kept = 0 WHERE id = ? AND image_kept = 1",
-			               "s", ah_cell(&rows, i, 0)) == 0 && n == 1) {
+			/* Not the agent's image now: a rollback may have switched to it
+			 * since the SELECT. */
+			if (ah_db_exec(db, &n, "UPDATE deploys d SET d.image_kept = 0 WHERE d.id = ? AND "
+			               "d.image_kept = 1 AND NOT EXISTS (SELECT 1 FROM agents g WHERE "
+			               "g.id = d.agent_id AND g.image_path = d.image_path)", "s",
+			               ah_cell(&rows, i, 0)) == 0 && n == 1) {
 				ah_log_info("%s: image of deploy %s released (deploy_images_kept = %lld)", j->tag,
 				            ah_cell(&rows, i, 0), keep);
 				drop_blob(db, r, j, ah_cell(&rows, i, 1));
