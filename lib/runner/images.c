@@ -176,7 +176,7 @@ int ah_image_adopt(const struct ah_runner *r, const char *image, const char *sha
 		if (rc == 0)
 			rc = fetch_image(r, agent, sha, out, err);
 		if (rc == 0)
-			ah_log_info("agent=%s: took over its image %s from the file store", agent, job);
+			ah_log_info("agent=%s: fetched its image %s from the file store (taken over, or rolled back to)", agent, job);
 	}
 	ah_arena_destroy(a);
 	return rc;
