@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from conftest import VAR, db_query, wait_until
+from conftest import VAR, admin, db_query, new_client, wait_until
 from test_deploy import (create_agent, deploy, deploy_and_wait, git, local_agent, make_repo, serve_git,
                          tgz, upload, wait_deployed)
 
@@ -288,3 +288,15 @@ def test_only_the_last_images_are_kept_and_a_released_one_is_a_409(client):
     # Deleting the agent lets go of every kept image.
     assert client.delete(f"/agents/{agent['slug']}").status_code == 204
     assert all(refs(d["image_sha256"]) == 0 for d in ds)
+
+
+def test_deleting_the_user_releases_every_kept_image():
+    c = new_client()
+    agent = local_agent(c, versioned("v1"))
+    assert deploy_and_wait(c, agent)["status"] == "active"
+    assert upload(c, agent, versioned("v2")).status_code == 200
+    assert deploy_and_wait(c, agent)["status"] == "active"
+    shas = [d["image_sha256"] for d in deploys(c, agent["slug"]).json()]
+    assert len(set(shas)) == 2 and all(refs(s) == 1 for s in shas)
+    admin("user", "delete", c.email, "--yes")
+    assert [refs(s) for s in shas] == [0, 0]
