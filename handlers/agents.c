@@ -52,6 +52,17 @@ static const char SQL_SUPERSEDE_JOBS[] =
 static const char SQL_ENQUEUE[] =
 	"INSERT INTO deploy_jobs (agent_id, state, created_at, updated_at)"
 	" VALUES (?, 'queued', NOW(3), NOW(3))";
+/* The deploy's record (handlers/deploys.c), in the enqueue's transaction:
+ * the source as it stands now and who asked. */
+static const char SQL_RECORD_DEPLOY[] =
+	"INSERT INTO deploys (id, agent_id, job_id, source_type, git_repo_url, git_branch, code_sha256,"
+	" user_id, api_key_id, api_key_name, created_at) SELECT ?, id, LAST_INSERT_ID(), source_type,"
+	" IF(source_type = 'git', git_repo_url, NULL), IF(source_type = 'git', git_branch, NULL),"
+	" IF(source_type = 'local', code_sha256, NULL), ?, ?, (SELECT name FROM api_keys WHERE id = ?),"
+	" NOW(3) FROM agents WHERE id = ?";
+/* Images the agent's deploy records still hold in the file store. */
+static const char SQL_KEPT_IMAGES[] =
+	"SELECT image_sha256 FROM deploys WHERE agent_id = ? AND image_kept = 1";
 static const char SQL_STOP[] =
 	"UPDATE agents SET status = 'stopped', sandbox_id = NULL, updated_at = NOW(3) WHERE id = ?";
 static const char SQL_END_SESSIONS[] =
@@ -210,8 +221,9 @@ static int delete_agent(ah_req *r)
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0)
 		return rc;
-	ah_rows gone;
-	if (ah_db_query(r->db, r->arena, &gone, SQL_DELETE, "s", a->id) != 0)
+	ah_rows gone, kept;
+	if (ah_db_query(r->db, r->arena, &kept, SQL_KEPT_IMAGES, "s", a->id) != 0 ||
+	    ah_db_query(r->db, r->arena, &gone, SQL_DELETE, "s", a->id) != 0)
 		return AH_EFAIL;
 	/* The row first, so that nothing starts a new sandbox of it; then its
 	 * runner (named: the row no longer leads to it) drops its sandboxes and
@@ -221,7 +233,16 @@ static int delete_agent(ah_req *r)
 	ah_code_remove(r, a->id);
 	if (gone.n == 1) { /* not a delete of the same agent at the same moment */
 		ah_code_release(r, ah_cell(&gone, 0, 0));
-		ah_code_release(r, ah_cell(&gone, 0, 1));
+		/* Each kept image's reference is its deploy record's; the agent's own
+		 * image only holds one of its own when no record does (deployed
+		 * before deploys were recorded). */
+		bool recorded = false;
+		for (size_t i = 0; i < kept.n; i++) {
+			ah_code_release(r, ah_cell(&kept, i, 0));
+			recorded |= ah_cell(&gone, 0, 1) && strcmp(ah_cell(&kept, i, 0), ah_cell(&gone, 0, 1)) == 0;
+		}
+		if (!recorded)
+			ah_code_release(r, ah_cell(&gone, 0, 1));
 	}
 	/* Its agent and session files, bytes and quota with them (attachments of
 	 * the user's own files went with the row). */
@@ -249,7 +270,9 @@ static int start_deploy(ah_req *r, const ah_agent *a)
 		return AH_ECONFLICT;
 	}
 	if (ah_db_exec(r->db, NULL, SQL_SUPERSEDE_JOBS, "s", a->id) != 0 ||
-	    ah_db_exec(r->db, NULL, SQL_ENQUEUE, "s", a->id) != 0 || ah_db_commit(r->db) != 0)
+	    ah_db_exec(r->db, NULL, SQL_ENQUEUE, "s", a->id) != 0 ||
+	    ah_db_exec(r->db, NULL, SQL_RECORD_DEPLOY, "sssss", ah_id_new(r->arena, "dep"), r->user->id,
+	               r->api_key_id, r->api_key_id, a->id) != 0 || ah_db_commit(r->db) != 0)
 		goto fail;
 	return 0;
 fail:

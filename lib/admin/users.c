@@ -140,21 +140,34 @@ static const char SQL_AGENTS_OF[] = "SELECT id FROM agents WHERE user_id = ?";
 static const char SQL_AGENT_DELETE[] =
 	"DELETE FROM agents WHERE id = ? RETURNING code_sha256, image_sha256";
 static const char SQL_USER_DELETE[] = "DELETE FROM users WHERE id = ?";
+/* Images the agent's deploy records hold (handlers/deploys.c). */
+static const char SQL_KEPT_IMAGES[] =
+	"SELECT image_sha256 FROM deploys WHERE agent_id = ? AND image_kept = 1";
 
 /* One agent of the user: its row (with the code and image references it held
  * then), its uploaded code, its history blobs and those references. */
 static int delete_agent(ah_admin *ad, const ah_store *s, const char *agent, ah_err *err)
 {
-	ah_rows gone;
+	ah_rows gone, kept;
 	int released;
-	if (ah_db_query(ad->db, ad->arena, &gone, SQL_AGENT_DELETE, "s", agent) != 0)
+	if (ah_db_query(ad->db, ad->arena, &kept, SQL_KEPT_IMAGES, "s", agent) != 0 ||
+	    ah_db_query(ad->db, ad->arena, &gone, SQL_AGENT_DELETE, "s", agent) != 0)
 		return ah_err_set(err, AH_EFAIL, "%s", ah_db_error(ad->db));
 	unlink(ah_sprintf(ad->arena, "%s/code/%s.tar.gz", ah_cfg_str(ad->cfg, AH_CFG_DATA_DIR), agent));
 	if (ah_history_blobs_sweep(ad->db, s, ad->arena, agent, 500, INT_MAX, &released, err) != 0)
 		return AH_EFAIL;
+	/* Each kept image's reference is its record's; the agent's own image
+	 * holds one only when no record does (deployed before records). */
+	bool recorded = false;
+	for (size_t i = 0; i < kept.n; i++) {
+		if (ah_blob_drop(ad->db, s, ah_cell(&kept, i, 0), err) != 0)
+			return AH_EFAIL;
+		recorded |= gone.n == 1 && ah_cell(&gone, 0, 1) &&
+		            strcmp(ah_cell(&kept, i, 0), ah_cell(&gone, 0, 1)) == 0;
+	}
 	for (size_t i = 0; i < gone.n; i++)
 		if (ah_blob_drop(ad->db, s, ah_cell(&gone, i, 0), err) != 0 ||
-		    ah_blob_drop(ad->db, s, ah_cell(&gone, i, 1), err) != 0)
+		    (!recorded && ah_blob_drop(ad->db, s, ah_cell(&gone, i, 1), err) != 0))
 			return AH_EFAIL;
 	return 0;
 }

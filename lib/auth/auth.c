@@ -89,6 +89,7 @@ static int accept_key(ah_req *r, const char *tok, const ah_rows *rows, const cha
 	if (!v[2] || before(v[2], stale))
 		ah_db_exec(r->db, NULL, SQL_TOUCH, "s", v[0]); /* best effort */
 	r->user = ah_user_from_row(r->arena, v + 4);
+	r->api_key_id = v[0]; /* in the arena with the rows: who started a deploy */
 	return 0;
 }
 

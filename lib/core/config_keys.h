@@ -72,6 +72,7 @@
 	X(DEPLOY_TIMEOUT_SECONDS, "deploy_timeout_seconds", INT, "600", 10, 7200, "deploy time cap") \
 	X(DEPLOY_LEASE_SECONDS, "deploy_lease_seconds", INT, "30", 3, 3600, "deploy job lease") \
 	X(DEPLOY_POLL_MS, "deploy_poll_ms", INT, "1000", 50, 60000, "deploy queue poll period") \
+	X(DEPLOY_IMAGES_KEPT, "deploy_images_kept", INT, "5", 1, 100, "an agent's last deploy images kept for rollback") \
 	X(IMAGE_MAX_MB, "image_max_mb", INT, "1024", 1, 1 << 20, "an agent's built image at most") \
 	X(BUILD_DISK_MB, "build_disk_mb", INT, "3072", 64, 1 << 20, "the build sandbox's disk") \
 	X(CODE_MAX_BYTES, "code_max_bytes", INT, "52428800", 1024, 1LL << 34, "uploaded tarball, compressed") \

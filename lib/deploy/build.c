@@ -101,9 +101,12 @@ static int run_npm(ah_sandbox *sb, const char *project_dir, const struct ah_buil
 	ah_sandbox_result res = {0};
 	ah_err sberr = {0};
 	ah_log_info("%s: npm %s in sandbox %s", opts->log_tag, argv[1], ah_sandbox_id(sb));
+	ah_deploy_say(opts->output, opts->output_ctx, "==> npm %s --omit=dev --no-audit --no-fund",
+	              argv[1]);
 	ah_sandbox_exec_spec x = {
 		.argv = argv, .envp = envp, .timeout_ms = opts->timeout_seconds * 1000,
 		.max_output = 4 << 20, .log_tag = opts->log_tag, .cwd = "/app",
+		.on_output = opts->output, .output_ctx = opts->output_ctx, /* npm and install scripts */
 	};
 	int rc = ah_sandbox_exec(sb, &x, &res, &sberr);
 	if (rc == 0)
@@ -208,13 +211,18 @@ int ah_build_image(const char *project_dir, const char *image_dir, const char *s
 {
 	if (opts->cancel && *opts->cancel)
 		return ah_err_set(err, AH_EFAIL, "Deploy cancelled (runner shutting down)");
-	if (!is_file(project_dir, "package.json"))
+	if (!is_file(project_dir, "package.json")) {
+		ah_deploy_say(opts->output, opts->output_ctx, "==> no package.json: nothing to install");
 		return take_as_is(project_dir, image_dir, opts, err);
+	}
 	char fp[65];
 	bool known = ah_deps_fingerprint(project_dir, fp) == 0;
-	int rc = known && ah_deps_reuse(project_dir, opts->reuse_from, fp, opts->log_tag) ?
-		take_as_is(project_dir, image_dir, opts, err) :
-		build_in_sandbox(project_dir, image_dir, scratch_file, opts, err);
+	bool reuse = known && ah_deps_reuse(project_dir, opts->reuse_from, fp, opts->log_tag);
+	if (reuse)
+		ah_deploy_say(opts->output, opts->output_ctx,
+		              "==> dependencies unchanged since the last deploy: its node_modules reused, npm not run");
+	int rc = reuse ? take_as_is(project_dir, image_dir, opts, err)
+	               : build_in_sandbox(project_dir, image_dir, scratch_file, opts, err);
 	if (rc == 0 && known)
 		ah_deps_note(image_dir, fp);
 	return rc;

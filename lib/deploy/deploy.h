@@ -105,6 +105,7 @@ struct ah_git_opts {
 	const char *ssh_key;        /* private key file for ssh:// URLs, or NULL */
 	volatile const int *cancel; /* non-zero: abort as soon as possible */
 	const char *log_tag;        /* prefix of the log line with libgit2's own error */
+	char *commit_out;           /* optional, 41 bytes: the commit checked out, in hex */
 };
 
 struct sockaddr;
@@ -142,6 +143,11 @@ int ah_git_fetch(const char *url, const char *branch, const char *dest,
 
 /* ---- the image (build.c) ----------------------------------------------- */
 
+typedef void (*ah_deploy_output_fn)(void *ctx, const char *text, size_t len);
+/* A line (printf format) to the deploy's own log, when it has one. */
+void ah_deploy_say(ah_deploy_output_fn fn, void *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 struct ah_build_opts {
 	int timeout_seconds;
 	long long disk_bytes;       /* the build sandbox's own disk (npm's cache, /tmp and
@@ -150,6 +156,10 @@ struct ah_build_opts {
 	const char *log_tag;        /* "agent=<slug> job=<id>" for log lines */
 	volatile const int *cancel;
 	const char *reuse_from;     /* the agent's previous image (reuse.c), or NULL */
+	/* Optional: the deploy's own log for the user (GET …/deploys/{id}/logs):
+	 * each step's line and npm's stdout and stderr as they come. */
+	ah_deploy_output_fn output;
+	void *output_ctx;
 };
 
 /* Makes image_dir (must not exist; its parent must) from the project in

@@ -294,10 +294,27 @@ static int child_result(int status, const char *url, const char *branch,
 	                  "a git server, or the connection broke off");
 }
 
+/* HEAD's commit in hex into out (41 bytes), read before .git goes: the deploy
+ * record says which commit of the branch was built. Best effort. */
+static void head_commit(const char *dest, char *out)
+{
+	git_repository *repo = NULL;
+	git_oid oid;
+	out[0] = '\0';
+	git_libgit2_init();
+	if (git_repository_open_ext(&repo, dest, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) == 0 &&
+	    git_reference_name_to_id(&oid, repo, "HEAD") == 0)
+		git_oid_tostr(out, 41, &oid);
+	git_repository_free(repo);
+	git_libgit2_shutdown();
+}
+
 /* The image needs no history; links out of the tree are refused as in tarballs. */
-static int tidy_checkout(const char *dest, ah_err *err)
+static int tidy_checkout(const char *dest, const struct ah_git_opts *opts, ah_err *err)
 {
 	char p[4096];
+	if (opts->commit_out)
+		head_commit(dest, opts->commit_out);
 	snprintf(p, sizeof(p), "%s/.git", dest);
 	if (ah_deploy_rmtree(p) != 0)
 		return ah_err_set(err, AH_EFAIL, "cannot remove %s", p);
@@ -397,7 +414,7 @@ int ah_git_clone(const char *url, const char *branch, const char *dest,
 		unlink(resolv);
 	ah_sandbox_net_return(sn);
 	if (rc == 0)
-		rc = tidy_checkout(dest, err);
+		rc = tidy_checkout(dest, opts, err);
 	return rc;
 }
 

@@ -6,6 +6,7 @@
 #include "core/log.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +24,24 @@ static void redact_url(char *out, size_t n, const char *url)
 		snprintf(out, n, "%s", url);
 }
 
+void ah_deploy_say(ah_deploy_output_fn fn, void *ctx, const char *fmt, ...)
+{
+	char line[1200];
+	va_list ap;
+	if (!fn)
+		return;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	size_t len = (size_t)n < sizeof(line) - 2 ? (size_t)n : sizeof(line) - 2;
+	line[len++] = '\n';
+	fn(ctx, line, len);
+}
+
+#define SAY(req, ...) ah_deploy_say((req)->build.output, (req)->build.output_ctx, __VA_ARGS__)
+
 static int fetch(char *root, size_t n, const struct ah_deploy_req *req, ah_err *err)
 {
 	char src[4096];
@@ -32,11 +51,16 @@ static int fetch(char *root, size_t n, const struct ah_deploy_req *req, ah_err *
 		redact_url(shown, sizeof(shown), req->git_url ? req->git_url : "");
 		ah_log_info("%s: cloning %s (%s)", req->log_tag, shown,
 		            req->git_branch && *req->git_branch ? req->git_branch : "default branch");
+		SAY(req, "==> cloning %s (%s)", shown,
+		    req->git_branch && *req->git_branch ? req->git_branch : "default branch");
 		int rc = ah_git_fetch(req->git_url, req->git_branch, src, &req->git, err);
 		snprintf(root, n, "%s", src);
+		if (rc == 0 && req->git.commit_out && req->git.commit_out[0])
+			SAY(req, "==> checked out commit %s", req->git.commit_out);
 		return rc;
 	}
 	ah_log_info("%s: extracting uploaded code", req->log_tag);
+	SAY(req, "==> extracting the uploaded code");
 	int rc = ah_deploy_mkdirs(src, err);
 	if (rc == 0)
 		rc = ah_tarball_extract(req->tarball, src, &req->tar, err);
@@ -82,9 +106,13 @@ int ah_deploy_build_image(struct ah_manifest *out, const struct ah_deploy_req *r
 		rc = ah_manifest_load(out, root, err);
 	}
 	if (rc == 0) {
+		SAY(req, "==> manifest %s: %s %s, entrypoint %s", out->file, out->name, out->version,
+		    out->entrypoint);
 		ah_log_info("%s: manifest %s ok: %s %s, entrypoint %s", req->log_tag, out->file,
 		            out->name, out->version, out->entrypoint);
 		rc = place_image(root, req, err);
 	}
+	if (rc != 0)
+		SAY(req, "==> failed: %s", err->msg);
 	return rc;
 }

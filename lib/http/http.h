@@ -50,6 +50,7 @@ typedef struct ah_req {
 	size_t body_len;
 
 	ah_user *user;            /* set by authentication */
+	const char *api_key_id;   /* the API key's record id, NULL for a JWT */
 	/* Scoped routes (a scope in their row) get the record their first path parameter names
 	 * loaded in the same query as the API key: scope is that record (the
 	 * route's ah_scope says its type), or NULL when the caller has no such resource. */

@@ -42,7 +42,7 @@ static int load_agent(ah_db *db, ah_arena *a, const char *agent_id, struct agent
 }
 
 static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner *r,
-                         const struct ah_job *j, const struct agent_row *ag)
+                         struct ah_job *j, const struct agent_row *ag)
 {
 	const ah_config *c = r->cfg;
 	q->log_tag = j->tag;
@@ -74,6 +74,7 @@ static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner 
 	if (ag->old_image && strncmp(ag->old_image, images, strlen(images)) == 0 &&
 	    !strstr(ag->old_image, "/../"))
 		q->build.reuse_from = ag->old_image;
+	q->git.commit_out = j->commit;
 }
 
 /* Inside the switch transaction: the job must still be ours and the newest. */
@@ -124,6 +125,8 @@ static int switch_once(ah_db *db, ah_arena *a, struct ah_runner *r, struct ah_jo
 	if (rc == 0)
 		rc = ah_db_exec(db, NULL, "UPDATE sessions SET state = 'ended', sandbox_id = NULL "
 		                "WHERE agent_id = ? AND state = 'active'", "s", j->agent_id);
+	if (rc == 0)
+		rc = ah_deploy_record_active(db, j, q->image_dir, m->entrypoint, j->commit);
 	if (rc == 0)
 		rc = ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'done', lease_until = NULL, "
 		                "error = NULL, updated_at = NOW(3) WHERE id = ?", "i", j->id);
@@ -205,7 +208,7 @@ static void publish(ah_db *db, struct ah_runner *r, struct ah_job *j, const char
 	}
 }
 
-/* Lets go of an image kept in the file store (its bytes go with the last
+/* Lets go of an image never switched to (its bytes go with the last
  * reference); a failure leaves a blob behind, logged. */
 static void drop_image(ah_db *db, const struct ah_runner *r, const struct ah_job *j, const char *sha)
 {
@@ -229,9 +232,10 @@ static int finish(ah_db *db, ah_arena *a, struct ah_runner *r, struct ah_job *j,
 	}
 	if (rc == 0) {
 		retire_old(r, j, old_image, q->image_dir);
-		/* The replaced image's reference (publish took one for the new image,
-		 * also when the same bytes were built again). */
-		drop_image(db, r, j, j->old_image_sha);
+		/* The deploy's record holds the reference publish took; the agent's
+		 * older records beyond deploy_images_kept let theirs go (a rollback
+		 * fetches a kept image from the store: images.c). */
+		ah_deploy_images_prune(db, r, j);
 		return 0;
 	}
 	drop_image(db, r, j, j->image_sha); /* never switched to */
@@ -250,25 +254,38 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 	struct agent_row ag = {0};
 	struct ah_deploy_req q = {0};
 	struct ah_manifest m;
+	struct ah_deploy_log *log = ah_alloc(a, sizeof(*log));
+	ah_deploy_log_open(log, db, j->id, j->attempts);
 	int rc = load_agent(db, a, j->agent_id, &ag, err);
 	if (rc == 0) {
 		snprintf(j->tag, sizeof(j->tag), "agent=%s (%s) job=%lld", ag.slug, j->agent_id, j->id);
 		ah_log_info("%s: deploy attempt %d (%s)", j->tag, j->attempts,
 		            ag.from_git ? "git" : "uploaded code");
 		fill_request(&q, a, r, j, &ag);
+		q.build.output = ah_deploy_log_write;
+		q.build.output_ctx = log;
 		ah_deploy_rmtree(q.image_dir); /* left by an attempt that died after building */
 		if (!ag.from_git)
 			rc = ah_code_fetch(r, ag.code_sha, q.tarball, err);
 		if (rc == 0)
 			rc = ah_deploy_build_image(&m, &q, err);
+		ah_deploy_record_commit(db, j);
 		ah_deploy_rmtree(q.work_dir);
 	}
 	if (rc == 0 && (rc = apply_mounts(db, a, r, j, q.image_dir, err)) != 0) {
+		ah_deploy_say(ah_deploy_log_write, log, "==> failed: %s", err->msg);
 		ah_deploy_rmtree(q.image_dir);
 		unlink(ah_sprintf(a, "%s.deps", q.image_dir));
 	}
-	if (rc == 0)
+	bool built = rc == 0;
+	if (built) {
 		publish(db, r, j, q.image_dir);
+		/* Written before the switch: the switch marks the job done, and a
+		 * client that sees that must find the whole log. */
+		ah_deploy_say(ah_deploy_log_write, log, "==> image %.12s built; making it the agent's",
+		              j->image_sha[0] ? j->image_sha : "(not in the file store)");
+		ah_deploy_log_flush(log);
+	}
 	if (rc == 0 && (rc = finish(db, a, r, j, &q, &m, ag.old_image, err)) != 0) {
 		/* Not switched (superseded, lease lost, deleted): its mount plan and
 		 * the processes only it named go with its image. */
@@ -278,6 +295,10 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 	}
 	if (rc == AH_ECONFLICT && !q.image_dir)
 		ah_log_info("%s: agent deleted; job dropped", j->tag);
+	if (built && rc != 0)
+		ah_deploy_say(ah_deploy_log_write, log, "==> not activated: %s", rc == AH_ECONFLICT ?
+		              "superseded by a newer deploy, or the job was taken over" : err->msg);
+	ah_deploy_log_flush(log); /* before jobs.c records a failure: a client that sees it reads all */
 	ah_arena_destroy(a);
 	return rc;
 }

@@ -176,7 +176,7 @@ int ah_image_adopt(const struct ah_runner *r, const char *image, const char *sha
 		if (rc == 0)
 			rc = fetch_image(r, agent, sha, out, err);
 		if (rc == 0)
-			ah_log_info("agent=%s: took over its image %s from the file store", agent, job);
+			ah_log_info("agent=%s: fetched its image %s from the file store (taken over, or rolled back to)", agent, job);
 	}
 	ah_arena_destroy(a);
 	return rc;
@@ -186,9 +186,14 @@ int ah_image_adopt_req(const struct ah_runner *r, json_object *req, ah_err *err)
 {
 	const char *image = ah_json_get_str(req, "image"), *sha = ah_json_get_str(req, "image_sha256");
 	char local[PATH_MAX];
+	struct stat st;
 	size_t dl = strlen(r->data_dir);
-	if (!image || !sha || (strncmp(image, r->data_dir, dl) == 0 && strncmp(image + dl, "/images/", 8) == 0))
-		return 0; /* ours (ah_run_req_parse checks it), or nothing to take over */
+	/* Ours and here (ah_run_req_parse checks it), or nothing to take over. An
+	 * image of ours that is gone is a kept one a rollback switched back to
+	 * (a redeploy retired its directory): fetched again like a takeover. */
+	if (!image || !sha || (strncmp(image, r->data_dir, dl) == 0 && strncmp(image + dl, "/images/", 8) == 0
+	                       && stat(image, &st) == 0 && S_ISDIR(st.st_mode)))
+		return 0;
 	int rc = ah_image_adopt(r, image, sha, local, sizeof local, err);
 	if (rc == 0)
 		json_object_object_add(req, "image", json_object_new_string(local));

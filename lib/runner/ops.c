@@ -9,6 +9,7 @@
 #include "runner/run_files_int.h"
 #include "runner/fuse.h"
 #include "runner/warm.h"
+#include "runner/sandboxes.h"
 #include "core/log.h"
 #include "core/json.h"
 #include "core/util.h"
@@ -405,6 +406,20 @@ json_object *ah_op_destroy_session(json_object *req)
 	return answer_of(true, NULL, 0);
 }
 
+/* A rollback left this image of the agent (the one it ran): its directory
+ * goes as a redeploy's replaced one does; kept in the file store, it is
+ * fetched again if a rollback returns to it. Only ever a directory of
+ * <data_dir>/images/<agent>/, whatever the request says. */
+static void retire_left_image(const struct ah_runner *r, const char *agent, const char *image)
+{
+	char dir[PATH_MAX];
+	int n = snprintf(dir, sizeof dir, "%s/images/%s/", r->data_dir, agent);
+	if (!image || n < 0 || (size_t)n >= sizeof dir || strncmp(image, dir, (size_t)n) != 0 ||
+	    !ah_run_token_ok(image + n, 20, ""))
+		return;
+	ah_sandboxes_retire_image(image);
+}
+
 /* With purge (the agent is deleted) its images go too, now rather than at the
  * next sweep (heartbeat.c), which stays the net under a missed call. */
 json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req)
@@ -416,6 +431,7 @@ json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req)
 	int n = ah_warm_destroy_agent(agent);
 	ah_fuse_retain(agent, NULL); /* its bucket mounts: the next call starts them again */
 	ah_log_info("agent=%s: destroy_agent (%d sandboxes)", agent, n);
+	retire_left_image(r, agent, ah_json_get_str(req, "retire_image"));
 	if (json_object_object_get_ex(req, "purge", &purge) && json_object_get_boolean(purge)) {
 		ah_log_info("agent=%s deleted: removing its images", agent);
 		ah_image_purge_agent(r, agent);

@@ -48,12 +48,31 @@ struct ah_job {
 	char tag[160];                /* "agent=<slug> (<id>) job=<id>" for log lines */
 	char image_sha[65];           /* the built image in the file store; "" if not kept */
 	char old_image_sha[65];       /* the one it replaced, read by the switch; "" if none */
+	char commit[41];              /* the git commit built; "" for uploaded code */
 };
 
 /* deploy_job.c: one attempt of a claimed job, up to and including the switch
  * of the agent to its new image. 0; AH_ECONFLICT when the job was superseded or
  * its lease lost (nothing to record); else a deploy.h code with err set. */
 int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *job, ah_err *err);
+
+/* deploy_record.c: the job's row in deploys. The build's output for the user
+ * goes through a buffer to the row (ah_deploy_log_write is an
+ * ah_deploy_output_fn); flush before the job's outcome is recorded. */
+struct ah_deploy_log {
+	ah_db *db;
+	long long job_id;
+	long long flushed_ms;
+	size_t len;
+	char buf[16384];
+};
+void ah_deploy_log_open(struct ah_deploy_log *l, ah_db *db, long long job_id, int attempt);
+void ah_deploy_log_write(void *ctx, const char *text, size_t len);
+void ah_deploy_log_flush(struct ah_deploy_log *l);
+void ah_deploy_record_commit(ah_db *db, const struct ah_job *j);
+int ah_deploy_record_active(ah_db *db, const struct ah_job *j, const char *image_dir,
+                            const char *entrypoint, const char *commit);
+void ah_deploy_images_prune(ah_db *db, const struct ah_runner *r, const struct ah_job *j);
 
 /* jobs.c: the claim loop; arg is the struct ah_runner. Opens its own db. */
 void *ah_jobs_thread(void *arg);

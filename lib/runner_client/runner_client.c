@@ -204,9 +204,17 @@ int ah_runner_destroy_agent(ah_req *r, const char *agent_id)
 
 int ah_runner_forget_agent(ah_req *r, const char *agent_id, const char *runner_id, bool purge)
 {
+	return ah_runner_left_image(r, agent_id, runner_id, purge, NULL);
+}
+
+int ah_runner_left_image(ah_req *r, const char *agent_id, const char *runner_id, bool purge,
+                         const char *left_image)
+{
 	json_object *req = ah_json_own(r, json_object_new_object());
 	ah_json_str(req, "op", "destroy_agent");
 	ah_json_str(req, "agent_id", agent_id);
+	if (left_image && *left_image)
+		ah_json_str(req, "retire_image", left_image);
 	if (runner_id && *runner_id)
 		ah_json_str(req, "runner_id", runner_id);
 	if (purge)

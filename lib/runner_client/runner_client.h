@@ -37,6 +37,10 @@ int ah_runner_destroy_agent(ah_req *r, const char *agent_id);
 /* The same on the named runner (NULL: the agent's, looked up), and with purge
  * also the agent's images: for an agent whose row is already deleted. */
 int ah_runner_forget_agent(ah_req *r, const char *agent_id, const char *runner_id, bool purge);
+/* The same, and the runner retires left_image's directory (a rollback left
+ * that image: it stays in the file store while its deploy keeps it). */
+int ah_runner_left_image(ah_req *r, const char *agent_id, const char *runner_id, bool purge,
+                         const char *left_image);
 
 /* The agent's warm processes (issue 15) were started with settings that
  * changed (a secret, min_warm): the runner drops them now. Only hygiene: a

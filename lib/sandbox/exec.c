@@ -352,7 +352,8 @@ static int exec_common(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox
 	io s = { .in = x->stdin_data, .in_len = x->stdin_data ? x->stdin_len : 0,
 	         .max_out = x->max_output ? x->max_output : 10 << 20, .tag = x->log_tag,
 	         .fd_in = -1, .fd_out = -1, .fd_err = -1,
-	         .out_file = x->stdout_to_fd ? x->stdout_fd : -1 };
+	         .out_file = x->stdout_to_fd ? x->stdout_fd : -1,
+	         .on_output = x->on_output, .output_ctx = x->output_ctx };
 	int p[3][2], status = 0, rc = 0;
 	for (int i = 0; i < 3; i++)
 		p[i][0] = p[i][1] = -1;

@@ -169,6 +169,8 @@ void sb_io_drain(io *s, int *fd, bool is_out, bool *kill_now)
 	char b[65536];
 	ssize_t n = read(*fd, b, sizeof b);
 	if (n > 0) {
+		if (s->on_output)
+			s->on_output(s->output_ctx, b, (size_t)n);
 		if (!is_out)
 			sb_io_on_stderr(s, b, (size_t)n);
 		else if (!s->truncated && !sb_io_on_stdout(s, b, (size_t)n))

@@ -19,6 +19,8 @@ typedef struct io {
 	const char *tag;
 	int fd_in, fd_out, fd_err;
 	int out_file;                /* >= 0: stdout goes there, not into out */
+	void (*on_output)(void *ctx, const char *data, size_t len); /* spec's, or NULL */
+	void *output_ctx;
 } io;
 
 /* One stderr line into the log under the tag (see exec_io.c). */

@@ -127,6 +127,10 @@ typedef struct ah_sandbox_exec_spec {
 	 * output_truncated when it was): for output too large for memory. */
 	bool stdout_to_fd;
 	int stdout_fd;
+	/* Optional: every chunk of stdout and stderr as it arrives, in order
+	 * (a build's output recorded while it runs); called on the exec's thread. */
+	void (*on_output)(void *ctx, const char *data, size_t len);
+	void *output_ctx;
 } ah_sandbox_exec_spec;
 
 typedef struct ah_sandbox_result {

@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { ORIGIN, launch, newUser, call, watch, signedIn, shot, tarball, ECHO_PROJECT } from './lib.mjs';
+import { API, ORIGIN, launch, newUser, call, watch, signedIn, shot, tarball, ECHO_PROJECT } from './lib.mjs';
 
 let browser;
 const bag = { errors: [], dialogs: [] };
@@ -180,6 +180,46 @@ test('a failed deploy shows its status_message', T, async () => {
   await page.getByRole('button', { name: 'Deploy', exact: true }).click();
   await page.locator('#status .badge', { hasText: 'error' }).waitFor({ timeout: 100000 });
   assert.match(await page.locator('#status-message').textContent(), /manifest|agent\.json/i);
+  await page.context().close();
+});
+
+test("the deploy history shows each deploy's log, and a rollback switches back to the older image", T, async () => {
+  const { key } = newUser();
+  assert.equal((await call(key, 'POST', '/agents', { name: 'two-step', source_type: 'local' })).status, 201);
+  const version = (v) => tarball({
+    'agent.json': JSON.stringify({ name: 'v', version: '1.0.0', entrypoint: 'index.js', runtime: 'node' }),
+    'index.js': `process.stdout.write('${v}');\n`,
+  });
+  const put = async (v) => {
+    const r = await fetch(`${API}/agents/two-step/code`, { method: 'PUT', body: version(v),
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/gzip' } });
+    assert.equal(r.status, 200);
+  };
+  const page = await signedIn(browser, bag, key);
+  await page.goto(`${ORIGIN}/#/agents/two-step`);
+  for (const v of ['first', 'second']) {
+    await put(v);
+    await page.getByRole('button', { name: /^(Deploy|Redeploy)$/ }).click();
+    await page.locator('#status .badge', { hasText: /^(active|error)$/ }).waitFor({ timeout: 100000 });
+    await page.locator('#deploys tbody tr').nth(v === 'first' ? 0 : 1).waitFor();
+  }
+  await page.locator('#deploys td', { hasText: /succeeded active/ }).waitFor();
+  assert.equal(await page.locator('#deploys tbody tr').count(), 2);
+  // The newest deploy's log, then a rollback to the older one from its row.
+  await page.locator('#deploys tbody tr').first().getByRole('button', { name: 'Log' }).click();
+  await page.locator('#deploy-log', { hasText: "==> image " }).waitFor();
+  assert.match(await page.locator('#deploy-log').textContent(), /==> extracting the uploaded code/);
+  const older = page.locator('#deploys tbody tr').nth(1);
+  assert.equal(await page.locator('#deploys tbody tr').first().getByRole('button', { name: 'Roll back' }).count(), 0);
+  await older.getByRole('button', { name: 'Roll back' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Roll back' }).click();
+  await page.locator('#notice', { hasText: /Rolled back to dep_/ }).waitFor();
+  await page.locator('#deploys tbody tr').nth(1).locator('td', { hasText: /succeeded active/ }).waitFor();
+  await shot(page, 'agent-deploys');
+  const ds = (await call(key, 'GET', '/agents/two-step/deploys')).data;
+  assert.deepEqual(ds.map((d) => d.active), [false, true]);
+  const inv = await call(key, 'POST', '/agents/two-step/invoke', { prompt: 'x' });
+  assert.equal(inv.data.response_content, 'first');
   await page.context().close();
 });
 

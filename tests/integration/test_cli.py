@@ -574,3 +574,29 @@ def test_a_deploy_waiting_for_a_runner_that_is_not_there_says_so(user, tmp_path)
             break
         time.sleep(0.5)
     assert a["status"] == "active" and a["status_message"] is None, a
+
+
+def test_deploys_logs_and_rollback(user, tmp_path):
+    _e, _k, env = user
+    d = project(tmp_path, "process.stdout.write('one')")
+    slug = slug_of(d)
+    assert run(env, "deploy", str(d), "--create").returncode == 0
+    (d / "index.js").write_text("process.stdout.write('two')")
+    assert run(env, "deploy", str(d)).returncode == 0
+    r = run(env, "deploys", slug)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("succeeded") == 2 and "active" in r.stdout.splitlines()[0]
+    listed = json.loads(run(env, "deploys", slug, "--json").stdout)
+    newest, older = listed[0]["id"], listed[1]["id"]
+    r = run(env, "deploys", "logs", slug, "--follow")
+    assert r.returncode == 0, r.stderr
+    assert "==> extracting the uploaded code" in r.stdout and "built; making it the agent's" in r.stdout
+    assert run(env, "deploys", "logs", slug, older).stdout.count("built; making it") == 1
+    r = run(env, "rollback", slug)
+    assert r.returncode == 0, r.stderr
+    assert older in r.stdout
+    assert run(env, "invoke", slug, "x").stdout.strip() == "one"
+    r = run(env, "rollback", slug, older)
+    assert r.returncode == 1 and "already the agent's active deploy" in r.stderr
+    r = run(env, "rollback", slug, newest, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["id"] == newest

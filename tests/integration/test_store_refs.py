@@ -1,8 +1,10 @@
 """An agent's uploaded code and built image kept in the file store (so that a
 runner on another machine can take the agent over, docs/cluster.md) hold a
 reference of their own in file_blobs: a managed file of the same bytes, once
-deleted, never takes them away, a redeploy lets go of the image it replaced,
-and deleting the agent leaves nothing of either behind."""
+deleted, never takes them away, a redeploy keeps the image it replaced (each
+deploy's record holds its image's reference, for a rollback, up to
+deploy_images_kept: test_deploys.py), and deleting the agent leaves nothing
+of either behind."""
 import hashlib
 
 from agent_code import ECHO_JS, deploy, needs_runner, project
@@ -37,10 +39,10 @@ def test_code_and_image_blobs_are_referenced_and_released():
     assert first in blobs() and refs(first) == 1
     deploy(c, a["slug"])  # the same code built again
     second = db_query(f"SELECT image_sha256 FROM agents WHERE id = '{a['id']}'")[0][0]
-    assert second in blobs() and refs(second) == 1
-    if second != first:
-        assert first not in blobs() and refs(first) == 0
+    # One reference per deploy record: the same bytes built twice hold two.
+    assert second in blobs() and refs(second) == (2 if second == first else 1)
+    assert first in blobs() and refs(first) == (2 if second == first else 1)
 
     assert c.delete(f"/agents/{a['slug']}").status_code == 204
-    assert code_sha not in blobs() and second not in blobs()
-    assert refs(code_sha) == 0 and refs(second) == 0
+    assert code_sha not in blobs() and second not in blobs() and first not in blobs()
+    assert refs(code_sha) == 0 and refs(second) == 0 and refs(first) == 0

@@ -4,6 +4,7 @@ import { h, fill, clear, field, input, table, fmtDate, fmtUsd, badge, button } f
 import { api, enc } from './api.js';
 import { errorSlot, act, pager, showError, confirmDialog, pollWithBackoff, notice, go } from './ui.js';
 import { mountsSection, attachmentsSection } from './storage.js';
+import { deploysSection } from './deploys.js';
 
 export async function agentPage(main, [slug], ctx) {
   const path = `/agents/${enc(slug)}`;
@@ -32,7 +33,7 @@ export async function agentPage(main, [slug], ctx) {
   };
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/agents' }, '← Agents')), title, status,
     h('div', { class: 'grid' }, codeSection(page), invokeSection(page)),
-    secretsSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
+    secretsSection(page), deploysSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
     attachmentsSection(page), mountsSection(page), editSection(page));
   renderStatus(page);
   if (agent.status === 'deploying') watch(page);
@@ -43,6 +44,7 @@ function renderStatus(page) {
   const slot = errorSlot();
   const deploy = button(a.status === 'active' ? 'Redeploy' : 'Deploy', () => act(deploy, slot, async () => {
     page.refresh((await api('POST', `${page.path}/deploy`)).data);
+    (page.afterDeploy || []).forEach((fn) => fn());
     watch(page);
   }), 'primary');
   deploy.disabled = a.status === 'deploying';
@@ -75,6 +77,7 @@ function watch(page) {
     const a = (await api('GET', page.path)).data;
     if (!page.ctx.alive()) return true;
     page.refresh(a);
+    if (a.status !== 'deploying') (page.afterDeploy || []).forEach((fn) => fn());
     return a.status !== 'deploying';
   }, page.ctx.alive);
 }
