@@ -50,6 +50,11 @@ void ah_invocation_account(ah_req *r, ah_invocation *inv);
  * (invoke_record.c) */
 void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *inv);
 
+/* The invocation's logs (the redacted end of its stderr), after its history
+ * row; nothing when it wrote nothing. (invocation_logs.c) */
+void ah_invocation_logs_record(ah_req *r, const ah_invocation *inv, const char *log, size_t len,
+                               bool truncated);
+
 /* "YYYY-MM-DD HH:MM:SS.mmm" (UTC) for DATETIME(3) columns. */
 char *ah_db_time(ah_arena *a, int64_t ms);
 

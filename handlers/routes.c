@@ -19,5 +19,6 @@ const ah_route *const ah_route_tables[] = {
 	ah_buckets_routes,
 	ah_bucket_access_routes,
 	ah_mounts_routes,
+	ah_invocation_logs_routes,
 	NULL,
 };

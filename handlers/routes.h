@@ -21,6 +21,7 @@ extern const ah_route ah_agent_files_routes[];
 extern const ah_route ah_buckets_routes[];
 extern const ah_route ah_bucket_access_routes[];
 extern const ah_route ah_mounts_routes[];
+extern const ah_route ah_invocation_logs_routes[];
 
 /* All of the above, NULL-terminated: what agenthost-api serves (main.c). */
 extern const ah_route *const ah_route_tables[];

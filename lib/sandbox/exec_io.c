@@ -5,6 +5,7 @@
 #include "sandbox/exec_io.h"
 
 #include "core/log.h"
+#include "core/redact.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -169,7 +170,9 @@ void sb_io_drain(io *s, int *fd, bool is_out, bool *kill_now)
 	char b[65536];
 	ssize_t n = read(*fd, b, sizeof b);
 	if (n > 0) {
-		if (!is_out)
+		if (!is_out && s->rd)
+			ah_redact_write(s->rd, b, (size_t)n); /* then into sb_io_on_stderr */
+		else if (!is_out)
 			sb_io_on_stderr(s, b, (size_t)n);
 		else if (!s->truncated && !sb_io_on_stdout(s, b, (size_t)n))
 			*kill_now = true;

@@ -19,6 +19,7 @@ typedef struct io {
 	const char *tag;
 	int fd_in, fd_out, fd_err;
 	int out_file;                /* >= 0: stdout goes there, not into out */
+	struct ah_redact *rd;        /* stderr passes it first (secrets out, kept window), or NULL */
 } io;
 
 /* One stderr line into the log under the tag (see exec_io.c). */
