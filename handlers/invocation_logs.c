@@ -1,8 +1,8 @@
 /* GET /agents/{slug}/invocations/{id}/logs (issue 29): what an invocation's
  * agent wrote to stderr, its last 64 KiB, as the runner kept it (the agent's
  * secrets, the model key and the gateway token replaced by "[redacted]"
- * before anything was stored: core/redact.h). Recorded with the history row
- * (invoke.c) and gone with it (schema/021_invocation_logs.sql). An invocation
+ * before anything was stored: core/redact.h). Recorded in the transaction of
+ * the history row (invoke_record.c), so it costs no commit of its own; gone with it (schema/021_invocation_logs.sql). An invocation
  * of another agent, or of another user's agent, is 404 like an unknown one. */
 #include "agents.h"
 #include "invocations.h"
@@ -19,14 +19,10 @@ static const char SQL_LOGS_GET[] =
 	"SELECT i.id, l.stderr, l.truncated FROM invocations i"
 	" LEFT JOIN invocation_logs l ON l.invocation_id = i.id WHERE i.id = ? AND i.agent_id = ?";
 
-void ah_invocation_logs_record(ah_req *r, const ah_invocation *inv, const char *log, size_t len,
-                               bool truncated)
+int ah_invocation_logs_put(ah_req *r, const ah_invocation *inv)
 {
-	if (len == 0 && !truncated)
-		return; /* nothing written: no row, the answer is "" */
-	/* Fails only with the history row (its agent was deleted meanwhile). */
-	if (ah_db_exec(r->db, NULL, SQL_LOGS_PUT, "sbi", inv->id, log, len, (long long)truncated) != 0)
-		ah_log_error("inv=%s: cannot record its logs: %s", inv->id, ah_db_error(r->db));
+	return ah_db_exec(r->db, NULL, SQL_LOGS_PUT, "sbi", inv->id, inv->err_log, inv->err_log_len,
+	                  (long long)inv->err_log_truncated);
 }
 
 /* JSON, like every other answer: "logs" is text (bytes that are not UTF-8

@@ -462,8 +462,9 @@ static int invoke(ah_req *r)
 	inv.model_cache_read_tokens = o.model_cache_read;
 	inv.model_cache_write_1h_tokens = o.model_cache_write_1h;
 	ah_invocation_account(r, &inv);
+	inv.err_log = o.err_log, inv.err_log_len = o.err_log_len;
+	inv.err_log_truncated = o.err_log_truncated;
 	ah_invocation_record(r, a->id, &inv);
-	ah_invocation_logs_record(r, &inv, o.err_log, o.err_log_len, o.err_log_truncated);
 	return reply(r, &o, &inv);
 }
 
