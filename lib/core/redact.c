@@ -117,6 +117,8 @@ static int match_at(const ah_redact *r, const char *b, size_t avail, size_t *len
 {
 	for (size_t i = 0; i < r->nvals; i++) {
 		size_t l = r->lens[i];
+		if (r->vals[i][0] != b[0])
+			continue;
 		if (avail >= l && memcmp(b, r->vals[i], l) == 0) {
 			*len = l;
 			return FULL;
