@@ -111,9 +111,53 @@ static void test_window(void)
 	ah_redact_free(r);
 }
 
+/* Random streams over a two-letter alphabet with values that overlap each
+ * other and themselves, fed whole and in random chunks: the same output,
+ * and no value left in it. */
+static void test_random_chunks(void)
+{
+	static const char *vals[] = {"abba", "ab", "bbbab", "aaaaaaab"};
+	char in[600], whole[4096];
+	size_t whole_len;
+	int same = 1, clean = 1;
+	srand(29);
+	for (int round = 0; round < 300; round++) {
+		size_t n = (size_t)(rand() % (int)sizeof in);
+		for (size_t i = 0; i < n; i++)
+			in[i] = rand() % 3 ? 'b' : 'a';
+		out_len = 0;
+		ah_redact *r = ah_redact_new(vals, 4, 0, sink, NULL);
+		ah_redact_write(r, in, n);
+		ah_redact_end(r);
+		ah_redact_free(r);
+		memcpy(whole, out, out_len);
+		whole_len = out_len;
+		out_len = 0;
+		r = ah_redact_new(vals, 4, 0, sink, NULL);
+		for (size_t off = 0; off < n;) {
+			size_t k = (size_t)(rand() % 7);
+			k = k > n - off ? n - off : k;
+			ah_redact_write(r, in + off, k);
+			off += k;
+		}
+		ah_redact_end(r);
+		ah_redact_free(r);
+		same &= out_len == whole_len && memcmp(out, whole, out_len) == 0;
+		/* Markers aside, what is left holds no value whole. */
+		whole[whole_len] = '\0';
+		for (char *m; (m = strstr(whole, AH_REDACT_MARK));)
+			memset(m, '.', strlen(AH_REDACT_MARK));
+		for (size_t v = 0; v < 4; v++)
+			clean &= strstr(whole, vals[v]) == NULL;
+	}
+	ok(same, "random chunking never changes the output");
+	ok(clean, "no value is left in random streams");
+}
+
 int main(void)
 {
 	test_cases();
 	test_window();
+	test_random_chunks();
 	return tap_done();
 }
