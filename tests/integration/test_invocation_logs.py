@@ -11,10 +11,12 @@ an unknown invocation is 404."""
 import json
 import os
 import secrets
+import time
 import uuid
 
 from agent_code import VAR, deployed_agent, needs_runner
 from conftest import admin, db_query
+from test_warm import wait_warm
 
 LOG = os.path.join(VAR, "log", "runner.log")
 KEEP = 64 * 1024
@@ -50,6 +52,19 @@ process.stdin.on('end', () => {
   default:
     e.write('said: ' + (q.text || '') + '\n', () => done(0));
   }
+});
+"""
+
+
+# Started ahead (min_warm): writes to stdout and stderr before its prompt.
+WARM_JS = r"""
+process.stdout.write('t0=' + Date.now() + ';');
+process.stderr.write('booting with ' + process.env.API_TOKEN + '\n');
+const chunks = [];
+process.stdin.on('data', c => chunks.push(c));
+process.stdin.on('end', () => {
+  const q = JSON.parse(Buffer.concat(chunks).toString());
+  process.stderr.write('said: ' + q.text + '\n', () => process.stdout.write('done'));
 });
 """
 
@@ -170,10 +185,18 @@ def test_session_and_warm_calls_keep_stderr(client):
                         json={"prompt": json.dumps({"text": text}), "session_id": sid})
         assert r.status_code == 200, r.text
         assert logs(client, a["slug"], r.json()["invocation_id"])["logs"] == f"said: {text}\n"
-    w = deployed_agent(client, LOGS_JS, min_warm=1)
-    for text in ("first", "warm"):  # the second is served by a process started ahead
-        res = call(client, w["slug"], text=text)
-        assert logs(client, w["slug"], res["invocation_id"])["logs"] == f"said: {text}\n"
+    # A warm process: what it wrote while it waited for its call (its secret
+    # among it) is part of that call's logs, redacted.
+    w = deployed_agent(client, WARM_JS, min_warm=1)
+    secret = "sv-" + secrets.token_hex(20)
+    assert client.post(f"/agents/{w['slug']}/secrets", json={"key": "API_TOKEN", "value": secret}).status_code == 201
+    call(client, w["slug"], text="first")  # starts the warm process of the new environment
+    wait_warm(w["id"], 1)
+    sent = time.time() * 1000
+    res = call(client, w["slug"], text="warm")
+    t0 = int(res["response_content"].split(";")[0][3:])
+    assert t0 < sent, "the call was not served by a warm process"
+    assert logs(client, w["slug"], res["invocation_id"])["logs"] == "booting with [redacted]\nsaid: warm\n"
 
 
 @needs_runner
