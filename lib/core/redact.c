@@ -172,6 +172,12 @@ static bool work_room(ah_redact *r, size_t need)
 	return true;
 }
 
+void ah_redact_set_sink(ah_redact *r, ah_redact_sink sink, void *ctx)
+{
+	r->sink = sink;
+	r->ctx = ctx;
+}
+
 void ah_redact_write(ah_redact *r, const char *b, size_t n)
 {
 	if (!r->nvals) {

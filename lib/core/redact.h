@@ -27,6 +27,8 @@ typedef void (*ah_redact_sink)(void *ctx, const char *b, size_t n);
  * NULL, also sees everything that passes. NULL when out of memory. */
 ah_redact *ah_redact_new(const char *const *values, size_t n, size_t keep, ah_redact_sink sink,
                          void *ctx);
+/* Where what passes goes from now on. */
+void ah_redact_set_sink(ah_redact *r, ah_redact_sink sink, void *ctx);
 void ah_redact_write(ah_redact *r, const char *b, size_t n);
 /* The end of the stream: what was held back is decided. */
 void ah_redact_end(ah_redact *r);

@@ -298,6 +298,7 @@ int sb_exec_begin(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_err *err)
 	sb->held.fd_out = s.fd_out;
 	sb->held.fd_err = s.fd_err;
 	sb->held.oom_before = oom_before;
+	sb->held.rd = x->nredact ? ah_redact_new(x->redact, x->nredact, 0, NULL, NULL) : NULL;
 	sb->held.on = true;
 	return 0;
 }
@@ -317,20 +318,26 @@ void sb_exec_held_close(ah_sandbox *sb)
 	sb_io_close_fd(&sb->held.fd_in);
 	sb_io_close_fd(&sb->held.fd_out);
 	sb_io_close_fd(&sb->held.fd_err);
+	ah_redact_free(sb->held.rd);
+	sb->held.rd = NULL;
 	sb->held.on = false;
 }
 
 /* What a held program wrote to stderr, into the log (why it died, usually). */
 static void log_held_stderr(ah_sandbox *sb, const char *tag)
 {
-	io s = { .tag = tag, .fd_err = sb->held.fd_err, .out_file = -1 };
+	io s = { .tag = tag, .fd_err = sb->held.fd_err, .out_file = -1, .rd = sb->held.rd };
 	bool unused = false;
+	if (s.rd)
+		ah_redact_set_sink(s.rd, to_stderr, &s);
 	for (int i = 0; i < 16 && s.fd_err >= 0; i++) {
 		struct pollfd pf = { s.fd_err, POLLIN, 0 };
 		if (poll(&pf, 1, 0) <= 0)
 			break;
 		sb_io_drain(&s, &s.fd_err, false, &unused);
 	}
+	if (s.rd)
+		ah_redact_end(s.rd);
 	if (s.line_len)
 		sb_io_log_line(&s);
 	sb->held.fd_err = s.fd_err;
@@ -396,6 +403,8 @@ static int exec_common(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox
 		s.fd_in = sb->held.fd_in;
 		s.fd_out = sb->held.fd_out;
 		s.fd_err = sb->held.fd_err;
+		ah_redact_free(sb->held.rd); /* the call's own values redact from here */
+		sb->held.rd = NULL;
 		sb->held.on = false;
 		sb_io_feed_stdin(&s);
 	} else if (open_pipes(p, &s) < 0) {

@@ -15,7 +15,7 @@ import time
 import uuid
 
 from agent_code import VAR, deployed_agent, needs_runner
-from conftest import admin, db_query
+from conftest import admin, db_query, wait_until
 from test_warm import wait_warm
 
 LOG = os.path.join(VAR, "log", "runner.log")
@@ -235,3 +235,37 @@ def test_logs_go_with_the_history_and_the_agent(client):
     assert logs(client, a["slug"], new)["logs"] == "said: new\n"
     assert client.delete(f"/agents/{a['slug']}").status_code == 204
     assert db_query(f"SELECT COUNT(*) FROM invocation_logs WHERE invocation_id = '{new}'") == [["0"]]
+
+
+
+# Writes its secret to stderr, then exits unless its prompt comes within 0.5 s:
+# a warm process of it dies waiting.
+DIES_JS = r"""
+process.stderr.write('waiting with ' + process.env.API_TOKEN + '\n');
+const t = setTimeout(() => process.exit(3), 500);
+process.stdin.on('data', () => {});
+process.stdin.on('end', () => { clearTimeout(t); process.stdout.write('ok'); });
+"""
+
+
+@needs_runner
+def test_warm_process_dead_before_its_call_is_logged_redacted(client):
+    """A warm process that died waiting for a call: the runner logs what it
+    wrote to stderr (why it died) with its secret redacted, like a call's."""
+    w = deployed_agent(client, DIES_JS, min_warm=1)
+    secret = "sv-" + secrets.token_hex(20)
+    assert client.post(f"/agents/{w['slug']}/secrets", json={"key": "API_TOKEN", "value": secret}).status_code == 201
+    offset = os.path.getsize(LOG)
+    for _ in range(2):
+        r = client.post(f"/agents/{w['slug']}/invoke", json={"prompt": "x"}, timeout=120)
+        assert r.status_code == 200 and r.json()["response_content"] == "ok", r.text
+        time.sleep(1.5)  # the warm process it left dies meanwhile
+
+    def logged():
+        with open(LOG, "rb") as f:
+            f.seek(offset)
+            return f.read().decode("utf-8", "replace")
+    assert wait_until(lambda: "ended while it waited" in logged(), timeout=20), logged()[-2000:]
+    text = logged()
+    assert "[redacted]" in text and "waiting with" in text
+    assert_no_piece(text, secret)
