@@ -31,6 +31,11 @@ typedef struct ah_invocation {
 	const char *model_input_tokens, *model_output_tokens;
 	/* Why some files the agent wrote were not kept (invoke_files.c), or NULL. */
 	const char *files_error;
+	/* Its logs: the redacted end of its stderr (invocation_logs.c), written
+	 * with the history row; none when both are 0. */
+	const char *err_log;
+	size_t err_log_len;
+	bool err_log_truncated;
 	/* The parts of model_input_tokens the provider prices apart (cache
 	 * writes and reads): for the cost only, not recorded. */
 	long long model_cache_write_tokens, model_cache_read_tokens;
@@ -49,6 +54,10 @@ void ah_invocation_account(ah_req *r, ah_invocation *inv);
  * agent was deleted during the call), the user's usage is still counted.
  * (invoke_record.c) */
 void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *inv);
+
+/* The invocation's logs row, in the transaction of its history row
+ * (invoke_record.c). (invocation_logs.c) */
+int ah_invocation_logs_put(ah_req *r, const ah_invocation *inv);
 
 /* "YYYY-MM-DD HH:MM:SS.mmm" (UTC) for DATETIME(3) columns. */
 char *ah_db_time(ah_arena *a, int64_t ms);

@@ -386,6 +386,18 @@ void ah_invocation_account(ah_req *r, ah_invocation *inv)
 	inv->cost = ah_money_text(r->arena, pico);
 }
 
+/* A failure of an agent that wrote to stderr says where that is (issue 29:
+ * a user otherwise has no way to learn why it failed). */
+static void note_logs(ah_req *r, const ah_agent *a, const char *inv_id, ah_run_out *o)
+{
+	if (o->http == 200 || !o->err_log || !o->err_log_len)
+		return;
+	o->error = ah_sprintf(r->arena, "%s; its stderr is in the invocation's logs: GET /api/v1/agents/"
+	                      "%s/invocations/%s/logs", o->error, a->slug, inv_id);
+	if (o->http == 500)
+		o->detail = ah_sprintf(r->arena, "Invocation failed: %s", o->error);
+}
+
 static int reply(ah_req *r, const ah_run_out *o, const ah_invocation *inv)
 {
 	json_object *res = ah_invocation_json(r, inv, false);
@@ -436,6 +448,7 @@ static int invoke(ah_req *r)
 		return ah_reply_error(r, 503, o.detail);
 	}
 	failed_output(&o);
+	note_logs(r, a, inv.id, &o);
 	inv.duration_ms = ah_now_ms() - start;
 	inv.sandbox_id = o.sandbox_id;
 	inv.response = o.out;
@@ -449,6 +462,8 @@ static int invoke(ah_req *r)
 	inv.model_cache_read_tokens = o.model_cache_read;
 	inv.model_cache_write_1h_tokens = o.model_cache_write_1h;
 	ah_invocation_account(r, &inv);
+	inv.err_log = o.err_log, inv.err_log_len = o.err_log_len;
+	inv.err_log_truncated = o.err_log_truncated;
 	ah_invocation_record(r, a->id, &inv);
 	return reply(r, &o, &inv);
 }

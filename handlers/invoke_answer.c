@@ -39,16 +39,31 @@ void ah_run_timed_out(ah_req *r, ah_run_out *o, long long secs)
 	o->detail = ah_sprintf(r->arena, "Invocation timed out after %lld seconds", secs);
 }
 
-static void decode_stdout(ah_req *r, json_object *ans, ah_run_out *o)
+/* One base64 field of the answer; "" when absent or not base64 (logged). */
+static char *decode_b64(ah_req *r, json_object *ans, const char *key, size_t *out_len)
 {
-	const char *b64 = json_object_get_string(get(ans, "stdout_b64"));
+	const char *b64 = json_object_get_string(get(ans, key));
 	size_t len = b64 ? strlen(b64) : 0;
-	o->out = ah_alloc(r->arena, len / 4 * 3 + 4);
-	o->out_len = 0;
-	if (len && sodium_base642bin((unsigned char *)o->out, len / 4 * 3 + 4, b64, len, NULL,
-	                             &o->out_len, NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
-		ah_log_error("runner sent stdout that is not base64");
-		o->out_len = 0;
+	char *out = ah_alloc(r->arena, len / 4 * 3 + 4);
+	*out_len = 0;
+	if (len && sodium_base642bin((unsigned char *)out, len / 4 * 3 + 4, b64, len, NULL, out_len,
+	                             NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
+		ah_log_error("runner sent %s that is not base64", key);
+		*out_len = 0;
+	}
+	return out;
+}
+
+/* The stderr the runner kept (at most 64 KiB; more from a runner is cut to
+ * its end); a failure's error says whether there is any to read. */
+static void decode_stderr(ah_req *r, json_object *ans, ah_run_out *o)
+{
+	o->err_log = decode_b64(r, ans, "stderr_b64", &o->err_log_len);
+	o->err_log_truncated = json_object_get_boolean(get(ans, "stderr_truncated"));
+	if (o->err_log_len > AH_INVOCATION_LOG_MAX) {
+		o->err_log += o->err_log_len - AH_INVOCATION_LOG_MAX;
+		o->err_log_len = AH_INVOCATION_LOG_MAX;
+		o->err_log_truncated = true;
 	}
 }
 
@@ -122,7 +137,8 @@ void ah_run_answer(ah_req *r, json_object *ans, long long timeout_s, long long o
 		return;
 	}
 	o->sandbox_id = json_object_get_string(get(ans, "sandbox_id"));
-	decode_stdout(r, ans, o);
+	o->out = decode_b64(r, ans, "stdout_b64", &o->out_len);
+	decode_stderr(r, ans, o);
 	if (get(ans, "model_input_tokens"))
 		model_counts(r, ans, o);
 	outcome(r, ans, timeout_s, out_cap, o);

@@ -6,9 +6,12 @@
 #define AH_HANDLERS_INVOKE_ANSWER_H
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "http/http.h"
+
+#define AH_INVOCATION_LOG_MAX (64 * 1024) /* stderr kept per invocation */
 
 typedef struct ah_run_out {
 	int http;              /* 200, 500, 503 (nothing ran: retry) or 504 */
@@ -23,6 +26,9 @@ typedef struct ah_run_out {
 	long long model_cache_write_1h;                 /* part of model_cache_write */
 	json_object *files;    /* session files the run produced (invoke_files.c) */
 	const char *files_error; /* why some were not kept, or NULL */
+	char *err_log;         /* the end of its stderr, redacted (the invocation's logs) */
+	size_t err_log_len;
+	bool err_log_truncated;
 } ah_run_out;
 
 /* A failure: 500 with "Invocation failed: <error>". */

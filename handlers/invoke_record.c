@@ -42,13 +42,32 @@ typedef struct spilled {
 	const char *prompt, *response;
 } spilled;
 
-static int record_once(ah_req *r, const char *agent_id, const ah_invocation *v, const spilled *s)
+static int record_row(ah_req *r, const char *agent_id, const ah_invocation *v, const spilled *s)
 {
 	return ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisissssssss", v->id, agent_id, r->user->id,
 	                  v->session_id, v->sandbox_id, v->prompt, v->prompt_len, v->response,
 	                  v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
 	                  ah_invocation_status_names[v->status], v->error, v->created_at, v->model_input_tokens,
 	                  v->model_output_tokens, s->prompt, s->response, v->files_error);
+}
+
+/* The history row and, when the agent wrote to stderr, its logs row: one
+ * transaction, one commit (a second statement in autocommit would be a
+ * second log flush on every failed call). */
+static int record_once(ah_req *r, const char *agent_id, const ah_invocation *v, const spilled *s)
+{
+	if (!v->err_log_len && !v->err_log_truncated)
+		return record_row(r, agent_id, v, s);
+	int rc = ah_db_begin(r->db);
+	if (rc == 0)
+		rc = record_row(r, agent_id, v, s);
+	if (rc == 0)
+		rc = ah_invocation_logs_put(r, v);
+	if (rc == 0)
+		rc = ah_db_commit(r->db);
+	if (rc != 0)
+		ah_db_rollback(r->db);
+	return rc;
 }
 
 /* Bytes over AH_HISTORY_INLINE_MAX into the file store: the row keeps ""

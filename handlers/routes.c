@@ -20,5 +20,6 @@ const ah_route *const ah_route_tables[] = {
 	ah_bucket_access_routes,
 	ah_mounts_routes,
 	ah_deploys_routes,
+	ah_invocation_logs_routes,
 	NULL,
 };

@@ -122,7 +122,8 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 	ah_log_set_program("agenthost-api");
 	/* Before anything else: a JWKS URL any local user could serve is refused. */
 	if (ah_config_load(&cfg, argc > 1 ? argv[1] : NULL, &err) != 0 ||
-	    ah_jwks_url_check(cfg, &err) != 0 || ah_crypto_init(cfg, 0, &err) != 0) {
+	    ah_log_configure(cfg, &err) != 0 || ah_jwks_url_check(cfg, &err) != 0 ||
+	    ah_crypto_init(cfg, 0, &err) != 0) {
 		ah_log_error("%s", err.msg);
 		ah_config_free(cfg);
 		return 1;

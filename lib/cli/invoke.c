@@ -105,8 +105,10 @@ static int run_invoke(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 	else if (!rc)
 		print_result(c, r.body);
 	else if (inv)
-		ah_cli_note(c, "invocation %s (agenthost invocations %s lists it)",
-		            ah_cli_text(c, inv, "invocation_id", AH_COL_TEXT), a->pos[0]);
+		ah_cli_note(c, "invocation %s (agenthost invocations %s lists it; agenthost logs %s"
+		            " --invocation %s shows its stderr)",
+		            ah_cli_text(c, inv, "invocation_id", AH_COL_TEXT), a->pos[0], a->pos[0],
+		            ah_cli_text(c, inv, "invocation_id", AH_COL_TEXT));
 	return rc;
 }
 

@@ -34,6 +34,7 @@
 	X(SOCKET_MODE, "socket_mode", MODE, "0660", 0, 0777, "mode of the FastCGI sockets") \
 	X(CRUD_WORKERS, "crud_workers", INT, NULL, 1, 256, "CRUD worker processes (3 per CPU, at least 4)") \
 	X(INVOKE_WORKERS, "invoke_workers", INT, "16", 1, 256, "invoke worker processes: concurrent invocations") \
+	X(LOG_FORMAT, "log_format", STR, "text", 0, 0, "text or json: the API's and the runner's log lines as text, or one JSON object a line") \
 	X(HISTORY_RETENTION_DAYS, "history_retention_days", INT, "90", 0, 36500, "days of invocation history kept (0: forever); the runner purges older rows") \
 	X(RATE_LIMIT_CRUD, "rate_limit_crud", INT, "100", 1, 1000000000, "CRUD requests per minute per user") \
 	X(RATE_LIMIT_INVOKE, "rate_limit_invoke", INT, "10", 1, 1000000000, "invocations per minute per user") \

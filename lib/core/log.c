@@ -1,5 +1,8 @@
 /* One line per call, written with a single write(2) so lines of concurrent
- * workers sharing the log file never interleave. */
+ * workers sharing the log file never interleave. log_format = json makes each
+ * line one JSON object (time, level, program, pid, request_id, msg) for log
+ * collectors. The request id is per thread: the runner serves requests on
+ * threads of one process. */
 #include "core/log.h"
 #include "core/util.h"
 
@@ -12,8 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static char request_id[64];
+static _Thread_local char request_id[64];
 static const char *program = "agenthost";
+static bool json_lines;
 /* getpid() is a system call on every line otherwise; 0 means "look it up".
  * Children made by fork() reset it through an atfork hook. */
 static pid_t pid;
@@ -25,6 +29,20 @@ void ah_log_set_request_id(const char *id)
 		return;
 	}
 	snprintf(request_id, sizeof(request_id), "%s", id);
+}
+
+void ah_log_set_json(bool on)
+{
+	json_lines = on;
+}
+
+int ah_log_configure(const ah_config *cfg, ah_err *err)
+{
+	const char *f = ah_cfg_str(cfg, AH_CFG_LOG_FORMAT);
+	if (strcmp(f, "text") != 0 && strcmp(f, "json") != 0)
+		return ah_err_set(err, AH_EINVALID, "log_format must be text or json, not \"%.40s\"", f);
+	ah_log_set_json(strcmp(f, "json") == 0);
+	return 0;
 }
 
 static void forget_pid(void)
@@ -50,6 +68,59 @@ static int my_pid(void)
 	return (int)pid;
 }
 
+/* s as the body of a JSON string into out (cap > 8): quotes, backslashes
+ * and controls escaped, and every byte of s as \u00XX when s is not UTF-8
+ * (the line must stay valid JSON). Cut at a whole escape when it is full. */
+static size_t json_escape(char *out, size_t cap, const char *s, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	bool utf8 = ah_utf8_valid(s, len);
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		bool raw = c >= 0x20 && c != '"' && c != '\\' && c != 0x7F && (c < 0x80 || utf8);
+		if (o + (raw ? 1 : 6) >= cap)
+			break;
+		if (raw) {
+			out[o++] = (char)c;
+		} else if (c == '"' || c == '\\') {
+			out[o++] = '\\';
+			out[o++] = (char)c;
+		} else {
+			memcpy(out + o, "\\u00", 4);
+			out[o + 4] = hex[c >> 4];
+			out[o + 5] = hex[c & 15];
+			o += 6;
+		}
+	}
+	return o;
+}
+
+/* The line of log_format = json. msg: the formatted message. */
+static void vlog_json(const char *level, const char *stamp, const char *msg, size_t len)
+{
+	char line[8192];
+	int n = snprintf(line, sizeof line, "{\"time\":\"%s\",\"level\":\"%s\",\"program\":\"%s\","
+	                 "\"pid\":%d,\"request_id\":", stamp, level, program, my_pid());
+	if (n < 0 || (size_t)n >= sizeof line)
+		return;
+	size_t o = (size_t)n;
+	if (request_id[0]) {
+		line[o++] = '"';
+		o += json_escape(line + o, sizeof line - o - 16, request_id, strlen(request_id));
+		line[o++] = '"';
+	} else {
+		memcpy(line + o, "null", 4);
+		o += 4;
+	}
+	memcpy(line + o, ",\"msg\":\"", 8);
+	o += 8;
+	o += json_escape(line + o, sizeof line - o - 4, msg, len);
+	memcpy(line + o, "\"}\n", 3);
+	ssize_t w = write(STDERR_FILENO, line, o + 3);
+	(void)w;
+}
+
 static void vlog(const char *level, const char *fmt, va_list ap)
 {
 	char line[2048];
@@ -57,6 +128,14 @@ static void vlog(const char *level, const char *fmt, va_list ap)
 	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
+	if (json_lines) {
+		char stamp[64], msg[2048];
+		snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+		         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+		int m = vsnprintf(msg, sizeof msg, fmt, ap);
+		vlog_json(level, stamp, msg, m < 0 ? 0 : (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1);
+		return;
+	}
 	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s[%d]%s%s ",
 	                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
 	                 tm.tm_sec, ts.tv_nsec / 1000000, level, program, my_pid(),

@@ -3,11 +3,20 @@
 #ifndef AH_CORE_LOG_H
 #define AH_CORE_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include "core/config.h"
+#include "core/err.h"
 
 /* The request id stamped on every line until cleared (NULL). Copied. */
 void ah_log_set_request_id(const char *id);
 void ah_log_set_program(const char *name);
+/* log_format of the configuration: "text" (the default) or "json", one JSON
+ * object a line: {"time","level","program","pid","request_id","msg"}.
+ * AH_EINVALID for any other value. Forked workers inherit it. */
+int ah_log_configure(const ah_config *cfg, ah_err *err);
+void ah_log_set_json(bool on);
 
 void ah_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ah_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -180,7 +180,8 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL); /* inherited by every thread: sigwait takes them */
 	signal(SIGPIPE, SIG_IGN);
 	const char *path = argc > 2 && strcmp(argv[1], "--config") == 0 ? argv[2] : NULL;
-	if (sodium_init() < 0 || ah_config_load(&cfg, path, &err) != 0) {
+	if (sodium_init() < 0 || ah_config_load(&cfg, path, &err) != 0 ||
+	    ah_log_configure(cfg, &err) != 0) {
 		ah_log_error("start-up failed: %s", err.msg[0] ? err.msg : "libsodium");
 		return 1;
 	}

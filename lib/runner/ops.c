@@ -23,6 +23,7 @@
 
 #define BUSY_RETRY_S 5     /* a sandbox's life is seconds: one may have ended then */
 #define SLOT_WAIT_MS 10000
+#define STDERR_KEEP (64 * 1024) /* an invocation's logs: the end of its stderr */
 
 /* model_gateway = on: the key stays here, the agent gets a token (gateway.h). */
 struct gw_plan {
@@ -79,6 +80,21 @@ static json_object *error_answer(int rc, const ah_err *err)
 	return answer_of(false, f, sizeof f / sizeof f[0]);
 }
 
+/* The kept end of stderr, redacted (ah_sandbox_exec_spec.redact). */
+static void add_stderr(json_object *ans, const ah_sandbox_result *res)
+{
+	size_t n = res->err_log ? res->err_log_len : 0;
+	size_t cap = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+	char *b64 = malloc(cap);
+	if (!b64)
+		return;
+	sodium_bin2base64(b64, cap, (const unsigned char *)(n ? res->err_log : ""), n,
+	                  sodium_base64_VARIANT_ORIGINAL);
+	json_object_object_add(ans, "stderr_b64", json_object_new_string(b64));
+	json_object_object_add(ans, "stderr_truncated", json_object_new_boolean(res->err_log_truncated));
+	free(b64);
+}
+
 static json_object *run_answer(const struct run_out *o)
 {
 	const ah_sandbox_result *res = &o->res;
@@ -110,6 +126,7 @@ static json_object *run_answer(const struct run_out *o)
 	free(b64);
 	if (o->metered && o->usage.error[0])
 		json_object_object_add(ans, "model_error", json_object_new_string(o->usage.error));
+	add_stderr(ans, res);
 	if (o->files) {
 		json_object_object_foreach(o->files, k, v)
 			json_object_object_add(ans, k, json_object_get(v));
@@ -250,8 +267,18 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 	ah_sandbox_exec_spec x = {
 		.argv = argv, .envp = (const char *const *)q->envp, .stdin_data = q->in,
 		.stdin_len = q->in_len, .timeout_ms = q->timeout_ms, .max_output = q->max_output,
-		.log_tag = tag, .cwd = "/app",
+		.log_tag = tag, .cwd = "/app", .keep_stderr = STDERR_KEEP,
 	};
+	/* Whatever the agent may print of its secrets, the model key or the
+	 * gateway's token is redacted before its stderr is logged or kept. */
+	const char *secrets[q->nsecrets + 2];
+	memcpy(secrets, q->secrets, q->nsecrets * sizeof *secrets);
+	x.redact = secrets;
+	x.nredact = q->nsecrets;
+	if (gw) {
+		secrets[x.nredact++] = gw->key;
+		secrets[x.nredact++] = gw->token;
+	}
 	ah_gateway *g = NULL;
 	ah_err why = {0};
 	/* Placing and collecting the call's files count in its timeout. */

@@ -47,6 +47,7 @@ void ah_run_req_free(struct ah_run_req *q)
 		free(q->envp[i]);
 	}
 	free(q->envp);
+	free(q->secrets);
 	if (q->in) {
 		sodium_memzero(q->in, q->in_len);
 		free(q->in);
@@ -104,13 +105,15 @@ static int parse_env(struct ah_run_req *q, json_object *req, ah_err *err)
 		return ah_err_set(err, AH_EINVALID, "\"env\" must be an object");
 	size_t n = env && json_object_is_type(env, json_type_object) ? json_object_object_length(env) : 0;
 	q->env_cap = n + ENV_EXTRA;
-	if (!(q->envp = calloc(q->env_cap, sizeof(char *))))
+	if (!(q->envp = calloc(q->env_cap, sizeof(char *))) ||
+	    !(q->secrets = calloc(n + 1, sizeof(char *))))
 		return ah_err_set(err, AH_EFAIL, "out of memory");
 	if (n > 0) {
 		json_object_object_foreach(env, k, v) {
 			int rc = take_var(q, k, v, err);
 			if (rc != 0)
 				return rc;
+			q->secrets[q->nsecrets++] = json_object_get_string(v);
 		}
 	}
 	for (size_t d = 0; d < 3; d++) {

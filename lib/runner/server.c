@@ -14,6 +14,8 @@
 #include "core/io.h"
 #include "runner/sandboxes.h"
 #include "runner/ops.h"
+#include "runner/run_req.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "deploy/deploy.h"
@@ -208,10 +210,15 @@ static json_object *answer(char *line, size_t len, ah_op_after *after)
 		explicit_bzero(line, len);
 		free(line);
 	}
-	if (!req || !json_object_is_type(req, json_type_object))
+	if (!req || !json_object_is_type(req, json_type_object)) {
 		ans = ah_op_error(had_line ? "request is not a JSON object" : "no request line");
-	else
+	} else {
+		/* The API's request id (nginx's $request_id) on this thread's log
+		 * lines until the request is done (serve_*). */
+		const char *id = ah_json_get_str(req, "request_id");
+		ah_log_set_request_id(ah_run_token_ok(id, 64, "_-") ? id : NULL);
 		ans = dispatch(req, after);
+	}
 	json_object_put(req);
 	return ans;
 }
@@ -225,6 +232,7 @@ static void serve_unix(int fd)
 	write_answer(fd, ans);
 	json_object_put(ans);
 	ah_op_finish(&after);
+	ah_log_set_request_id(NULL);
 }
 
 /* Over TCP no intact request means a broken link or tampering: no answer. */
@@ -241,6 +249,7 @@ static void serve_tcp(int fd)
 		write_sealed(&wire, ans);
 		json_object_put(ans);
 		ah_op_finish(&after);
+		ah_log_set_request_id(NULL);
 	}
 	ah_rwire_wipe(&wire);
 }

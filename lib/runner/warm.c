@@ -253,6 +253,25 @@ struct start_ctx {
  * takes it serves the gateway with that token: ops.c), never the key. */
 _Static_assert(AH_GATEWAY_TOKEN_LEN <= AH_SBX_KEY_LEN, "a token fits the key");
 
+/* The values of env that are the agent's secrets, the model key or the
+ * gateway's token: all but the runner's defaults and the gateway's address.
+ * What a warm process writes to stderr before its call is logged with these
+ * redacted if it is retired or dies waiting (its call redacts its own). */
+static size_t secret_values(const char **out, const struct ah_run_req *env)
+{
+	static const char *const plain[] = {"PATH=", "HOME=", "LANG=", "ANTHROPIC_BASE_URL="};
+	size_t n = 0;
+	for (size_t i = 0; i < env->nenv; i++) {
+		bool skip = false;
+		for (size_t k = 0; k < sizeof plain / sizeof plain[0]; k++)
+			skip |= strncmp(env->envp[i], plain[k], strlen(plain[k])) == 0;
+		const char *eq = strchr(env->envp[i], '=');
+		if (!skip && eq)
+			out[n++] = eq + 1;
+	}
+	return n;
+}
+
 static int start_warm(ah_sandbox *sb, void *arg, char key[AH_SBX_KEY_LEN + 1], ah_err *err)
 {
 	struct start_ctx *x = arg;
@@ -269,6 +288,9 @@ static int start_warm(ah_sandbox *sb, void *arg, char key[AH_SBX_KEY_LEN + 1], a
 	const char *argv[] = {"/usr/bin/node", c->entry, NULL};
 	ah_sandbox_exec_spec spec = {.argv = argv, .envp = (const char *const *)env.envp,
 	                             .log_tag = tag, .cwd = "/app"};
+	const char *vals[env.nenv + 1];
+	spec.redact = vals;
+	spec.nredact = env.envp ? secret_values(vals, &env) : 0;
 	if (rc == 0)
 		rc = ah_sandbox_exec_start(sb, &spec, err);
 	ah_run_req_free(&env);

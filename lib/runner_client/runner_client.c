@@ -177,6 +177,9 @@ static int call_tcp(ah_req *r, const char *address, const char *s, size_t len, i
 int ah_runner_call(ah_req *r, json_object *req, json_object **resp, int timeout_ms)
 {
 	*resp = NULL;
+	/* The runner's log lines for this request carry nginx's id too. */
+	if (r->request_id && !json_object_object_get_ex(req, "request_id", NULL))
+		json_object_object_add(req, "request_id", json_object_new_string(r->request_id));
 	const char *address = runner_address(r, req);
 	size_t len, alen = 0;
 	const char *s = json_object_to_json_string_length(req, JSON_C_TO_STRING_PLAIN, &len);

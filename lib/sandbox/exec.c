@@ -14,6 +14,7 @@
 #include "sandbox/exec_io.h"
 
 #include "core/log.h"
+#include "core/redact.h"
 #include "core/util.h"
 
 #include <errno.h>
@@ -199,6 +200,23 @@ static int open_pipes(int p[3][2], io *s)
 	return 0;
 }
 
+static void to_stderr(void *ctx, const char *b, size_t n)
+{
+	sb_io_on_stderr(ctx, b, n);
+}
+
+/* The redacted window of stderr the caller keeps (an invocation's logs). */
+static void keep_err_log(ah_sandbox_result *out, io *s)
+{
+	size_t len = 0;
+	const char *k = s->rd ? ah_redact_kept(s->rd, &len, &out->err_log_truncated) : NULL;
+	if (!k || !(out->err_log = malloc(len + 1)))
+		return;
+	memcpy(out->err_log, k, len);
+	out->err_log[len] = '\0';
+	out->err_log_len = len;
+}
+
 static void fill_result(ah_sandbox_result *out, io *s, int status)
 {
 	if (WIFSIGNALED(status)) {
@@ -207,8 +225,11 @@ static void fill_result(ah_sandbox_result *out, io *s, int status)
 	} else {
 		out->exit_code = WEXITSTATUS(status);
 	}
+	if (s->rd)
+		ah_redact_end(s->rd); /* what it held back, into the log too */
 	if (s->line_len)
 		sb_io_log_line(s);
+	keep_err_log(out, s);
 	out->output_truncated = s->truncated;
 	if (s->out_file >= 0)
 		s->out_len = 0; /* out stays empty: the output is in the file */
@@ -277,6 +298,7 @@ int sb_exec_begin(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_err *err)
 	sb->held.fd_out = s.fd_out;
 	sb->held.fd_err = s.fd_err;
 	sb->held.oom_before = oom_before;
+	sb->held.rd = x->nredact ? ah_redact_new(x->redact, x->nredact, 0, NULL, NULL) : NULL;
 	sb->held.on = true;
 	return 0;
 }
@@ -296,20 +318,26 @@ void sb_exec_held_close(ah_sandbox *sb)
 	sb_io_close_fd(&sb->held.fd_in);
 	sb_io_close_fd(&sb->held.fd_out);
 	sb_io_close_fd(&sb->held.fd_err);
+	ah_redact_free(sb->held.rd);
+	sb->held.rd = NULL;
 	sb->held.on = false;
 }
 
 /* What a held program wrote to stderr, into the log (why it died, usually). */
 static void log_held_stderr(ah_sandbox *sb, const char *tag)
 {
-	io s = { .tag = tag, .fd_err = sb->held.fd_err, .out_file = -1 };
+	io s = { .tag = tag, .fd_err = sb->held.fd_err, .out_file = -1, .rd = sb->held.rd };
 	bool unused = false;
+	if (s.rd)
+		ah_redact_set_sink(s.rd, to_stderr, &s);
 	for (int i = 0; i < 16 && s.fd_err >= 0; i++) {
 		struct pollfd pf = { s.fd_err, POLLIN, 0 };
 		if (poll(&pf, 1, 0) <= 0)
 			break;
 		sb_io_drain(&s, &s.fd_err, false, &unused);
 	}
+	if (s.rd)
+		ah_redact_end(s.rd);
 	if (s.line_len)
 		sb_io_log_line(&s);
 	sb->held.fd_err = s.fd_err;
@@ -366,6 +394,9 @@ static int exec_common(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox
 	long long oom_before = held ? sb->held.oom_before
 	                     : sb->oom_kills >= 0 ? sb->oom_kills : sb_cgroup_oom_count(sb);
 	long long t0 = sb_mono_ms();
+	/* Out of memory: stderr is logged as before, none is kept. */
+	if (x->nredact || x->keep_stderr)
+		s.rd = ah_redact_new(x->redact, x->nredact, x->keep_stderr, to_stderr, &s);
 	run_mark(1);
 	if (held) {
 		/* What the program wrote before its prompt came waits in the pipes
@@ -373,6 +404,8 @@ static int exec_common(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox
 		s.fd_in = sb->held.fd_in;
 		s.fd_out = sb->held.fd_out;
 		s.fd_err = sb->held.fd_err;
+		ah_redact_free(sb->held.rd); /* the call's own values redact from here */
+		sb->held.rd = NULL;
 		sb->held.on = false;
 		sb_io_feed_stdin(&s);
 	} else if (open_pipes(p, &s) < 0) {
@@ -399,6 +432,7 @@ done:
 	sb_io_close_fd(&s.fd_out);
 	sb_io_close_fd(&s.fd_err);
 	free(s.out);
+	ah_redact_free(s.rd);
 	run_mark(-1);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;

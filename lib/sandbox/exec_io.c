@@ -5,6 +5,7 @@
 #include "sandbox/exec_io.h"
 
 #include "core/log.h"
+#include "core/redact.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -171,7 +172,9 @@ void sb_io_drain(io *s, int *fd, bool is_out, bool *kill_now)
 	if (n > 0) {
 		if (s->on_output)
 			s->on_output(s->output_ctx, b, (size_t)n);
-		if (!is_out)
+		if (!is_out && s->rd)
+			ah_redact_write(s->rd, b, (size_t)n); /* then into sb_io_on_stderr */
+		else if (!is_out)
 			sb_io_on_stderr(s, b, (size_t)n);
 		else if (!s->truncated && !sb_io_on_stdout(s, b, (size_t)n))
 			*kill_now = true;

@@ -21,6 +21,7 @@ typedef struct io {
 	int out_file;                /* >= 0: stdout goes there, not into out */
 	void (*on_output)(void *ctx, const char *data, size_t len); /* spec's, or NULL */
 	void *output_ctx;
+	struct ah_redact *rd;        /* stderr passes it first (secrets out, kept window), or NULL */
 } io;
 
 /* One stderr line into the log under the tag (see exec_io.c). */

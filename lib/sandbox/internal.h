@@ -110,6 +110,9 @@ struct ah_sandbox {
 		bool on;
 		int fd_in, fd_out, fd_err;
 		long long oom_before;
+		/* The start's redact values, for its stderr logged at a cancel
+		 * (a call's own finish redacts with the call's). */
+		struct ah_redact *rd;
 	} held;
 	struct ah_sandbox *next;     /* pool list */
 };

@@ -433,7 +433,8 @@ void ah_sandbox_result_free(ah_sandbox_result *r)
 {
 	free(r->out);
 	free(r->err_tail);
-	r->out = r->err_tail = NULL;
+	free(r->err_log);
+	r->out = r->err_tail = r->err_log = NULL;
 }
 
 const char *ah_sandbox_id(const ah_sandbox *sb)

@@ -131,6 +131,11 @@ typedef struct ah_sandbox_exec_spec {
 	 * (a build's output recorded while it runs); called on the exec's thread. */
 	void (*on_output)(void *ctx, const char *data, size_t len);
 	void *output_ctx;
+	/* Invocation logs (#29): these values are replaced by "[redacted]" in
+	 * stderr before anything of it is logged or kept, and the last
+	 * keep_stderr bytes of the result are kept in err_log (0: none). */
+	const char *const *redact;
+	size_t nredact, keep_stderr;
 } ah_sandbox_exec_spec;
 
 typedef struct ah_sandbox_result {
@@ -140,6 +145,9 @@ typedef struct ah_sandbox_result {
 	char *out;                 /* malloc'ed stdout (NUL-terminated), caller frees */
 	size_t out_len;
 	char *err_tail;            /* malloc'ed last ~4 KiB of stderr, or NULL */
+	char *err_log;             /* malloc'ed last keep_stderr bytes, redacted, or NULL */
+	size_t err_log_len;
+	bool err_log_truncated;    /* stderr was longer than err_log */
 	long long duration_ms;
 } ah_sandbox_result;
 
@@ -181,7 +189,7 @@ int ah_sandbox_exec_finish(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_san
                            ah_err *err);
 int ah_sandbox_exec_cancel(ah_sandbox *sb, const char *log_tag);
 
-/* Frees out->out and out->err_tail. */
+/* Frees out->out, out->err_tail and out->err_log. */
 void ah_sandbox_result_free(ah_sandbox_result *r);
 
 /* "sbx_" + 22 base62 characters. */

@@ -311,3 +311,20 @@ def test_model_tokens_shown_beside_the_prompts(gateway_runner, tmp_path):
         (1, model_in, JSON_USAGE["output_tokens"]), day
     r = run(env, "usage", "--days", "1", "--json")
     assert json.loads(r.stdout)["model_input_tokens"] == model_in, r.stdout
+
+
+def test_gateway_token_is_redacted_from_invocation_logs(gateway_runner, client):
+    """Issue 29: an agent that prints its environment to stderr leaves the
+    gateway's token out of its invocation's logs (and the runner's log)."""
+    from test_invocation_logs import LOGS_JS
+    slug = deployed_agent(client, LOGS_JS)["slug"]
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": json.dumps({"cmd": "env"})})
+    assert r.status_code == 200, r.text
+    inv = r.json()["invocation_id"]
+    logs = client.get(f"/agents/{slug}/invocations/{inv}/logs").json()["logs"]
+    env = json.loads(logs)
+    assert env["ANTHROPIC_API_KEY"] == "[redacted]"
+    assert env["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1")
+    assert "ahg_" not in logs and OPERATOR_KEY not in logs
+    with open(os.path.join(VAR, "log", "runner.log"), errors="replace") as f:
+        assert not [l for l in f if f"[inv={inv}]" in l and "ahg_" in l]

@@ -13,7 +13,7 @@ from agent_code import VAR, deployed_agent, needs_runner, tarball, wait_status
 
 LOG = os.path.join(VAR, "log", "runner.log")
 LOG_MAX = 64 * 1024
-HEADER = rb"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (INFO|WARN) agenthost-runner\[\d+\] "
+HEADER = rb"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (INFO|WARN) agenthost-runner\[\d+\] (req=[0-9A-Za-z_-]+ )?"
 
 # Reads the marker from stdin, then writes to stderr: control characters, a
 # forged runner line after a newline, a lone CR that would rewind a terminal

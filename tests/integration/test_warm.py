@@ -254,10 +254,21 @@ def test_crash_at_start_up_gives_the_normal_failure(js, pro):
     for _ in range(3):
         got = invoke(c, warm["slug"])
         assert got.status_code == want.status_code, got.text
-        assert got.json()["detail"] == want.json()["detail"]
-        assert got.json()["invocation"]["error"] == want.json()["invocation"]["error"]
+        # The same cause; the note naming the invocation's logs names its own.
+        assert cause(got.json()["detail"]) == cause(want.json()["detail"])
+        assert cause(got.json()["invocation"]["error"]) == cause(want.json()["invocation"]["error"])
+        assert logs_of(c, warm["slug"], got) == logs_of(c, cold["slug"], want)
         time.sleep(0.5)  # warm processes would have started and died meanwhile
     assert warm_of(warm["id"]) == 0  # never kept, never handed a prompt
+
+
+def cause(error):
+    return error.split("; its stderr is in the invocation's logs: ")[0]
+
+
+def logs_of(client, slug, resp):
+    inv = resp.json()["invocation"]["invocation_id"]
+    return client.get(f"/agents/{slug}/invocations/{inv}/logs").json()["logs"]
 
 
 @needs_runner

@@ -128,10 +128,10 @@ function invokeSection(page) {
     fill(out, h('p', { class: 'muted' }, 'Running…'));
     act(btn, out, async () => {
       try {
-        showResult(out, (await api('POST', `${page.path}/invoke`, { json: body })).data, null);
+        showResult(out, (await api('POST', `${page.path}/invoke`, { json: body })).data, null, page);
       } catch (err) {
         if (!(err.body && err.body.invocation)) throw err;
-        showResult(out, err.body.invocation, err.message);
+        showResult(out, err.body.invocation, err.message, page);
       }
       // The call is in the history now (failed ones too), and maybe a new session.
       page.afterInvoke.forEach((fn) => fn());
@@ -140,7 +140,7 @@ function invokeSection(page) {
   return form;
 }
 
-function showResult(out, r, error) {
+function showResult(out, r, error, page) {
   // The response's detail usually quotes the record's error already.
   const msg = [error, r.error].filter((x, i, all) => x && !(i === 1 && all[0] && all[0].includes(x))).join(' — ');
   fill(out,
@@ -155,7 +155,13 @@ function showResult(out, r, error) {
       r.model_input_tokens != null ? h('dd', { id: 'invoke-model-tokens' }, `${r.model_input_tokens} in, ${r.model_output_tokens} out`) : null,
       h('dt', {}, 'Cost'), h('dd', {}, fmtUsd(r.total_cost_usd)),
       h('dt', {}, 'Duration'), h('dd', {}, `${r.duration_ms} ms`),
-      h('dt', {}, 'Session'), h('dd', {}, h('code', {}, r.session_id || '—'))));
+      h('dt', {}, 'Session'), h('dd', {}, h('code', {}, r.session_id || '—'))),
+    r.invocation_id ? h('p', {}, h('a', { id: 'invoke-details', href: invocationHref(page, r.invocation_id) }, 'Details and logs')) : null);
+}
+
+// The invocation's own view (invocation.js): its record and its stderr.
+function invocationHref(page, id) {
+  return `#/agents/${enc(page.slug)}/invocations/${enc(id)}`;
 }
 
 function secretsSection(page) {
@@ -201,7 +207,7 @@ function historySection(page, kind) {
       const r = await api('GET', `${page.path}/${kind}`, { query: { limit: LIMIT, offset } });
       if (!page.ctx.alive()) return;
       const rows = kind === 'invocations'
-        ? r.data.map((i) => h('tr', {}, h('td', {}, fmtDate(i.created_at)), h('td', {}, badge(i.status)),
+        ? r.data.map((i) => h('tr', {}, h('td', {}, h('a', { href: invocationHref(page, i.invocation_id), class: 'inv-link' }, fmtDate(i.created_at))), h('td', {}, badge(i.status)),
           clip(i.prompt), clip(i.error || i.response_content),
           h('td', {}, `${i.input_tokens}/${i.output_tokens}` + (i.model_input_tokens != null ? ` (model ${i.model_input_tokens}/${i.model_output_tokens})` : '')), h('td', {}, fmtUsd(i.total_cost_usd)), h('td', {}, `${i.duration_ms} ms`)))
         : r.data.map((s) => {

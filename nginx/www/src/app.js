@@ -6,12 +6,14 @@ import { api, getKey, setKey, dropKey, setUnauthorizedHandler } from './api.js';
 import { notice, errorSlot, act, go, noticeSurvivesNavigation } from './ui.js';
 import { agentsPage } from './agents.js';
 import { agentPage } from './agent.js';
+import { invocationPage } from './invocation.js';
 import { usagePage, keysPage } from './account.js';
 import { filesPage, bucketsPage } from './storage.js';
 
 const routes = [
   [/^agents$/, agentsPage, 'Agents'],
   [/^agents\/([^/]+)$/, agentPage, 'Agent'],
+  [/^agents\/([^/]+)\/invocations\/([^/]+)$/, invocationPage, 'Invocation'],
   [/^files$/, filesPage, 'Files'],
   [/^buckets$/, bucketsPage, 'Buckets'],
   [/^usage$/, usagePage, 'Usage'],

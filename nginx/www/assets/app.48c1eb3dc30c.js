@@ -909,10 +909,10 @@ function invokeSection(page) {
     fill(out, h('p', { class: 'muted' }, 'Running…'));
     act(btn, out, async () => {
       try {
-        showResult(out, (await api('POST', `${page.path}/invoke`, { json: body })).data, null);
+        showResult(out, (await api('POST', `${page.path}/invoke`, { json: body })).data, null, page);
       } catch (err) {
         if (!(err.body && err.body.invocation)) throw err;
-        showResult(out, err.body.invocation, err.message);
+        showResult(out, err.body.invocation, err.message, page);
       }
       // The call is in the history now (failed ones too), and maybe a new session.
       page.afterInvoke.forEach((fn) => fn());
@@ -921,7 +921,7 @@ function invokeSection(page) {
   return form;
 }
 
-function showResult(out, r, error) {
+function showResult(out, r, error, page) {
   // The response's detail usually quotes the record's error already.
   const msg = [error, r.error].filter((x, i, all) => x && !(i === 1 && all[0] && all[0].includes(x))).join(' — ');
   fill(out,
@@ -936,7 +936,13 @@ function showResult(out, r, error) {
       r.model_input_tokens != null ? h('dd', { id: 'invoke-model-tokens' }, `${r.model_input_tokens} in, ${r.model_output_tokens} out`) : null,
       h('dt', {}, 'Cost'), h('dd', {}, fmtUsd(r.total_cost_usd)),
       h('dt', {}, 'Duration'), h('dd', {}, `${r.duration_ms} ms`),
-      h('dt', {}, 'Session'), h('dd', {}, h('code', {}, r.session_id || '—'))));
+      h('dt', {}, 'Session'), h('dd', {}, h('code', {}, r.session_id || '—'))),
+    r.invocation_id ? h('p', {}, h('a', { id: 'invoke-details', href: invocationHref(page, r.invocation_id) }, 'Details and logs')) : null);
+}
+
+// The invocation's own view (invocation.js): its record and its stderr.
+function invocationHref(page, id) {
+  return `#/agents/${enc(page.slug)}/invocations/${enc(id)}`;
 }
 
 function secretsSection(page) {
@@ -982,7 +988,7 @@ function historySection(page, kind) {
       const r = await api('GET', `${page.path}/${kind}`, { query: { limit: LIMIT, offset } });
       if (!page.ctx.alive()) return;
       const rows = kind === 'invocations'
-        ? r.data.map((i) => h('tr', {}, h('td', {}, fmtDate(i.created_at)), h('td', {}, badge(i.status)),
+        ? r.data.map((i) => h('tr', {}, h('td', {}, h('a', { href: invocationHref(page, i.invocation_id), class: 'inv-link' }, fmtDate(i.created_at))), h('td', {}, badge(i.status)),
           clip(i.prompt), clip(i.error || i.response_content),
           h('td', {}, `${i.input_tokens}/${i.output_tokens}` + (i.model_input_tokens != null ? ` (model ${i.model_input_tokens}/${i.model_output_tokens})` : '')), h('td', {}, fmtUsd(i.total_cost_usd)), h('td', {}, `${i.duration_ms} ms`)))
         : r.data.map((s) => {
@@ -1039,6 +1045,71 @@ function editSection(page) {
     });
   });
   return form;
+}
+
+// ---- invocation.js
+// One invocation: its record (from the agent's history) and its logs, the end
+// of what the agent wrote to stderr with its secrets redacted (issue 29).
+// Reached from the history table and from the invoke console's result.
+
+const SCAN_PAGES = 5; // the record is looked up among the latest 500 invocations
+
+async function findRecord(path, id, ctx) {
+  for (let p = 0; p < SCAN_PAGES && ctx.alive(); p++) {
+    const r = await api('GET', `${path}/invocations`, { query: { limit: 100, offset: p * 100 } });
+    const hit = r.data.find((i) => i.invocation_id === id);
+    if (hit || r.data.length < 100) return hit || null;
+  }
+  return null;
+}
+
+function recordView(r) {
+  if (!r) return h('p', { class: 'muted' }, 'This invocation is older than the latest 500: its record is in the history.');
+  return [
+    r.error ? h('p', { class: 'error', id: 'invocation-error' }, r.error) : null,
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Status'), h('dd', {}, badge(r.status)),
+      h('dt', {}, 'When'), h('dd', {}, fmtDate(r.created_at)),
+      h('dt', {}, 'Tokens'), h('dd', {}, `${r.input_tokens} in, ${r.output_tokens} out`),
+      h('dt', {}, 'Cost'), h('dd', {}, fmtUsd(r.total_cost_usd)),
+      h('dt', {}, 'Duration'), h('dd', {}, `${r.duration_ms} ms`),
+      h('dt', {}, 'Session'), h('dd', {}, h('code', {}, r.session_id || '—'))),
+    h('h3', {}, 'Prompt'), h('pre', { id: 'invocation-prompt' }, r.prompt || ''),
+    h('h3', {}, 'Response'), h('pre', { id: 'invocation-response' }, r.response_content || ''),
+  ];
+}
+
+function logsView(l) {
+  return [
+    l.truncated ? h('p', { class: 'muted', id: 'logs-truncated' }, 'It wrote more: these are the last 64 KiB.') : null,
+    l.logs ? h('pre', { id: 'invocation-logs', class: 'logs' }, l.logs)
+      : h('p', { class: 'muted', id: 'invocation-logs-empty' }, 'It wrote nothing to stderr.'),
+  ];
+}
+
+async function invocationPage(main, [slug, id], ctx) {
+  const path = `/agents/${enc(slug)}`;
+  const slot = errorSlot();
+  const record = h('section', { class: 'card', id: 'invocation', 'aria-labelledby': 'invocation-h' },
+    h('h2', { id: 'invocation-h' }, 'Result'), h('p', { class: 'muted' }, 'Loading…'));
+  const logs = h('section', { class: 'card', id: 'logs', 'aria-labelledby': 'logs-h' },
+    h('h2', { id: 'logs-h' }, 'Logs (stderr)'),
+    h('p', { class: 'muted' }, 'The end of what the agent wrote to stderr; the values of its secrets are shown as [redacted].'),
+    h('div', { id: 'logs-body' }, h('p', { class: 'muted' }, 'Loading…')));
+  main.append(h('p', { class: 'crumbs' }, h('a', { href: `#/agents/${enc(slug)}` }, `← ${slug}`)),
+    h('h1', {}, 'Invocation ', h('code', {}, id)), slot, record, logs);
+  try {
+    // The logs answer 404 for an invocation that is not this agent's.
+    const l = (await api('GET', `${path}/invocations/${enc(id)}/logs`)).data;
+    if (!ctx.alive()) return;
+    fill(logs.querySelector('#logs-body'), logsView(l));
+    const r = await findRecord(path, id, ctx);
+    if (ctx.alive()) fill(record, h('h2', { id: 'invocation-h' }, 'Result'), recordView(r));
+  } catch (e) {
+    record.remove();
+    logs.remove();
+    showError(e, slot);
+  }
 }
 
 // ---- account.js
@@ -1164,6 +1235,7 @@ function keysPage(main, _p, ctx) {
 const routes = [
   [/^agents$/, agentsPage, 'Agents'],
   [/^agents\/([^/]+)$/, agentPage, 'Agent'],
+  [/^agents\/([^/]+)\/invocations\/([^/]+)$/, invocationPage, 'Invocation'],
   [/^files$/, filesPage, 'Files'],
   [/^buckets$/, bucketsPage, 'Buckets'],
   [/^usage$/, usagePage, 'Usage'],
