@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { API, ORIGIN, launch, newUser, call, watch, signedIn, shot, tarball, ECHO_PROJECT } from './lib.mjs';
+import { API, ORIGIN, STORAGE_ENDPOINT, launch, newUser, call, watch, signedIn, shot, tarball, ECHO_PROJECT } from './lib.mjs';
 
 let browser;
 const bag = { errors: [], dialogs: [] };
@@ -352,7 +352,7 @@ test('files: upload (over 10 MB by presigned upload), list with usage, download,
   const f = page.locator('#create-bucket');
   await f.getByLabel('Name', { exact: true }).fill('Team data');
   await f.getByLabel('Bucket name').fill('team-data');
-  await f.getByLabel('Endpoint URL').fill('http://127.0.0.1:9');
+  await f.getByLabel('Endpoint URL').fill(STORAGE_ENDPOINT);
   await f.getByRole('button', { name: 'Add bucket' }).click();
   await page.locator('#buckets-list td', { hasText: 'Team data' }).waitFor();
   assert.equal((await call(key, 'GET', '/buckets')).data[0].slug, 'team-data');
@@ -367,7 +367,7 @@ test("an agent's settings, attached files and bucket mounts are edited in its pa
   fd.append('file', new Blob(['a,b\n1,2\n']), 'data.csv');
   const up = await fetch(`${ORIGIN}/api/v1/files`, { method: 'POST', headers: { Authorization: `Bearer ${key}` }, body: fd });
   assert.equal(up.status, 201);
-  assert.equal((await call(key, 'POST', '/buckets', { name: 'Lake', provider: 's3', bucket_name: 'lake', endpoint_url: 'http://127.0.0.1:9' })).status, 201);
+  assert.equal((await call(key, 'POST', '/buckets', { name: 'Lake', provider: 's3', bucket_name: 'lake', endpoint_url: STORAGE_ENDPOINT })).status, 201);
   const page = await signedIn(browser, bag, key);
   await page.goto(`${ORIGIN}/#/agents/settings`);
   const edit = page.locator('#edit');

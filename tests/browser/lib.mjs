@@ -11,6 +11,9 @@ import zlib from 'node:zlib';
 export const ROOT = process.env.AGENTHOST_ROOT || path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
 export const API = process.env.AGENTHOST_URL || 'http://127.0.0.1:18080/api/v1';
 export const ORIGIN = new URL(API).origin;
+// A bucket endpoint the stack's storage_allow_hosts lets through (scripts/lib.sh:
+// loopback ports PORT+340 to PORT+379); nothing listens there, and nothing here connects.
+export const STORAGE_ENDPOINT = `http://127.0.0.1:${Number(new URL(API).port) + 340}`;
 const VAR = process.env.AGENTHOST_VAR || path.join(ROOT, 'var', 'test');
 const BUILD = process.env.AGENTHOST_BUILD || path.join(ROOT, 'build');
 const CONFIG = process.env.AGENTHOST_CONFIG || path.join(VAR, 'agenthost.conf');
