@@ -39,6 +39,8 @@ def tls_nginx():
     subst = {"@LISTEN@": f"127.0.0.1:{https}", "@HTTP_LISTEN@": f"127.0.0.1:{http}",
              "@API_SOCKET@": os.path.join(VAR, "run", "api.sock"),
              "@INVOKE_SOCKET@": os.path.join(VAR, "run", "api-invoke.sock"),
+             "@METRICS_SOCKET@": os.path.join(VAR, "run", "api-metrics.sock"),
+             "@METRICS_ALLOW@": "allow 127.0.0.1;",
              "@SNIPPETS@": snip, "@CERT@": cert, "@KEY@": key,
              # A flood guard small enough for a test to pass it.
              "@FLOOD_RATE@": "3r/s", "@FLOOD_BURST@": "4", "@UPLOAD_CONN@": "10",
