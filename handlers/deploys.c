@@ -7,6 +7,7 @@
 #include "routes.h"
 #include "runner_client/runner_client.h"
 #include "core/log.h"
+#include "core/redact.h"
 #include "core/util.h"
 #include "crypto/crypto.h"
 
@@ -184,31 +185,38 @@ static int load_needles(ah_req *r, const char *agent_id, needles *k)
 	return 0;
 }
 
-/* Each needle's occurrences become [redacted]; done when read (not when
- * written) so that a secret set after the build, or one the runner wrote
- * across two chunks, is caught all the same. A needle is at least 4 bytes
- * and the mark 10, so 3 bytes of room per byte always suffice. */
+/* What passes the filter, into an arena buffer sized for the worst case. */
+struct out_buf {
+	char *p;
+	size_t n, cap;
+};
+
+static void to_buf(void *ctx, const char *b, size_t n)
+{
+	struct out_buf *o = ctx;
+	if (n > o->cap - o->n)
+		n = o->cap - o->n; /* cannot happen: cap is the worst case */
+	memcpy(o->p + o->n, b, n);
+	o->n += n;
+}
+
+/* Each needle's occurrences become [redacted] (core/redact's filter, as for
+ * an invocation's stderr); done when read (not when written) so that a
+ * secret set after the build is caught all the same. A needle is at least 4
+ * bytes and the mark 10, so 3 bytes of room per byte (and one mark for a
+ * secret's start at the very end) always suffice. */
 static char *redact(ah_req *r, const char *s, size_t len, const needles *k, size_t *outlen)
 {
-	static const char MARK[] = "[redacted]";
-	char *out = ah_alloc(r->arena, len * 3 + 16);
-	size_t o = 0;
-	for (size_t i = 0; i < len;) {
-		size_t hit = 0;
-		for (size_t j = 0; j < k->n && !hit; j++)
-			if (k->len[j] <= len - i && memcmp(s + i, k->v[j], k->len[j]) == 0)
-				hit = k->len[j];
-		if (hit) {
-			memcpy(out + o, MARK, sizeof(MARK) - 1);
-			o += sizeof(MARK) - 1;
-			i += hit;
-		} else {
-			out[o++] = s[i++];
-		}
-	}
-	out[o] = '\0';
-	*outlen = o;
-	return out;
+	struct out_buf o = {ah_alloc(r->arena, len * 3 + 32), 0, len * 3 + 31};
+	ah_redact *f = ah_redact_new(k->v, k->n, 0, to_buf, &o);
+	if (!f)
+		return NULL;
+	ah_redact_write(f, s, len);
+	ah_redact_end(f);
+	ah_redact_free(f);
+	o.p[o.n] = '\0';
+	*outlen = o.n;
+	return o.p;
 }
 
 /* Where a redacted log whose head was cut starts: past what may be the end
@@ -223,7 +231,7 @@ static size_t cut_start(const char *s, size_t len, const needles *k)
 			skip = k->len[j] - 1;
 	if (skip > len)
 		skip = len;
-	const char *mark = memmem(s, skip, "[redacted]", 10);
+	const char *mark = memmem(s, skip, AH_REDACT_MARK, sizeof AH_REDACT_MARK - 1);
 	if (mark)
 		skip = (size_t)(mark - s);
 	const char *nl = memchr(s + skip, '\n', len - skip < 1024 ? len - skip : 1024);
@@ -247,6 +255,8 @@ static int get_logs(ah_req *r)
 	long long bytes = ah_cell_ll(ah_cell(&rows, 0, 1));
 	const char *raw = rows.v[0][0] ? rows.v[0][0] : "";
 	char *text = redact(r, raw, len, &k, &rlen);
+	if (!text)
+		return AH_EFAIL;
 	size_t from = bytes > (long long)len ? cut_start(text, rlen, &k) : 0;
 	text += from;
 	rlen -= from;
