@@ -197,6 +197,34 @@ def test_redeploy_with_unchanged_dependencies_reuses_the_tree(sdk):
     assert r.status_code == 200 and r.json()["response_content"] == "ran: a new release", r.text
 
 
+def test_deploy_records_logs_and_rollback_of_an_sdk_agent(sdk, standin):
+    """Issue 29 with the real workload: the SDK agent's deploys are records
+    with their build output (npm's, then the redeploy that reused its tree),
+    a rollback to the first image answers at once without the redeploy's
+    file, and a call's stderr is kept without the gateway's token. Runs after
+    the redeploy test above (two deploys)."""
+    client, slug = sdk
+    first, *_ = reversed(client.get(f"/agents/{slug}/deploys").json())
+    newest = client.get(f"/agents/{slug}/deploys").json()[0]
+    assert newest["status"] == "succeeded" and newest["active"] is True, newest
+    assert first["status"] == "succeeded" and first["id"] != newest["id"], first
+    log = client.get(f"/agents/{slug}/deploys/{first['id']}/logs").json()["log"]
+    assert "npm" in log, log[-2000:]
+    log = client.get(f"/agents/{slug}/deploys/{newest['id']}/logs").json()["log"]
+    assert "dependencies unchanged" in log, log[-2000:]
+
+    r = client.post(f"/agents/{slug}/rollback", json={"deploy_id": first["id"]})
+    assert r.status_code == 200, r.text
+    r = invoke(client, slug, "RUN: test -e CHANGES && echo yes || echo no")
+    assert r.status_code == 200 and r.json()["response_content"] == "ran: no", r.text
+    inv = r.json()["invocation_id"]
+    logs = client.get(f"/agents/{slug}/invocations/{inv}/logs")
+    assert logs.status_code == 200, logs.text
+    assert "ahg_" not in logs.json()["logs"] and OPERATOR_KEY not in logs.json()["logs"]
+    r = client.post(f"/agents/{slug}/rollback", json={"deploy_id": newest["id"]})
+    assert r.status_code == 200, r.text
+
+
 def test_template_agent_has_claude_code_running_before_its_prompt(sdk, tmp_path):
     """`agenthost init --template claude-agent-sdk` writes an agent whose
     Claude Code starts before the prompt is read (the SDK's startup()), so a
