@@ -13,7 +13,6 @@
 #include <fcgiapp.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #define API_PREFIX "/api/v1"
 
@@ -137,16 +136,9 @@ static int route_and_run(ah_req *r, const ah_route *const *routes, const ah_rout
 	return rt->fn(r);
 }
 
-static int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 void ah_dispatch(ah_req *r, const ah_route *const *routes)
 {
-	int64_t start = ah_now_ms(), start_us = now_us();
+	int64_t start = ah_now_ms(), start_us = ah_mono_us();
 	init_req(r);
 	const ah_route *rt = NULL;
 	int rc = route_and_run(r, routes, &rt);
@@ -155,7 +147,7 @@ void ah_dispatch(ah_req *r, const ah_route *const *routes)
 			ah_log_error("handler for %s %s failed (%d)", r->method, r->path ? r->path : "?", rc);
 		ah_reply_error(r, 500, "Internal server error");
 	}
-	ah_api_metrics_count(routes, rt, r->status, now_us() - start_us);
+	ah_api_metrics_count(routes, rt, r->status, ah_mono_us() - start_us);
 	ah_log_info("%s %s %d %lldms", r->method, r->path ? r->path : "?", r->status,
 	            (long long)(ah_now_ms() - start));
 	ah_log_set_request_id(NULL);

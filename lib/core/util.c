@@ -42,6 +42,13 @@ char *ah_id_new(ah_arena *a, const char *prefix)
 	return id;
 }
 
+int64_t ah_mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 int64_t ah_now_ms(void)
 {
 	struct timespec ts;

@@ -22,6 +22,8 @@ char *ah_now_rfc3339(ah_arena *a);
 /* MariaDB DATETIME(3) text "YYYY-MM-DD HH:MM:SS[.fff]" → RFC 3339 with ms, or NULL. */
 char *ah_db_time_to_rfc3339(ah_arena *a, const char *dbtime);
 int64_t ah_now_ms(void);
+/* Microseconds on the monotonic clock: for durations, never dates. */
+int64_t ah_mono_us(void);
 /* The CLOCK_REALTIME instant ms from now: a deadline for pthread_cond_timedwait
  * (whose default clock that is) and pthread_timedjoin_np. */
 struct timespec ah_deadline_in_ms(int64_t ms);

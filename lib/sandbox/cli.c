@@ -19,6 +19,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -156,20 +157,13 @@ static int parse(opts *o, int argc, char **argv)
 	return 0;
 }
 
-static long long now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Phase times of the last run_once, in microseconds (for --bench). */
 static long long phase_us[3];
 
 /* One sandboxed run: create, exec, destroy. */
 static int run_once(const opts *o, ah_sandbox *keep)
 {
-	long long t0 = now_us();
+	long long t0 = ah_mono_us();
 	ah_err err = { 0 };
 	ah_sandbox *sb = keep;
 	ah_sandbox_result r;
@@ -177,9 +171,9 @@ static int run_once(const opts *o, ah_sandbox *keep)
 		fprintf(stderr, "agenthost-sandbox: create: %s\n", err.msg);
 		return -1;
 	}
-	long long t1 = now_us();
+	long long t1 = ah_mono_us();
 	int rc = ah_sandbox_exec(sb, &o->x, &r, &err);
-	long long t2 = now_us();
+	long long t2 = ah_mono_us();
 	if (rc == 0) {
 		if (!o->quiet)
 			print_result(ah_sandbox_id(sb), &r);
@@ -191,7 +185,7 @@ static int run_once(const opts *o, ah_sandbox *keep)
 		ah_sandbox_destroy(sb);
 	phase_us[0] = t1 - t0;
 	phase_us[1] = t2 - t1;
-	phase_us[2] = now_us() - t2;
+	phase_us[2] = ah_mono_us() - t2;
 	return rc;
 }
 
@@ -253,13 +247,13 @@ static int bench(opts *o)
 	o->quiet = true;
 	signal(SIGPIPE, SIG_IGN);
 	for (int i = 0; i < o->bench && rc == 0; i++) {
-		long long t = now_us();
+		long long t = ah_mono_us();
 		rc = bare_once(o);
-		bare[i] = now_us() - t;
+		bare[i] = ah_mono_us() - t;
 		usleep(o->pause_us);
-		t = now_us();
+		t = ah_mono_us();
 		rc = rc ? rc : run_once(o, NULL);
-		sand[i] = now_us() - t;
+		sand[i] = ah_mono_us() - t;
 		for (int k = 0; k < 3; k++)
 			ph[k][i] = phase_us[k];
 		usleep(o->pause_us);
