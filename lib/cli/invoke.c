@@ -107,7 +107,8 @@ struct sse_in {
 static void sse_event(struct sse_in *s, char *ev)
 {
 	const char *name = "", *data = NULL;
-	for (char *line = strtok(ev, "\n"); line; line = strtok(NULL, "\n")) {
+	char *save = NULL;
+	for (char *line = strtok_r(ev, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		if (!strncmp(line, "event: ", 7))
 			name = line + 7;
 		else if (!strncmp(line, "data: ", 6))
