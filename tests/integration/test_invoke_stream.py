@@ -154,6 +154,31 @@ def test_the_timeout_applies(client):
     assert text_of(events).startswith("tick0\n")
 
 
+BIG_JS = r"""
+process.stdin.resume();
+process.stdin.on('end', () => {
+  const mb = Buffer.alloc(1 << 20, 'x');
+  let i = 0;
+  const next = () => { if (i++ < 11) process.stdout.write(mb, next); };
+  next();
+});
+"""
+
+
+@needs_runner
+def test_the_output_cap_applies(client):
+    """10 MiB (max_output_bytes) at most reach the client; then the error."""
+    a = deployed_agent(client, BIG_JS)
+    _, events, _ = stream(client, a["slug"], {"prompt": "go"})
+    name, body = events[-1]
+    assert name == "error" and body["detail"] == "Invocation failed: output exceeded 10485760 bytes", body
+    assert len(text_of(events)) == 10 << 20
+    assert len(body["invocation"]["response_content"]) == 64 * 1024  # what a failure returns
+    # A prompt over the cap is refused before anything streams.
+    r = client.post(f"/agents/{a['slug']}/invoke", json={"prompt": "x" * (2 << 20 + 1), "stream": True})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "prompt"], r.text[:300]
+
+
 @needs_runner
 def test_a_client_that_disconnects_does_not_stop_the_call(client):
     a = deployed_agent(client, TICKS_JS)
