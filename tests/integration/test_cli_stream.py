@@ -86,7 +86,7 @@ def test_async_get_and_cancel(tmp_path):
     time.sleep(1)
     r = run(env, "invocations", "cancel", slug, inv)
     assert r.returncode == 0, r.stderr
-    assert "cancelled" in r.stdout and "tick0" in r.stdout, r.stdout
+    assert "cancelled" in r.stdout, r.stdout
     r = run(env, "invocations", "cancel", slug, inv)
     assert r.returncode != 0 and "already finished (status: cancelled)" in r.stderr, r
     r = run(env, "invocations", "get", slug, inv, "--json")

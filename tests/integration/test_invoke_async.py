@@ -60,12 +60,6 @@ def finished(client, slug, inv, timeout=60):
     return got["r"]
 
 
-def ticking(client, slug, inv, n=1):
-    """Waits until the call has written n lines (seen through no API: the
-    runner's log of the sandbox is not it; a short sleep per tick instead)."""
-    time.sleep(0.3 + 0.15 * n)
-
-
 @needs_runner
 def test_async_answers_at_once_and_get_shows_running_then_the_record(client):
     a = deployed_agent(client, TICKS_JS)
@@ -112,21 +106,44 @@ process.stdin.on('data', c => d += c).on('end', () => {
     assert finished(client, slug, second["invocation_id"])["response_content"] == "call 2"
 
 
+def stream_until_output(client, slug, prompt):
+    """A streamed call, read until its first output: the agent runs its loop
+    (a cancel now reaches its SIGTERM handler). Returns (id, the rest)."""
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": prompt, "stream": True},
+                    stream=True, timeout=120)
+    lines = r.iter_lines()
+    inv = None
+    for line in lines:
+        if line.startswith(b'data: {"invocation_id"') and inv is None:
+            inv = json.loads(line[6:])["invocation_id"]
+        if line.startswith(b'data: {"text"'):
+            break
+    return inv, lines
+
+
+def last_event(lines):
+    name = None
+    for line in lines:
+        if line.startswith(b"event: "):
+            name = line[7:].decode()
+        elif line.startswith(b"data: "):
+            data = json.loads(line[6:])
+    return name, data
+
+
 @needs_runner
-def test_cancel_stops_the_call_and_bills_what_ran(client):
+def test_cancel_stops_an_async_call_and_bills_what_ran(client):
     a = deployed_agent(client, TICKS_JS)
     slug = a["slug"]
     inv = start(client, slug, prompt=json.dumps({"n": 1000, "ms": 200})).json()["invocation_id"]
-    ticking(client, slug, inv, 3)
+    time.sleep(3)
     r = client.post(f"/agents/{slug}/invocations/{inv}/cancel")
     assert r.status_code == 200, r.text
     rec = r.json()
     assert rec["status"] == "cancelled", rec
-    assert "cancel" in rec["error"]
-    out = rec["response_content"]
-    assert out.startswith("tick0\n") and out.endswith("bye"), out  # SIGTERM reached the agent
-    assert "done" not in out
-    assert rec["output_tokens"] > 0 and rec["total_cost_usd"] > 0
+    assert rec["error"] == "cancelled on request (POST .../cancel)"
+    assert "done" not in (rec["response_content"] or "")
+    assert rec["input_tokens"] > 0 and rec["total_cost_usd"] > 0  # billed for what ran
     assert get(client, slug, inv) == rec
     # Cancelling it again: it is finished.
     r = client.post(f"/agents/{slug}/invocations/{inv}/cancel")
@@ -137,15 +154,31 @@ def test_cancel_stops_the_call_and_bills_what_ran(client):
 
 
 @needs_runner
+def test_cancel_sends_sigterm_to_the_agent_and_bills_its_output(client):
+    a = deployed_agent(client, TICKS_JS)
+    slug = a["slug"]
+    inv, lines = stream_until_output(client, slug, json.dumps({"n": 1000, "ms": 200}))
+    r = client.post(f"/agents/{slug}/invocations/{inv}/cancel")
+    assert r.status_code == 200, r.text
+    rec = r.json()
+    out = rec["response_content"]
+    assert rec["status"] == "cancelled"
+    assert out.startswith("tick0\n") and out.endswith("bye"), out  # its SIGTERM handler ran
+    assert rec["output_tokens"] > 0 and rec["total_cost_usd"] > 0
+    name, data = last_event(lines)
+    assert name == "error" and data["invocation"]["status"] == "cancelled"
+
+
+@needs_runner
 @pytest.mark.slow
 def test_cancel_kills_a_program_that_ignores_sigterm(client):
     a = deployed_agent(client, TICKS_JS)
     slug = a["slug"]
     prompt = json.dumps({"n": 1000, "ms": 200, "stubborn": True})
-    inv = start(client, slug, prompt=prompt).json()["invocation_id"]
-    ticking(client, slug, inv, 2)
+    inv, lines = stream_until_output(client, slug, prompt)
     r = client.post(f"/agents/{slug}/invocations/{inv}/cancel")
     assert r.status_code in (200, 202), r.text
+    name, data = last_event(lines)  # the stream ends: SIGKILL after the grace
     rec = finished(client, slug, inv, timeout=30)
     assert rec["status"] == "cancelled", rec
     assert "ignored;" in rec["response_content"]  # it got SIGTERM, then SIGKILL
