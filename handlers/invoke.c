@@ -10,7 +10,10 @@
  * daily usage and the session in the same transaction) → answer. Failed and
  * timed-out runs are recorded and priced by one rule: the prompt and the output the
  * caller receives (failed_output). The invocation id is made first: the runner
- * logs the agent's stderr under it. Managed files: invoke_files.c. */
+ * logs the agent's stderr under it. Managed files: invoke_files.c. Streamed
+ * and asynchronous calls (issue 28) take the same steps up to the run, then
+ * invoke_stream.c or invoke_async.c answer; every way runs and records through
+ * ah_call_run, whose recording is ah_invocation_record (invoke_record.c). */
 #include "invoke.h"
 #include "invoke_files.h"
 #include "routes.h"
