@@ -11,8 +11,9 @@
 #include "core/money.h"
 #include "http/http.h"
 
-/* The invocations.status ENUM of schema/002_invocations.sql, in its order. */
-typedef enum ah_invocation_status { AH_INV_COMPLETED, AH_INV_FAILED } ah_invocation_status;
+/* The invocations.status ENUM of schema/002_invocations.sql (024 added
+ * cancelled), in its order. */
+typedef enum ah_invocation_status { AH_INV_COMPLETED, AH_INV_FAILED, AH_INV_CANCELLED } ah_invocation_status;
 extern const char *const ah_invocation_status_names[];
 
 /* One invocation, either just recorded or read back from the invocations table. */
@@ -41,6 +42,14 @@ typedef struct ah_invocation {
 	long long model_cache_write_tokens, model_cache_read_tokens;
 	long long model_cache_write_1h_tokens; /* the part of the writes kept an hour */
 } ah_invocation;
+
+/* The history's columns of invocations i, and one row of them as the
+ * history shows it (with its prompt). (sessions.c) */
+#define AH_HISTORY_COLS                                                                    \
+	"i.id, i.session_id, i.sandbox_id, i.prompt, i.response_content, i.input_tokens,"  \
+	" i.output_tokens, i.total_cost_usd, i.duration_ms, i.status, i.error, i.created_at," \
+	" i.model_input_tokens, i.model_output_tokens, i.prompt_sha256, i.response_sha256, i.files_error"
+json_object *ah_invocation_row_json(ah_req *r, const ah_rows *rows, size_t i);
 
 /* The contract's invocation result; with_prompt adds "prompt" (history).
  * (sessions.c) */

@@ -10,10 +10,11 @@
  * daily usage and the session in the same transaction) → answer. Failed and
  * timed-out runs are recorded and priced by one rule: the prompt and the output the
  * caller receives (failed_output). The invocation id is made first: the runner
- * logs the agent's stderr under it. Managed files: invoke_files.c. */
-#include "agents.h"
-#include "invocations.h"
-#include "invoke_answer.h"
+ * logs the agent's stderr under it. Managed files: invoke_files.c. Streamed
+ * and asynchronous calls (issue 28) take the same steps up to the run, then
+ * invoke_stream.c or invoke_async.c answer; every way runs and records through
+ * ah_call_run, whose recording is ah_invocation_record (invoke_record.c). */
+#include "invoke.h"
 #include "invoke_files.h"
 #include "routes.h"
 #include "validate.h"
@@ -59,12 +60,7 @@ static const char SQL_SESSIONS_LIVE[] =
 static const char SQL_SESSION_RESTART[] =
 	"UPDATE sessions SET state = 'active', sandbox_id = NULL, created_at = NOW(3),"
 	" last_invoked_at = NULL, invocation_count = 0 WHERE agent_id = ? AND id = ?";
-typedef struct invoke_in {
-	const char *prompt;
-	size_t prompt_len;
-	const char *session_id; /* the client's; NULL for an ephemeral sandbox */
-	long long timeout_s;
-} invoke_in;
+typedef ah_invoke_in invoke_in;
 
 
 /* ---- input ---- */
@@ -90,7 +86,8 @@ static void read_prompt(ah_req *r, json_object *o, invoke_in *in)
 
 static int read_input(ah_req *r, const ah_agent *a, invoke_in *in)
 {
-	static const char *const fields[] = {"prompt", "session_id", "timeout_seconds", NULL};
+	static const char *const fields[] = {"prompt", "session_id", "timeout_seconds", "async", "stream",
+	                                     NULL};
 	json_object *o;
 	int rc = ah_body_object(r, &o, fields);
 	if (rc != 0)
@@ -104,6 +101,12 @@ static int read_input(ah_req *r, const ah_agent *a, invoke_in *in)
 	ah_field_int(r, o, "timeout_seconds", AH_F_NULLABLE, 1, 600, &in->timeout_s, NULL);
 	if (in->timeout_s == 0)
 		in->timeout_s = a->timeout_seconds;
+	/* Issue 28: a call is answered one way; both at once is a client's mistake. */
+	ah_field_bool(r, o, "async", AH_F_NULLABLE, &in->async, NULL);
+	ah_field_bool(r, o, "stream", AH_F_NULLABLE, &in->stream, NULL);
+	if (in->async && in->stream)
+		ah_verr(r, "body", "stream", "stream and async cannot both be true: a stream is answered"
+		        " as the call runs, an asynchronous call at once", "stream_async_conflict");
 	return ah_verr_reply(r);
 }
 
@@ -301,13 +304,18 @@ static long long max_output(json_object *q)
 	return json_object_object_get_ex(q, "max_output_bytes", &v) ? json_object_get_int64(v) : 0;
 }
 
-static void run_agent(ah_req *r, const ah_agent *a, const invoke_in *in, const ah_invocation *inv,
-                      json_object *env, ah_run_out *o)
+static void run_agent(ah_req *r, const ah_call *c, ah_run_out *o)
 {
-	json_object *q = run_request(r, a, in, inv->id, env), *ans;
+	const ah_agent *a = c->a;
+	const invoke_in *in = &c->in;
+	const ah_invocation *inv = &c->inv;
+	json_object *q = run_request(r, a, in, inv->id, c->env), *ans;
 	long long out_cap = max_output(q);
+	if (c->on_chunk)
+		ah_json_bool(q, "stream", true);
 	int rc = ah_invoke_files_request(r, a, inv->session_id, q) ? AH_EFAIL
-	         : ah_runner_call(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS));
+	         : ah_runner_call_stream(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS),
+	                                 c->on_chunk, c->chunk_ctx);
 	if (rc == AH_ETIMEOUT) {
 		ah_log_error("inv=%s: no answer from the runner in time", inv->id);
 		ah_run_timed_out(r, o, in->timeout_s);
@@ -398,9 +406,10 @@ static void note_logs(ah_req *r, const ah_agent *a, const char *inv_id, ah_run_o
 		o->detail = ah_sprintf(r->arena, "Invocation failed: %s", o->error);
 }
 
-static int reply(ah_req *r, const ah_run_out *o, const ah_invocation *inv)
+int ah_call_reply(ah_req *r, const ah_call *c)
 {
-	json_object *res = ah_invocation_json(r, inv, false);
+	const ah_run_out *o = &c->o;
+	json_object *res = ah_invocation_json(r, &c->inv, false);
 	json_object_object_add(res, "files", o->files ? json_object_get(o->files) : json_object_new_array());
 	if (o->http == 200)
 		return ah_reply_json(r, 200, res);
@@ -410,62 +419,75 @@ static int reply(ah_req *r, const ah_run_out *o, const ah_invocation *inv)
 	return ah_reply_json(r, o->http, body);
 }
 
+void ah_call_run(ah_req *r, ah_call *c)
+{
+	ah_run_out *o = &c->o;
+	ah_invocation *inv = &c->inv;
+	run_agent(r, c, o);
+	if (o->http == 503) /* nothing ran: no history entry, no usage */
+		return;
+	failed_output(o);
+	note_logs(r, c->a, inv->id, o);
+	inv->duration_ms = ah_now_ms() - c->start;
+	inv->sandbox_id = o->sandbox_id;
+	inv->response = o->out;
+	inv->response_len = o->out_len;
+	inv->input_tokens = (long long)c->in_tokens;
+	inv->status = o->cancelled ? AH_INV_CANCELLED : o->http == 200 ? AH_INV_COMPLETED : AH_INV_FAILED;
+	inv->error = o->error;
+	inv->files_error = o->files_error;
+	inv->model_input_tokens = o->model_in, inv->model_output_tokens = o->model_out;
+	inv->model_cache_write_tokens = o->model_cache_write;
+	inv->model_cache_read_tokens = o->model_cache_read;
+	inv->model_cache_write_1h_tokens = o->model_cache_write_1h;
+	ah_invocation_account(r, inv);
+	inv->err_log = o->err_log, inv->err_log_len = o->err_log_len;
+	inv->err_log_truncated = o->err_log_truncated;
+	ah_invocation_record(r, c->a->id, inv);
+}
+
 static int invoke(ah_req *r)
 {
 	const ah_agent *a;
-	invoke_in in = {0};
-	json_object *env;
-	ah_run_out o = {0};
+	ah_call c = {0};
+	invoke_in *in = &c.in;
 	int rc = ah_agent_load(r, &a);
-	if (rc != 0 || (rc = read_input(r, a, &in)) != 0)
+	if (rc != 0 || (rc = read_input(r, a, in)) != 0)
 		return rc;
 	if (a->status != AH_AGENT_ACTIVE)
 		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Agent is not active (status: %s)",
 		                      ah_agent_status_names[a->status]));
 	if (!a->image_path || !a->entrypoint)
 		return ah_reply_error(r, 409, "Agent has no deployed image; deploy it again");
-	ah_agent moved;
+	ah_agent *moved;
 	const char *runner = ah_runner_takeover(r, a->id, a->runner_id, a->image_sha256 != NULL);
 	if (runner != a->runner_id) { /* its runner is gone: another one has it now */
-		moved = *a;
-		moved.runner_id = runner;
-		a = &moved;
+		moved = ah_alloc(r->arena, sizeof *moved);
+		*moved = *a;
+		moved->runner_id = runner;
+		a = moved;
 	}
-	int64_t start = ah_now_ms();
-	size_t in_tokens;
-	ah_invocation inv = {.id = ah_id_new(r->arena, "inv"), .created_at = ah_db_time(r->arena, start),
-	                     .prompt = in.prompt, .prompt_len = in.prompt_len};
-	inv.session_id = in.session_id ? in.session_id : ah_id_new(r->arena, "ses");
+	c.a = a;
+	c.start = ah_now_ms();
+	c.inv = (ah_invocation){.id = ah_id_new(r->arena, "inv"), .created_at = ah_db_time(r->arena, c.start),
+	                        .prompt = in->prompt, .prompt_len = in->prompt_len};
+	c.inv.session_id = in->session_id ? in->session_id : ah_id_new(r->arena, "ses");
 	const char *state;
-	if (ah_tokenize_count(&in_tokens, in.prompt, in.prompt_len) != 0 ||
-	    build_env(r, a->id, in.session_id, &env, &state) != 0)
+	if (ah_tokenize_count(&c.in_tokens, in->prompt, in->prompt_len) != 0 ||
+	    build_env(r, a->id, in->session_id, &c.env, &state) != 0)
 		return AH_EFAIL;
-	if (in.session_id && (rc = claim_session(r, a->id, in.session_id, state)) != 0)
+	if (in->session_id && (rc = claim_session(r, a->id, in->session_id, state)) != 0)
 		return rc;
-	run_agent(r, a, &in, &inv, env, &o);
-	if (o.http == 503) { /* nothing ran: no history entry, no usage */
-		ah_header(r, "Retry-After", ah_sprintf(r->arena, "%lld", o.retry_after));
-		return ah_reply_error(r, 503, o.detail);
+	if (in->async)
+		return ah_invoke_async(r, &c);
+	if (in->stream || ah_invoke_wants_stream(r))
+		return ah_invoke_stream(r, &c);
+	ah_call_run(r, &c);
+	if (c.o.http == 503) {
+		ah_header(r, "Retry-After", ah_sprintf(r->arena, "%lld", c.o.retry_after));
+		return ah_reply_error(r, 503, c.o.detail);
 	}
-	failed_output(&o);
-	note_logs(r, a, inv.id, &o);
-	inv.duration_ms = ah_now_ms() - start;
-	inv.sandbox_id = o.sandbox_id;
-	inv.response = o.out;
-	inv.response_len = o.out_len;
-	inv.input_tokens = (long long)in_tokens;
-	inv.status = o.http == 200 ? AH_INV_COMPLETED : AH_INV_FAILED;
-	inv.error = o.error;
-	inv.files_error = o.files_error;
-	inv.model_input_tokens = o.model_in, inv.model_output_tokens = o.model_out;
-	inv.model_cache_write_tokens = o.model_cache_write;
-	inv.model_cache_read_tokens = o.model_cache_read;
-	inv.model_cache_write_1h_tokens = o.model_cache_write_1h;
-	ah_invocation_account(r, &inv);
-	inv.err_log = o.err_log, inv.err_log_len = o.err_log_len;
-	inv.err_log_truncated = o.err_log_truncated;
-	ah_invocation_record(r, a->id, &inv);
-	return reply(r, &o, &inv);
+	return ah_call_reply(r, &c);
 }
 
 const ah_route ah_invoke_routes[] = {

@@ -142,6 +142,11 @@ void ah_run_answer(ah_req *r, json_object *ans, long long timeout_s, long long o
 	if (get(ans, "model_input_tokens"))
 		model_counts(r, ans, o);
 	outcome(r, ans, timeout_s, out_cap, o);
+	/* Stopped on the caller's request: whatever the signal did to it. */
+	if (json_object_get_boolean(get(ans, "cancelled"))) {
+		ah_run_failed(r, o, "cancelled on request (POST .../cancel)");
+		o->cancelled = true;
+	}
 	const char *ended = json_object_get_string(get(ans, "model_access_ended"));
 	if (ended && *ended)
 		model_access_ended(r, o, ended);

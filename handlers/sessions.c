@@ -48,10 +48,7 @@ static const char SQL_SESSIONS_AFTER[] =
 	" AND s.created_at <= ? AND (s.created_at < ? OR s.id < ?)" SESSIONS_ORDER " LIMIT ?";
 static const char SQL_SESSION_GET[] = "SELECT 1 FROM sessions WHERE agent_id = ? AND id = ?";
 static const char SQL_SESSION_DELETE[] = "DELETE FROM sessions WHERE agent_id = ? AND id = ?";
-#define HISTORY_COLS                                                                    \
-	"i.id, i.session_id, i.sandbox_id, i.prompt, i.response_content, i.input_tokens,"  \
-	" i.output_tokens, i.total_cost_usd, i.duration_ms, i.status, i.error, i.created_at," \
-	" i.model_input_tokens, i.model_output_tokens, i.prompt_sha256, i.response_sha256, i.files_error"
+#define HISTORY_COLS AH_HISTORY_COLS
 #define HISTORY_ORDER " ORDER BY i.created_at DESC, i.id DESC"
 static const char SQL_HISTORY[] =
 	"SELECT " HISTORY_COLS " FROM (SELECT id FROM invocations WHERE agent_id = ?"
@@ -85,7 +82,7 @@ enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_
 
 /* ---- the invocation result ---- */
 
-const char *const ah_invocation_status_names[] = {"completed", "failed", NULL};
+const char *const ah_invocation_status_names[] = {"completed", "failed", "cancelled", NULL};
 
 /* A status the schema gains before this code knows it is shown as "failed":
  * never claim success that was not seen. */
@@ -229,6 +226,11 @@ static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 	if (v[H_RESPONSE_SHA])
 		unspill(r, v[H_RESPONSE_SHA], &inv.response, &inv.response_len);
 	return ah_invocation_json(r, &inv, true);
+}
+
+json_object *ah_invocation_row_json(ah_req *r, const ah_rows *rows, size_t i)
+{
+	return history_json(r, rows, i);
 }
 
 static int list_invocations(ah_req *r)

@@ -134,6 +134,10 @@ struct ah_cli_req {
 	long timeout;               /* seconds, 0: the default for CRUD calls */
 	bool progress;              /* a progress bar for the upload on a terminal */
 	const char *waiting;        /* or "running x": a line with the time waited, on a terminal */
+	/* A 2xx text/event-stream answer's bytes go here as they come, not into
+	 * body (a streamed invocation): 0 to stop. */
+	size_t (*events)(void *ctx, const char *data, size_t len);
+	void *events_ctx;
 };
 
 struct ah_cli_resp {

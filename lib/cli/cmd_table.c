@@ -9,6 +9,7 @@ extern const struct ah_cli_cmd ah_cli_auth_cmds[], ah_cli_init_cmds[], ah_cli_de
 extern const struct ah_cli_cmd ah_cli_buckets_cmds[], ah_cli_mounts_cmds[];
 extern const struct ah_cli_cmd ah_cli_deploys_cmds[];
 extern const struct ah_cli_cmd ah_cli_logs_cmds[];
+extern const struct ah_cli_cmd ah_cli_invocations_cmds[];
 
 const struct ah_cli_cmd *const ah_cli_tables[] = {
 	ah_cli_auth_cmds,
@@ -16,6 +17,7 @@ const struct ah_cli_cmd *const ah_cli_tables[] = {
 	ah_cli_deploy_cmds,
 	ah_cli_deploys_cmds,
 	ah_cli_invoke_cmds,
+	ah_cli_invocations_cmds,
 	ah_cli_agents_cmds,
 	ah_cli_attach_cmds,
 	ah_cli_secrets_cmds,

@@ -35,6 +35,9 @@ struct exchange {
 	bool progress, up, finished;   /* a bar for the upload (up) or the download */
 	const char *waiting;
 	int64_t started, drawn;
+	size_t (*events)(void *ctx, const char *data, size_t len);
+	void *events_ctx;
+	bool streamed;                 /* the answer went to events */
 };
 
 static void free_json(void *p)
@@ -81,6 +84,16 @@ static bool to_file(struct exchange *x, char *data, size_t len)
 	return true;
 }
 
+/* A 2xx server-sent event stream (an error is still JSON). */
+static bool is_event_stream(struct exchange *x)
+{
+	long status = 0;
+	char *ct = NULL;
+	curl_easy_getinfo(x->c->curl, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo(x->c->curl, CURLINFO_CONTENT_TYPE, &ct);
+	return status >= 200 && status < 300 && ct && !strncmp(ct, "text/event-stream", 17);
+}
+
 static size_t on_body(char *data, size_t size, size_t n, void *userp)
 {
 	struct exchange *x = userp;
@@ -88,6 +101,10 @@ static size_t on_body(char *data, size_t size, size_t n, void *userp)
 	size_t len = size * n;
 	if (to_file(x, data, len))
 		return x->write_failed ? 0 : len;
+	if (x->events && is_event_stream(x)) {
+		x->streamed = true;
+		return x->events(x->events_ctx, data, len);
+	}
 	if (b->len + len > BODY_CAP) {
 		b->over = true;
 		return 0;
@@ -355,7 +372,8 @@ int ah_cli_call(struct ah_cli *c, const struct ah_cli_req *rq, struct ah_cli_res
 	for (int waits = 0;; waits++) {
 		struct exchange x = {.c = c, .total = -1, .retry_after = -1, .progress = rq->progress,
 		                     .waiting = rq->waiting, .started = ah_now_ms(), .download = rq->download,
-		                     .up = rq->upload || rq->mime};
+		                     .up = rq->upload || rq->mime, .events = rq->events,
+		                     .events_ctx = rq->events_ctx};
 		int rc = exchange_once(c, rq, &x, out, err);
 		free(x.body.p);
 		if (rc)
@@ -363,7 +381,7 @@ int ah_cli_call(struct ah_cli *c, const struct ah_cli_req *rq, struct ah_cli_res
 		if (rq->download && !rq->url && out->status >= 300 && out->status < 400)
 			return follow(c, rq, out, err);
 		if (out->status >= 200 && out->status < 300 && !out->body && out->status != 204 &&
-		    !rq->url && !rq->download)
+		    !rq->url && !rq->download && !x.streamed)
 			return ah_err_set(err, AH_EFAIL, "the answer from %s is not JSON (HTTP %ld); is the URL right?",
 			                  c->url, out->status);
 		if (out->status >= 200 && out->status < 300)

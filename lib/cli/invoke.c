@@ -1,9 +1,13 @@
 /* invoke SLUG [PROMPT] [-i FILE|-] [-s SESSION] [--timeout N]: the agent's
  * response on stdout, exactly as it wrote it, and what the call cost on
- * stderr, so that `agenthost invoke a "…" > out.txt` keeps only the answer. */
+ * stderr, so that `agenthost invoke a "…" > out.txt` keeps only the answer.
+ * On a terminal the response streams as the agent writes it (issue 28;
+ * --no-stream waits for the whole answer); --async starts the call and prints
+ * its id (invocations get / cancel, invocations.c). */
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PROMPT_CAP (16u << 20)   /* the API's own cap is lower (max_prompt_bytes) and says so */
@@ -48,14 +52,23 @@ static int invoke_body(struct ah_cli *c, const struct ah_cli_args *a, json_objec
 		json_object_object_add(body, "session_id", json_object_new_string(session));
 	if (*timeout)
 		json_object_object_add(body, "timeout_seconds", json_object_new_int64(*timeout));
+	if (ah_cli_opt(a, "async") && ah_cli_opt(a, "stream"))
+		return ah_cli_usage(err, "invoke: --async and --stream do not go together");
+	if (ah_cli_opt(a, "async"))
+		json_object_object_add(body, "async", json_object_new_boolean(1));
 	*out = body;
 	return 0;
 }
 
-static void print_result(struct ah_cli *c, json_object *res)
+/* printed: the response went out already (streamed). */
+static void print_result(struct ah_cli *c, json_object *res, bool printed)
 {
 	json_object *v;
-	if (json_object_object_get_ex(res, "response_content", &v) && v) {
+	if (printed) {
+		if (c->tty_out)
+			putchar('\n');
+		fflush(stdout);
+	} else if (json_object_object_get_ex(res, "response_content", &v) && v) {
 		size_t n = (size_t)json_object_get_string_len(v);
 		const char *s = json_object_get_string(v);
 		fwrite(s, 1, n, stdout);
@@ -81,10 +94,96 @@ static void print_result(struct ah_cli *c, json_object *res)
 		ah_cli_note(c, "files: %s", json_object_get_string(v));
 }
 
+/* ---- streaming ---- */
+
+struct sse_in {
+	struct ah_cli *c;
+	char *buf;
+	size_t len, cap;
+	const char *end;        /* "done" or "error" once the last event came */
+	json_object *last;      /* its data */
+};
+
+static void sse_event(struct sse_in *s, char *ev)
+{
+	const char *name = "", *data = NULL;
+	char *save = NULL;
+	for (char *line = strtok_r(ev, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "event: ", 7))
+			name = line + 7;
+		else if (!strncmp(line, "data: ", 6))
+			data = line + 6;
+	}
+	json_object *o = data ? ah_cli_own(s->c, json_tokener_parse(data)) : NULL, *t;
+	if (!strcmp(name, "output") && o && json_object_object_get_ex(o, "text", &t)) {
+		fwrite(json_object_get_string(t), 1, (size_t)json_object_get_string_len(t), stdout);
+		fflush(stdout);
+	} else if (!strcmp(name, "done") || !strcmp(name, "error")) {
+		s->end = !strcmp(name, "done") ? "done" : "error";
+		s->last = o;
+	}
+}
+
+/* Events end at a blank line; comments (keep-alive) are skipped. */
+static size_t on_events(void *ctx, const char *data, size_t len)
+{
+	struct sse_in *s = ctx;
+	if (s->len + len + 1 > s->cap) {
+		size_t cap = s->cap ? s->cap : 65536;
+		while (cap < s->len + len + 1)
+			cap *= 2;
+		char *p = realloc(s->buf, cap);
+		if (!p)
+			return 0;
+		s->buf = p;
+		s->cap = cap;
+	}
+	memcpy(s->buf + s->len, data, len);
+	s->len += len;
+	s->buf[s->len] = '\0';
+	char *sep;
+	while ((sep = strstr(s->buf, "\n\n"))) {
+		*sep = '\0';
+		if (s->buf[0] != ':')
+			sse_event(s, s->buf);
+		size_t used = (size_t)(sep + 2 - s->buf);
+		memmove(s->buf, sep + 2, s->len - used + 1);
+		s->len -= used;
+	}
+	return len;
+}
+
+/* The streamed call's end: its result line, or its error as the command's. */
+static int stream_end(struct ah_cli *c, const struct ah_cli_args *a, struct sse_in *s, ah_err *err)
+{
+	json_object *d, *inv = NULL;
+	if (!s->end)
+		return ah_err_set(err, AH_EFAIL, "the stream ended before the call's result came");
+	if (!strcmp(s->end, "done")) {
+		print_result(c, s->last, true);
+		return 0;
+	}
+	if (c->tty_out)
+		putchar('\n');
+	if (s->last && json_object_object_get_ex(s->last, "invocation", &inv))
+		ah_cli_note(c, "invocation %s (agenthost logs %s --invocation %s shows its stderr)",
+		            ah_cli_text(c, inv, "invocation_id", AH_COL_TEXT), a->pos[0],
+		            ah_cli_text(c, inv, "invocation_id", AH_COL_TEXT));
+	return ah_err_set(err, AH_EFAIL, "%s", s->last && json_object_object_get_ex(s->last, "detail", &d)
+	                  ? json_object_get_string(d) : "the call failed");
+}
+
+static bool wants_stream(struct ah_cli *c, const struct ah_cli_args *a)
+{
+	if (ah_cli_opt(a, "no-stream") || ah_cli_opt(a, "async") || c->json)
+		return false;
+	return ah_cli_opt(a, "stream") || c->tty_out;
+}
+
 static int run_invoke(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
 	long long timeout = 0;
-	json_object *body;
+	json_object *body = NULL;
 	struct ah_cli_resp r;
 	int rc = invoke_body(c, a, &body, &timeout, err);
 	if (rc)
@@ -96,14 +195,34 @@ static int run_invoke(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 		.timeout = (long)(timeout ? timeout : 600) + 60,  /* the API's own timeout answers first */
 		.waiting = ah_sprintf(c->a, "running %s", a->pos[0]),
 	};
+	struct sse_in sse = {.c = c};
+	if (wants_stream(c, a)) {
+		json_object_object_add(body, "stream", json_object_new_boolean(1));
+		rq.events = on_events;
+		rq.events_ctx = &sse;
+		rq.waiting = NULL; /* the response itself shows the call runs */
+	}
 	rc = ah_cli_call(c, &rq, &r, err);
+	free(sse.buf);
+	if (!rc && rq.events && r.status == 200)
+		return stream_end(c, a, &sse, err);
+	if (!rc && r.status == 202) {
+		if (c->json)
+			ah_cli_print_json(c, r.body);
+		else
+			printf("%s\n", ah_cli_text(c, r.body, "invocation_id", AH_COL_TEXT));
+		ah_cli_note(c, "running; agenthost invocations get %s %s shows it, agenthost invocations"
+		            " cancel %s %s stops it", a->pos[0], ah_cli_text(c, r.body, "invocation_id", AH_COL_TEXT),
+		            a->pos[0], ah_cli_text(c, r.body, "invocation_id", AH_COL_TEXT));
+		return 0;
+	}
 	json_object *inv = NULL;
 	if (rc && r.body)
 		json_object_object_get_ex(r.body, "invocation", &inv);
 	if (c->json && r.body && (!rc || inv))
 		ah_cli_print_json(c, r.body);
 	else if (!rc)
-		print_result(c, r.body);
+		print_result(c, r.body, false);
 	else if (inv)
 		ah_cli_note(c, "invocation %s (agenthost invocations %s lists it; agenthost logs %s"
 		            " --invocation %s shows its stderr)",
@@ -117,6 +236,9 @@ const struct ah_cli_cmd ah_cli_invoke_cmds[] = {
 	 1, 2, false, run_invoke,
 	 {{"input", 'i', "FILE", "read the prompt from FILE (- for stdin)"},
 	  {"session", 's', "SESSION", "run in this session (created on first use, its sandbox kept)"},
-	  {"timeout", 't', "SECONDS", "give up after this long, 1-600 (default: the agent's)"}}},
+	  {"timeout", 't', "SECONDS", "give up after this long, 1-600 (default: the agent's)"},
+	  {"stream", 0, NULL, "print the response as the agent writes it (the default on a terminal)"},
+	  {"no-stream", 0, NULL, "wait for the whole response"},
+	  {"async", 0, NULL, "start the call and print its id (see invocations get, cancel)"}}},
 	{0},
 };

@@ -148,6 +148,12 @@ int ah_reply_list(ah_req *r, json_object *arr, long long total);
 int ah_reply_list_body(ah_req *r, const char *body, size_t len, long long total);
 /* The text every JSON answer is sent as (plain, "/" not escaped); o owns it. */
 const char *ah_json_body(json_object *o, size_t *len);
+/* A response written as it is made (server-sent events): the head now, with
+ * no Content-Length, then the body in pieces, each flushed to nginx. A
+ * client that went away makes them fail (AH_EFAIL); SIGPIPE is the
+ * caller's to ignore. */
+int ah_stream_begin(ah_req *r, int status, const char *ctype);
+int ah_stream_write(ah_req *r, const void *p, size_t n);
 /* Raw bytes with a content type. */
 int ah_reply_raw(ah_req *r, int status, const char *content_type, const void *body, size_t len);
 

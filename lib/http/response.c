@@ -49,7 +49,9 @@ static void write_head(ah_req *r, int status, const char *ctype, size_t len)
 	/* fcgi's own FCGX_FPrintF lacks some conversions (%zu); format here. */
 	char head[1024];
 	int n = snprintf(head, sizeof(head), "Status: %d %s\r\n", status, reason(status));
-	if (ctype)
+	if (ctype && len == (size_t)-1) /* a stream: its length is not known */
+		n += snprintf(head + n, sizeof(head) - (size_t)n, "Content-Type: %s\r\n", ctype);
+	else if (ctype)
 		n += snprintf(head + n, sizeof(head) - (size_t)n,
 		              "Content-Type: %s\r\nContent-Length: %zu\r\n", ctype, len);
 	/* A browser never guesses a type other than the one given: a JSON error
@@ -81,6 +83,25 @@ int ah_reply_raw(ah_req *r, int status, const char *ctype, const void *body, siz
 	if (len)
 		FCGX_PutStr(body, (int)len, r->fcgi->out);
 	return AH_EDONE;
+}
+
+int ah_stream_begin(ah_req *r, int status, const char *ctype)
+{
+	if (r->responded) {
+		ah_log_error("second response attempted (status %d)", status);
+		return AH_EDONE;
+	}
+	r->responded = true;
+	r->status = status;
+	write_head(r, status, ctype, (size_t)-1);
+	return FCGX_FFlush(r->fcgi->out) < 0 ? AH_EFAIL : 0;
+}
+
+int ah_stream_write(ah_req *r, const void *p, size_t n)
+{
+	if (n && FCGX_PutStr(p, (int)n, r->fcgi->out) < 0)
+		return AH_EFAIL;
+	return FCGX_FFlush(r->fcgi->out) < 0 ? AH_EFAIL : 0;
 }
 
 const char *ah_json_body(json_object *o, size_t *len)

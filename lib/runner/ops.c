@@ -4,6 +4,7 @@
  * with ah_err and turns its outcome into an answer object at the end: the
  * message of an error is the client's, the details went to the log. */
 #include "runner/ops.h"
+#include "runner/cancel.h"
 #include "runner/gateway.h"
 #include "runner/run_req.h"
 #include "runner/run_files_int.h"
@@ -127,6 +128,8 @@ static json_object *run_answer(const struct run_out *o)
 	if (o->metered && o->usage.error[0])
 		json_object_object_add(ans, "model_error", json_object_new_string(o->usage.error));
 	add_stderr(ans, res);
+	if (res->cancelled)
+		json_object_object_add(ans, "cancelled", json_object_new_boolean(1));
 	if (o->files) {
 		json_object_object_foreach(o->files, k, v)
 			json_object_object_add(ans, k, json_object_get(v));
@@ -268,6 +271,7 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 		.argv = argv, .envp = (const char *const *)q->envp, .stdin_data = q->in,
 		.stdin_len = q->in_len, .timeout_ms = q->timeout_ms, .max_output = q->max_output,
 		.log_tag = tag, .cwd = "/app", .keep_stderr = STDERR_KEEP,
+		.on_stdout = q->stream ? ah_run_chunk : NULL,
 	};
 	/* Whatever the agent may print of its secrets, the model key or the
 	 * gateway's token is redacted before its stderr is logged or kept. */
@@ -299,10 +303,14 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 		rc = 0;
 	} else if (rc != 0)
 		ah_log_error("%s agent=%s: files: %s", tag, q->agent_id, why.msg);
-	else if (out->warm)
-		rc = ah_sandbox_exec_finish(sb, &x, &out->res, &why);
-	else
-		rc = ah_sandbox_exec(sb, &x, &out->res, &why);
+	else {
+		ah_run_slot slot;
+		ah_run_slot_add(&slot, q->invocation_id); /* the cancel op finds it */
+		x.cancel = &slot.flag;
+		rc = out->warm ? ah_sandbox_exec_finish(sb, &x, &out->res, &why)
+		               : ah_sandbox_exec(sb, &x, &out->res, &why);
+		ah_run_slot_remove(&slot);
+	}
 	ah_gateway_stop(g, &out->usage); /* the token dies with the run */
 	out->metered = gw != NULL;
 	if (rc != 0) {

@@ -185,6 +185,7 @@ int ah_run_req_parse(struct ah_run_req *q, const struct ah_runner *r, json_objec
 	q->timeout_ms = (int)get_int(req, "timeout_ms", DEFAULT_TIMEOUT_MS, 1, LIMIT_TIMEOUT_MS);
 	q->max_output = (size_t)get_int(req, "max_output_bytes", DEFAULT_MAX_OUTPUT, 1, LIMIT_MAX_OUTPUT);
 	q->min_warm = (int)get_int(req, "min_warm", 0, 0, LIMIT_WARM);
+	q->stream = json_object_get_boolean(json_object_object_get_ex(req, "stream", &s) ? s : NULL);
 	int rc = parse_env(q, req, err);
 	return rc ? rc : parse_stdin(q, req, err);
 }

@@ -23,6 +23,7 @@ struct ah_run_req {
 	int timeout_ms;
 	size_t max_output;
 	json_object *files;        /* managed files in and out (run_files.c), or NULL; in the JSON */
+	bool stream;               /* stdout back as chunks while it runs (cancel.h) */
 	int min_warm;              /* warm processes to keep (warm.h); 0: none */
 	/* The values of the request's "env" (the agent's secrets, the model key):
 	 * redacted from the program's stderr (ops.c). Owned array, strings in the JSON. */

@@ -14,6 +14,7 @@
 #include "core/io.h"
 #include "runner/sandboxes.h"
 #include "runner/ops.h"
+#include "runner/cancel.h"
 #include "runner/run_req.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -185,6 +186,8 @@ static json_object *dispatch(json_object *req, ah_op_after *after)
 		return ah_op_destroy_agent(runner, req);
 	if (strcmp(name, "retire_warm") == 0)
 		return ah_op_retire_warm(req);
+	if (strcmp(name, "cancel") == 0)
+		return ah_op_cancel(req);
 	return ah_op_error("unknown op");
 }
 
@@ -223,11 +226,36 @@ static json_object *answer(char *line, size_t len, ah_op_after *after)
 	return ans;
 }
 
+/* A streamed run's chunk on the unix socket: one line before the answer's. */
+static __thread bool unix_gone; /* the API's end closed: the run goes on */
+
+static void chunk_unix(void *conn, const char *msg, size_t len)
+{
+	int fd = (int)(intptr_t)conn;
+	if (unix_gone)
+		return;
+	if (ah_send_all(fd, msg, len) != 0 || ah_send_all(fd, "\n", 1) != 0) {
+		ah_log_warn("a chunk of a streamed run not sent: the API is gone");
+		unix_gone = true;
+	}
+}
+
+/* Over TCP: a sealed frame not marked final. */
+static void chunk_tcp(void *conn, const char *msg, size_t len)
+{
+	ah_err err = {0};
+	ah_rwire *w = conn;
+	if (!w->broken && ah_rwire_send(w, msg, len, false, &err) != 0)
+		ah_log_warn("a chunk of a streamed run not sent: %s", err.msg);
+}
+
 static void serve_unix(int fd)
 {
 	size_t len = 0;
 	char *line = read_request(fd, &len);
 	ah_op_after after = {0};
+	unix_gone = false;
+	ah_run_chunk_sink(chunk_unix, (void *)(intptr_t)fd);
 	json_object *ans = answer(line, len, &after);
 	write_answer(fd, ans);
 	json_object_put(ans);
@@ -245,6 +273,7 @@ static void serve_tcp(int fd)
 	char *line = ah_tcp_read_request(&wire, MAX_REQUEST, READ_TIMEOUT_MS, &len);
 	if (line) {
 		ah_op_after after = {0};
+		ah_run_chunk_sink(chunk_tcp, &wire);
 		json_object *ans = answer(line, len, &after);
 		write_sealed(&wire, ans);
 		json_object_put(ans);

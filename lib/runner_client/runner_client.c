@@ -2,6 +2,7 @@
 #include "runner_client/runner_client.h"
 #include "runner_client/auth.h"
 #include "runner_client/wire.h"
+#include "runner_client/stream.h"
 #include "core/io.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -16,7 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define MAX_ANSWER (64 * 1024 * 1024) /* base64 of a 10 MB output plus slack */
+#define MAX_ANSWER AH_RC_MAX_ANSWER
 
 #define SQL_AGENT_RUNNER \
 	"SELECT r.id, r.address FROM agents a JOIN runners r ON r.id = a.runner_id WHERE a.id = ?"
@@ -128,8 +129,13 @@ static bool is_unix(const char *address)
 }
 
 /* The unix socket: the request line in clear, the answer line back. */
+typedef struct chunk_sink {
+	ah_runner_chunk_fn fn;
+	void *ctx;
+} chunk_sink;
+
 static int call_unix(ah_req *r, const char *path, const char *s, size_t len, int timeout_ms,
-                     char **ans, size_t *alen)
+                     const chunk_sink *k, char **ans, size_t *alen)
 {
 	int fd = connect_unix(path);
 	if (fd < 0)
@@ -138,7 +144,8 @@ static int call_unix(ah_req *r, const char *path, const char *s, size_t len, int
 	if (rc == 0)
 		rc = ah_send_all(fd, "\n", 1);
 	if (rc == 0)
-		rc = read_answer(r, fd, timeout_ms, ans, alen);
+		rc = k->fn ? ah_rc_stream_unix(r, fd, timeout_ms, k->fn, k->ctx, ans, alen)
+		           : read_answer(r, fd, timeout_ms, ans, alen);
 	close(fd);
 	return rc;
 }
@@ -146,7 +153,7 @@ static int call_unix(ah_req *r, const char *path, const char *s, size_t len, int
 /* TCP: handshake, then the request and the answer sealed (wire.h). The
  * answer is copied into the arena so both paths hand back the same thing. */
 static int call_tcp(ah_req *r, const char *address, const char *s, size_t len, int timeout_ms,
-                    char **ans, size_t *alen)
+                    const chunk_sink *k, char **ans, size_t *alen)
 {
 	const ah_rauth_key *key = shared_key(r);
 	ah_rwire w;
@@ -161,7 +168,10 @@ static int call_tcp(ah_req *r, const char *address, const char *s, size_t len, i
 		ah_log_error("runner at %s: %s", address, err.msg);
 		return AH_EBUSY; /* the request was not sent */
 	}
-	rc = ah_rwire_exchange(&w, s, len, timeout_ms, &m, alen, &err);
+	if (!k->fn)
+		rc = ah_rwire_exchange(&w, s, len, timeout_ms, &m, alen, &err);
+	else if ((rc = ah_rwire_send(&w, s, len, true, &err)) == 0)
+		rc = ah_rc_stream_tcp(&w, timeout_ms, k->fn, k->ctx, &m, alen, &err);
 	close(w.fd);
 	ah_rwire_wipe(&w);
 	if (rc != 0) {
@@ -176,6 +186,13 @@ static int call_tcp(ah_req *r, const char *address, const char *s, size_t len, i
 
 int ah_runner_call(ah_req *r, json_object *req, json_object **resp, int timeout_ms)
 {
+	return ah_runner_call_stream(r, req, resp, timeout_ms, NULL, NULL);
+}
+
+int ah_runner_call_stream(ah_req *r, json_object *req, json_object **resp, int timeout_ms,
+                          ah_runner_chunk_fn fn, void *ctx)
+{
+	chunk_sink k = {fn, ctx};
 	*resp = NULL;
 	/* The runner's log lines for this request carry nginx's id too. */
 	if (r->request_id && !json_object_object_get_ex(req, "request_id", NULL))
@@ -184,8 +201,8 @@ int ah_runner_call(ah_req *r, json_object *req, json_object **resp, int timeout_
 	size_t len, alen = 0;
 	const char *s = json_object_to_json_string_length(req, JSON_C_TO_STRING_PLAIN, &len);
 	char *answer = NULL;
-	int rc = is_unix(address) ? call_unix(r, address, s, len, timeout_ms, &answer, &alen)
-	                          : call_tcp(r, address, s, len, timeout_ms, &answer, &alen);
+	int rc = is_unix(address) ? call_unix(r, address, s, len, timeout_ms, &k, &answer, &alen)
+	                          : call_tcp(r, address, s, len, timeout_ms, &k, &answer, &alen);
 	if (rc != 0)
 		return rc;
 	json_tokener *tok = json_tokener_new_ex(64);

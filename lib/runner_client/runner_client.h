@@ -19,6 +19,15 @@
  * answered garbage. */
 int ah_runner_call(ah_req *r, json_object *req, json_object **resp, int timeout_ms);
 
+/* A piece of a streamed run's stdout (issue 28), in order; data NULL and len
+ * 0 about once a second while nothing comes (the caller's clock). */
+typedef void (*ah_runner_chunk_fn)(void *ctx, const char *data, size_t len);
+
+/* ah_runner_call for a run whose request asks for "stream": fn gets the
+ * chunks the runner sends before its answer (stream.h). fn NULL: a plain call. */
+int ah_runner_call_stream(ah_req *r, json_object *req, json_object **resp, int timeout_ms,
+                          ah_runner_chunk_fn fn, void *ctx);
+
 /* This host's runner id (see local.c): what the runner on runner_socket
  * registers as, and how a worker knows an agent's runner is that one.
  * -1 when runner_socket's directory does not exist (yet): the id is then

@@ -108,6 +108,28 @@ static int send_kill(ah_sandbox *sb)
 	return sb_send(sb->exec_fd, &(sb_msg){ .op = SB_KILL }, NULL, 0, NULL, 0);
 }
 
+/* A cancel's first step: SIGTERM to the program (inside.c), which may end
+ * cleanly; io_loop sends the KILL after the grace period. */
+static int send_term(ah_sandbox *sb)
+{
+	return sb_send(sb->exec_fd, &(sb_msg){ .op = SB_KILL, .arg = SIGTERM }, NULL, 0, NULL, 0);
+}
+
+/* A cancel asked for: SIGTERM now, *kill_now once the grace is over. */
+static int cancel_step(ah_sandbox *sb, io *s, long long now, long long *term_at, bool *kill_now)
+{
+	if (!s->cancel || !*s->cancel)
+		return 0;
+	if (*term_at < 0) {
+		*term_at = now;
+		s->cancelled = true;
+		return send_term(sb) < 0 ? -1 : 0;
+	}
+	if (now >= *term_at + AH_SANDBOX_CANCEL_GRACE_MS)
+		*kill_now = true;
+	return 0;
+}
+
 /* One answer from the spawner: 1 exited (status set), or an error code. */
 static int on_spawner(ah_sandbox *sb, int *status, ah_err *err)
 {
@@ -134,7 +156,7 @@ static int wait_ms(long long now, long long until)
 /* Runs until the program has exited and both output pipes are at EOF. */
 static int io_loop(ah_sandbox *sb, io *s, int timeout_ms, int *status, bool *timed_out, ah_err *err)
 {
-	long long now = sb_mono_ms(), kill_at = -1, exited_at = -1;
+	long long now = sb_mono_ms(), kill_at = -1, exited_at = -1, term_at = -1;
 	long long deadline = timeout_ms > 0 ? now + timeout_ms : -1;
 	while (exited_at < 0 || s->fd_out >= 0 || s->fd_err >= 0) {
 		bool kill_now = false;
@@ -144,6 +166,8 @@ static int io_loop(ah_sandbox *sb, io *s, int timeout_ms, int *status, bool *tim
 		long long until = exited_at >= 0 ? exited_at + 2000
 		                : kill_at >= 0 ? kill_at + KILL_GRACE_MS
 		                : deadline >= 0 ? deadline : now + 60000;
+		if (s->cancel && exited_at < 0 && kill_at < 0 && until > now + 200)
+			until = now + 200; /* a cancel is seen within this */
 		int r = poll(pf, 4, wait_ms(now, until));
 		if (r < 0 && errno != EINTR)
 			return ah_err_set(err, AH_EFAIL, "poll: %s", strerror(errno));
@@ -168,6 +192,8 @@ static int io_loop(ah_sandbox *sb, io *s, int timeout_ms, int *status, bool *tim
 			return ah_err_set(err, AH_EFAIL, "sandbox %s did not stop the program", sb->plan.id);
 		if (exited_at < 0 && deadline >= 0 && now >= deadline && kill_at < 0)
 			kill_now = *timed_out = true;
+		if (exited_at < 0 && kill_at < 0 && cancel_step(sb, s, now, &term_at, &kill_now) < 0)
+			return ah_err_set(err, AH_EFAIL, "sandbox %s: spawner died", sb->plan.id);
 		if (kill_now && kill_at < 0 && exited_at < 0) {
 			if (send_kill(sb) < 0)
 				return ah_err_set(err, AH_EFAIL, "sandbox %s: spawner died", sb->plan.id);
@@ -381,7 +407,8 @@ static int exec_common(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox
 	         .max_out = x->max_output ? x->max_output : 10 << 20, .tag = x->log_tag,
 	         .fd_in = -1, .fd_out = -1, .fd_err = -1,
 	         .out_file = x->stdout_to_fd ? x->stdout_fd : -1,
-	         .on_output = x->on_output, .output_ctx = x->output_ctx };
+	         .on_output = x->on_output, .output_ctx = x->output_ctx,
+	         .on_stdout = x->on_stdout, .stdout_ctx = x->stdout_ctx, .cancel = x->cancel };
 	int p[3][2], status = 0, rc = 0;
 	for (int i = 0; i < 3; i++)
 		p[i][0] = p[i][1] = -1;
@@ -419,6 +446,7 @@ static int exec_common(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox
 		rc = io_loop(sb, &s, x->timeout_ms, &status, &out->timed_out, err);
 	if (rc == 0) {
 		fill_result(out, &s, status);
+		out->cancelled = s.cancelled;
 		sb->oom_kills = sb_cgroup_oom_count(sb);
 		out->oom_killed = sb->oom_kills > oom_before;
 		out->duration_ms = sb_mono_ms() - t0;

@@ -176,8 +176,13 @@ void sb_io_drain(io *s, int *fd, bool is_out, bool *kill_now)
 			ah_redact_write(s->rd, b, (size_t)n); /* then into sb_io_on_stderr */
 		else if (!is_out)
 			sb_io_on_stderr(s, b, (size_t)n);
-		else if (!s->truncated && !sb_io_on_stdout(s, b, (size_t)n))
-			*kill_now = true;
+		else if (!s->truncated) {
+			size_t before = s->out_len;
+			if (!sb_io_on_stdout(s, b, (size_t)n))
+				*kill_now = true;
+			if (s->on_stdout && s->out_len > before) /* what the cap let in */
+				s->on_stdout(s->stdout_ctx, b, s->out_len - before);
+		}
 	} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
 		sb_io_close_fd(fd);
 	}

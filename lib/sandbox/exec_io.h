@@ -21,6 +21,10 @@ typedef struct io {
 	int out_file;                /* >= 0: stdout goes there, not into out */
 	void (*on_output)(void *ctx, const char *data, size_t len); /* spec's, or NULL */
 	void *output_ctx;
+	void (*on_stdout)(void *ctx, const char *data, size_t len); /* spec's, or NULL */
+	void *stdout_ctx;
+	const volatile int *cancel;  /* spec's, or NULL */
+	bool cancelled;              /* SIGTERM went to the program for it */
 	struct ah_redact *rd;        /* stderr passes it first (secrets out, kept window), or NULL */
 } io;
 

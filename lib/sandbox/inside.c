@@ -110,6 +110,17 @@ static int agent_entry(void *arg)
 	agent_main(arg);
 }
 
+/* The agent's pid for the reaper's SIGTERM handler: a cancel (issue 28)
+ * reaches the agent's process group, which may end cleanly. */
+static volatile pid_t term_target;
+
+static void pass_term(int sig)
+{
+	(void)sig;
+	if (term_target > 0)
+		kill(-term_target, SIGTERM);
+}
+
 __attribute__((noreturn)) static void reaper_main(exec_req *r, int status_fd)
 {
 	/* status_fd is closed by agent_main's close_range. */
@@ -117,6 +128,11 @@ __attribute__((noreturn)) static void reaper_main(exec_req *r, int status_fd)
 	                    CLONE_VM | CLONE_VFORK | SIGCHLD, r);
 	if (agent < 0)
 		_exit(125);
+	/* After the clone: the agent starts with the default disposition. As
+	 * its namespace's init, the reaper gets only signals it handles. */
+	term_target = agent;
+	struct sigaction sa = {.sa_handler = pass_term};
+	sigaction(SIGTERM, &sa, NULL);
 	for (int i = 0; i < 3; i++)
 		close(r->fds[i]);
 	int st;
@@ -169,7 +185,9 @@ static int supervise(int exec_fd, pid_t reaper, int status_fd)
 		if (pf[0].revents) {
 			sb_msg m;
 			int rc = sb_recv(exec_fd, &m, NULL, 0, NULL, NULL, NULL);
-			kill(reaper, SIGKILL); /* KILL, EOF (runner gone) or garbage */
+			/* A cancel's SIGTERM: the reaper passes it to the agent. */
+			bool term = rc > 0 && m.op == SB_KILL && m.arg == SIGTERM;
+			kill(reaper, term ? SIGTERM : SIGKILL); /* KILL, EOF (runner gone) or garbage */
 			if (rc <= 0)
 				pf[0].fd = -1;
 		}

@@ -114,6 +114,8 @@ typedef struct ah_sandbox_spec {
 	size_t nbinds;
 } ah_sandbox_spec;
 
+#define AH_SANDBOX_CANCEL_GRACE_MS 5000 /* SIGTERM → SIGKILL for a cancelled program */
+
 typedef struct ah_sandbox_exec_spec {
 	const char *const *argv;   /* argv[0] is looked up as given (use /usr/bin/node) */
 	const char *const *envp;   /* the WHOLE environment: nothing of the host's leaks */
@@ -131,6 +133,14 @@ typedef struct ah_sandbox_exec_spec {
 	 * (a build's output recorded while it runs); called on the exec's thread. */
 	void (*on_output)(void *ctx, const char *data, size_t len);
 	void *output_ctx;
+	/* Optional: stdout alone as it arrives, in order, only the bytes within
+	 * max_output (a streamed invocation, issue 28); on the exec's thread. */
+	void (*on_stdout)(void *ctx, const char *data, size_t len);
+	void *stdout_ctx;
+	/* Optional: becomes non-zero (from another thread) to stop the program:
+	 * SIGTERM to it, SIGKILL to its tree AH_SANDBOX_CANCEL_GRACE_MS later
+	 * (POST …/cancel, issue 28); the result's cancelled then says so. */
+	const volatile int *cancel;
 	/* Invocation logs (#29): these values are replaced by "[redacted]" in
 	 * stderr before anything of it is logged or kept, and the last
 	 * keep_stderr bytes of the result are kept in err_log (0: none). */
@@ -142,6 +152,7 @@ typedef struct ah_sandbox_result {
 	int exit_code;             /* -1 when killed by a signal */
 	int signal;                /* e.g. 9 when killed (timeout, OOM, output cap) */
 	bool timed_out, oom_killed, output_truncated;
+	bool cancelled;            /* stopped through the spec's cancel */
 	char *out;                 /* malloc'ed stdout (NUL-terminated), caller frees */
 	size_t out_len;
 	char *err_tail;            /* malloc'ed last ~4 KiB of stderr, or NULL */

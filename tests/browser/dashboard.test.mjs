@@ -99,7 +99,8 @@ test('create → upload → deploy → invoke, all in the page; history shows th
   await page.getByLabel('Prompt').fill('hello from the browser');
   await page.getByLabel('Session id (optional)').fill('browser-session-1');
   await page.getByRole('button', { name: 'Invoke' }).click();
-  await page.locator('#invoke-response, #invoke-result .error').first().waitFor({ timeout: 60000 });
+  // The response streams into #invoke-response; the facts come with the end.
+  await page.locator('#invoke-result .facts, #invoke-result .error').first().waitFor({ timeout: 60000 });
   const facts = await page.locator('#invoke-result').textContent();
   assert.match(facts, /echo: hello from the browser/, 'the invocation answered');
   assert.match(facts, /\d+ in, \d+ out/);
@@ -220,6 +221,33 @@ test("the deploy history shows each deploy's log, and a rollback switches back t
   assert.deepEqual(ds.map((d) => d.active), [false, true]);
   const inv = await call(key, 'POST', '/agents/two-step/invoke', { prompt: 'x' });
   assert.equal(inv.data.response_content, 'first');
+  await page.context().close();
+});
+
+test('the invoke console streams the response and can cancel the call', T, async () => {
+  const { key } = newUser();
+  assert.equal((await call(key, 'POST', '/agents', { name: 'ticker', source_type: 'local' })).status, 201);
+  const code = tarball({
+    'agent.json': JSON.stringify({ name: 'ticker', version: '1.0.0', entrypoint: 'index.js', runtime: 'node' }),
+    'index.js': "process.stdin.resume();process.stdin.on('end',()=>{let i=0;setInterval(()=>process.stdout.write('tick'+(i++)+' '),300);});\n",
+  });
+  const put = await fetch(`${ORIGIN}/api/v1/agents/ticker/code`, { method: 'PUT', headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/gzip' }, body: code });
+  assert.equal(put.status, 200);
+  assert.equal((await call(key, 'POST', '/agents/ticker/deploy')).status, 202);
+  const page = await signedIn(browser, bag, key);
+  await page.goto(`${ORIGIN}/#/agents/ticker`);
+  await page.locator('#status .badge', { hasText: /^(active|error)$/ }).waitFor({ timeout: 100000 });
+  await page.getByLabel('Prompt').fill('go');
+  await page.getByRole('button', { name: 'Invoke' }).click();
+  // Output shows while the call runs (it never ends by itself).
+  await page.locator('#invoke-response', { hasText: 'tick2' }).waitFor({ timeout: 60000 });
+  await page.getByRole('button', { name: 'Cancel' }).click();
+  await page.locator('#invoke-result .badge', { hasText: 'cancelled' }).waitFor({ timeout: 30000 });
+  assert.match(await page.locator('#invoke-response').textContent(), /^tick0 tick1 tick2 /);
+  assert.equal(await page.getByRole('button', { name: 'Cancel' }).isVisible(), false);
+  await page.locator('#invocations .badge', { hasText: 'cancelled' }).waitFor();
+  await shot(page, 'invoke-cancelled');
+  assert.equal((await call(key, 'DELETE', '/agents/ticker')).status, 204);
   await page.context().close();
 });
 

@@ -1,7 +1,7 @@
 // One agent: status with live polling, deploy/stop/delete, edit, code upload,
 // the invoke console, secrets, sessions, invocation history and bucket mounts.
 import { h, fill, clear, field, input, table, fmtDate, fmtUsd, badge, button } from './dom.js';
-import { api, enc } from './api.js';
+import { api, apiStream, enc } from './api.js';
 import { errorSlot, act, pager, showError, confirmDialog, pollWithBackoff, notice, go } from './ui.js';
 import { mountsSection, attachmentsSection } from './storage.js';
 import { deploysSection } from './deploys.js';
@@ -117,21 +117,49 @@ function invokeSection(page) {
   const timeout = input('timeout_seconds', { type: 'number', min: 1, max: 600, placeholder: String(page.agent.timeout_seconds) });
   const out = h('div', { id: 'invoke-result', 'aria-live': 'polite' });
   const btn = h('button', { type: 'submit', class: 'primary' }, 'Invoke');
+  // While a call streams: stops it (POST …/cancel); it is recorded cancelled.
+  const stop = h('button', { type: 'button', id: 'invoke-cancel', hidden: true }, 'Cancel');
   const form = h('form', { class: 'card', id: 'invoke' }, h('h2', {}, 'Invoke'),
     field('Prompt', prompt), field('Session id (optional)', session, 'Reuse an id to keep the sandbox between calls.'),
-    field('Timeout in seconds (optional)', timeout), btn, out);
+    field('Timeout in seconds (optional)', timeout), btn, stop, out);
+  let running = null;
+  stop.addEventListener('click', () => {
+    if (!running) return;
+    stop.disabled = true;
+    api('POST', `${page.path}/invocations/${enc(running)}/cancel`).catch((err) => showError(err, out));
+  });
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     const body = { prompt: prompt.value };
     if (session.value) body.session_id = session.value;
     if (timeout.value) body.timeout_seconds = Number(timeout.value);
-    fill(out, h('p', { class: 'muted' }, 'Running…'));
-    act(btn, out, async () => {
+    // The response shows as the agent writes it.
+    const live = h('pre', { class: 'response', id: 'invoke-response' }, '');
+    fill(out, h('p', { class: 'muted' }, 'Running…'), h('h3', {}, 'Response'), live);
+    // act's slot would clear the live response: errors go to out here.
+    act(btn, null, async () => {
       try {
-        showResult(out, (await api('POST', `${page.path}/invoke`, { json: body })).data, null, page);
+        await apiStream(`${page.path}/invoke`, body, (name, data) => {
+          if (name === 'start') {
+            running = data.invocation_id;
+            stop.hidden = false;
+            stop.disabled = false;
+          } else if (name === 'output') {
+            live.textContent += data.text;
+          } else if (name === 'done') {
+            stop.hidden = true;
+            showResult(out, data, null, page);
+          } else if (name === 'error') {
+            stop.hidden = true;
+            if (data.invocation) showResult(out, data.invocation, data.detail, page);
+            else fill(out, h('p', { class: 'error', role: 'alert' }, data.detail));
+          }
+        });
       } catch (err) {
-        if (!(err.body && err.body.invocation)) throw err;
-        showResult(out, err.body.invocation, err.message, page);
+        showError(err, out);
+      } finally {
+        running = null;
+        stop.hidden = true;
       }
       // The call is in the history now (failed ones too), and maybe a new session.
       page.afterInvoke.forEach((fn) => fn());

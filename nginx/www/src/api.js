@@ -71,3 +71,31 @@ export async function api(method, path, opts = {}) {
 }
 
 export const enc = encodeURIComponent;
+
+// A streamed call (issue 28): POST with "stream": true, then each server-sent
+// event to onEvent(name, data) as it comes; an error before the stream (422,
+// 409, 429...) throws ApiError like api().
+export async function apiStream(path, json, onEvent, opts = {}) {
+  const res = await api('POST', path, { json: { ...json, stream: true }, raw: true, signal: opts.signal,
+                                       headers: { Accept: 'text/event-stream' } });
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let at;
+    while ((at = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, at);
+      buf = buf.slice(at + 2);
+      let name = '';
+      let data = '';
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event: ')) name = line.slice(7);
+        else if (line.startsWith('data: ')) data += line.slice(6);
+      }
+      if (name) onEvent(name, data ? JSON.parse(data) : null);
+    }
+  }
+}

@@ -1,0 +1,178 @@
+/* GET /agents/{slug}/invocations/{id} and POST …/{id}/cancel (issue 28): one
+ * invocation, running or finished, and stopping one that runs. A call in
+ * progress (asynchronous or streamed) has a row in invocations_running whose
+ * owner holds its lock (running.h); a finished one is in the history. A
+ * running row whose owner is gone (its process was killed) is recorded here,
+ * failed with that reason, by whichever request finds it first: no call
+ * stays "running" past its owner. Cancel asks the agent's runner to stop the
+ * run (SIGTERM, SIGKILL after AH_SANDBOX_CANCEL_GRACE_MS); the owner then
+ * records it "cancelled", billed for its prompt and the output it wrote.
+ * Another agent's or user's invocation is 404 like an unknown one. */
+#include "agents.h"
+#include "invocations.h"
+#include "routes.h"
+#include "running.h"
+#include "runner_client/runner_client.h"
+#include "core/log.h"
+#include "core/util.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define CANCEL_WAIT_MS 8000 /* the grace (5 s) and the recording; then 202 */
+
+static const char SQL_FINISHED[] =
+	"SELECT " AH_HISTORY_COLS " FROM invocations i WHERE i.agent_id = ? AND i.id = ?";
+static const char SQL_RUNNING[] =
+	"SELECT id, session_id, prompt, input_tokens, created_at, runner_id, cancel_requested,"
+	" IS_USED_LOCK(CONCAT('" AH_RUNNING_LOCK "', id)),"
+	" TIMESTAMPDIFF(MICROSECOND, created_at, NOW(3)) DIV 1000"
+	" FROM invocations_running WHERE agent_id = ? AND id = ?";
+static const char SQL_RUNNING_DEL[] = "DELETE FROM invocations_running WHERE id = ?";
+static const char SQL_CANCEL_MARK[] = "UPDATE invocations_running SET cancel_requested = 1 WHERE id = ?";
+enum { R_ID, R_SESSION, R_PROMPT, R_IN, R_CREATED, R_RUNNER, R_CANCEL, R_OWNER, R_AGE };
+
+enum { NONE, RUNNING, FINISHED };
+
+static int finished(ah_req *r, const ah_agent *a, const char *id, json_object **out)
+{
+	ah_rows rows;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_FINISHED, "ss", a->id, id) != 0)
+		return AH_EFAIL;
+	if (rows.n != 1)
+		return NONE;
+	*out = ah_invocation_row_json(r, &rows, 0);
+	return FINISHED;
+}
+
+static json_object *running_json(ah_req *r, char **v)
+{
+	json_object *o = json_object_new_object();
+	ah_json_str(o, "invocation_id", v[R_ID]);
+	ah_json_str(o, "session_id", v[R_SESSION]);
+	ah_json_str(o, "status", "running");
+	ah_json_bool(o, "cancel_requested", v[R_CANCEL] && strcmp(v[R_CANCEL], "1") == 0);
+	ah_json_time(r, o, "created_at", v[R_CREATED]);
+	return o;
+}
+
+/* Its owner is gone and never recorded it: failed (cancelled if that was
+ * asked), priced for its prompt, with the reason. */
+static void record_lost(ah_req *r, const ah_agent *a, const ah_rows *rows)
+{
+	char **v = rows->v[0];
+	bool cancel = v[R_CANCEL] && strcmp(v[R_CANCEL], "1") == 0;
+	ah_invocation inv = {
+		.id = v[R_ID], .session_id = v[R_SESSION], .created_at = v[R_CREATED],
+		.prompt = v[R_PROMPT], .prompt_len = rows->len[0][R_PROMPT],
+		.input_tokens = ah_cell_ll(v[R_IN]), .duration_ms = ah_cell_ll(v[R_AGE]),
+		.status = cancel ? AH_INV_CANCELLED : AH_INV_FAILED,
+		.error = "the call was lost: the API process running it ended before the runner answered"
+		         " (an API restart or crash); its output is unknown",
+	};
+	ah_log_warn("inv=%s: its owner is gone; recorded as failed", inv.id);
+	ah_invocation_account(r, &inv);
+	ah_invocation_record(r, a->id, &inv);
+}
+
+/* NONE, RUNNING (*out the running view, *row kept) or FINISHED (*out the
+ * history's record); a running row without an owner is settled first. */
+static int lookup(ah_req *r, const ah_agent *a, const char *id, json_object **out, ah_rows *run)
+{
+	if (ah_db_query(r->db, r->arena, run, SQL_RUNNING, "ss", a->id, id) != 0)
+		return AH_EFAIL;
+	if (run->n == 1 && run->v[0][R_OWNER]) {
+		*out = running_json(r, run->v[0]);
+		return RUNNING;
+	}
+	if (run->n == 1) {
+		/* The owner may have recorded it just before it ended. */
+		int rc = finished(r, a, id, out);
+		if (rc == NONE)
+			record_lost(r, a, run);
+		if (rc != AH_EFAIL)
+			ah_db_exec(r->db, NULL, SQL_RUNNING_DEL, "s", id);
+		if (rc != NONE)
+			return rc;
+	}
+	return finished(r, a, id, out);
+}
+
+static int get_invocation(ah_req *r)
+{
+	const ah_agent *a;
+	json_object *o = NULL;
+	ah_rows run;
+	int rc = ah_agent_load(r, &a);
+	if (rc != 0)
+		return rc;
+	rc = lookup(r, a, r->params[1], &o, &run);
+	if (rc < 0)
+		return rc;
+	if (rc == NONE)
+		return ah_reply_error(r, 404, "Invocation not found");
+	return ah_reply_json(r, 200, o);
+}
+
+/* The runner holding the run: the one the call went to. */
+static void ask_runner(ah_req *r, const ah_agent *a, const char *id, const char *runner_id)
+{
+	json_object *q = ah_json_own(r, json_object_new_object()), *ans;
+	ah_json_str(q, "op", "cancel");
+	ah_json_str(q, "agent_id", a->id);
+	if (runner_id && *runner_id)
+		ah_json_str(q, "runner_id", runner_id);
+	ah_json_str(q, "invocation_id", id);
+	if (ah_runner_call(r, q, &ans, 5000) != 0)
+		ah_log_warn("inv=%s: the runner did not take the cancel", id);
+}
+
+static const char *status_of(json_object *o)
+{
+	json_object *s = NULL;
+	return json_object_object_get_ex(o, "status", &s) ? json_object_get_string(s) : "?";
+}
+
+static int cancel(ah_req *r)
+{
+	const ah_agent *a;
+	json_object *o = NULL;
+	ah_rows run;
+	const char *id = r->params[1];
+	int rc = ah_agent_load(r, &a);
+	if (rc != 0 || (rc = lookup(r, a, id, &o, &run)) < 0)
+		return rc;
+	if (rc == NONE)
+		return ah_reply_error(r, 404, "Invocation not found");
+	if (rc == FINISHED) {
+		ah_verr(r, "path", "id", ah_sprintf(r->arena, "Invocation already finished (status: %s): "
+		        "only a running call can be cancelled", status_of(o)), "invocation_finished");
+		json_object_put(o);
+		return ah_verr_reply(r);
+	}
+	json_object_put(o);
+	if (ah_db_exec(r->db, NULL, SQL_CANCEL_MARK, "s", id) != 0)
+		return AH_EFAIL;
+	ask_runner(r, a, id, run.v[0][R_RUNNER]);
+	/* Most programs end on SIGTERM at once: the answer is then the record. */
+	for (int64_t until = ah_now_ms() + CANCEL_WAIT_MS; ah_now_ms() < until;) {
+		usleep(100 * 1000);
+		if ((rc = lookup(r, a, id, &o, &run)) < 0)
+			return rc;
+		if (rc != RUNNING)
+			break;
+		json_object_put(o);
+		o = NULL;
+	}
+	if (rc == FINISHED)
+		return ah_reply_json(r, 200, o);
+	if (rc == RUNNING)
+		return ah_reply_json(r, 202, o);
+	return ah_reply_error(r, 404, "Invocation not found");
+}
+
+const ah_route ah_invocation_routes[] = {
+	{"GET", "/agents/{slug}/invocations/{id}", get_invocation, 0, 0, AH_AGENT_SCOPE},
+	{"POST", "/agents/{slug}/invocations/{id}/cancel", cancel, 0, 0, AH_AGENT_SCOPE},
+	{NULL, NULL, NULL, 0, 0},
+};
