@@ -12,6 +12,7 @@
  * caller receives (failed_output). The invocation id is made first: the runner
  * logs the agent's stderr under it. Managed files: invoke_files.c. */
 #include "agents.h"
+#include "budgets.h"
 #include "invocations.h"
 #include "invoke_answer.h"
 #include "invoke_files.h"
@@ -267,7 +268,7 @@ static int claim_session(ah_req *r, const char *agent_id, const char *sid, const
 /* ---- running ---- */
 
 static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *in, const char *inv_id,
-                                json_object *env)
+                                json_object *env, json_object *budget)
 {
 	size_t cap = sodium_base64_ENCODED_LEN(in->prompt_len, sodium_base64_VARIANT_ORIGINAL);
 	char *b64 = ah_alloc(r->arena, cap);
@@ -292,6 +293,8 @@ static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *i
 	 * request's program and environment started, waiting for a prompt. */
 	if (a->min_warm > 0)
 		ah_json_int(q, "min_warm", a->min_warm);
+	if (budget) /* the model gateway charges and stops at the budgets */
+		json_object_object_add(q, "budget", json_object_get(budget));
 	return q;
 }
 
@@ -302,9 +305,9 @@ static long long max_output(json_object *q)
 }
 
 static void run_agent(ah_req *r, const ah_agent *a, const invoke_in *in, const ah_invocation *inv,
-                      json_object *env, ah_run_out *o)
+                      json_object *env, json_object *budget, ah_run_out *o)
 {
-	json_object *q = run_request(r, a, in, inv->id, env), *ans;
+	json_object *q = run_request(r, a, in, inv->id, env, budget), *ans;
 	long long out_cap = max_output(q);
 	int rc = ah_invoke_files_request(r, a, inv->session_id, q) ? AH_EFAIL
 	         : ah_runner_call(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS));
@@ -442,8 +445,12 @@ static int invoke(ah_req *r)
 		return AH_EFAIL;
 	if (in.session_id && (rc = claim_session(r, a->id, in.session_id, state)) != 0)
 		return rc;
-	run_agent(r, a, &in, &inv, env, &o);
+	ah_budget_hold budget;
+	if ((rc = ah_budget_admit(r, a->id, in.timeout_s, &budget)) != 0)
+		return rc;
+	run_agent(r, a, &in, &inv, env, ah_budget_spec(r, &budget), &o);
 	if (o.http == 503) { /* nothing ran: no history entry, no usage */
+		ah_budget_finish(r, &budget, "0", 0);
 		ah_header(r, "Retry-After", ah_sprintf(r->arena, "%lld", o.retry_after));
 		return ah_reply_error(r, 503, o.detail);
 	}
@@ -465,6 +472,7 @@ static int invoke(ah_req *r)
 	inv.err_log = o.err_log, inv.err_log_len = o.err_log_len;
 	inv.err_log_truncated = o.err_log_truncated;
 	ah_invocation_record(r, a->id, &inv);
+	ah_budget_finish(r, &budget, inv.cost, o.model_charged);
 	return reply(r, &o, &inv);
 }
 

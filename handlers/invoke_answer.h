@@ -29,6 +29,7 @@ typedef struct ah_run_out {
 	char *err_log;         /* the end of its stderr, redacted (the invocation's logs) */
 	size_t err_log_len;
 	bool err_log_truncated;
+	long long model_charged; /* pico-dollars the gateway charged to the budgets (budgets.h) */
 } ah_run_out;
 
 /* A failure: 500 with "Invocation failed: <error>". */

@@ -1,0 +1,229 @@
+"""Spend limits (issue 32): max_cost_usd_per_day and max_cost_usd_per_month on
+an API key, an agent and the user, against the real stack.
+
+Asserted: the fields are validated (a 422 naming the field for a negative
+budget, more than 6 decimals, an exponent, a non-number) and change nothing
+then; set, shown and cleared with null on each of the three; a call that would
+start past a budget is refused with 402 naming the budget (scope, period,
+limit, spend) and when it resets (the next UTC midnight or month, also as
+Retry-After), is not recorded, and the tightest budget applies; GET /usage
+shows what each budget has left; calls racing at the edge of a budget spend at
+most one call's worth past it (the spend lives in MariaDB, admission is one
+transaction); with the model gateway on, a call crossing its budget mid-run
+has its model access ended at the crossing (later requests get an Anthropic
+billing_error) and the invocation records it.
+"""
+import datetime
+import json
+import threading
+import uuid
+from decimal import Decimal
+
+import pytest
+
+from agent_code import ECHO_JS, deployed_agent, exact, model_cost, needs_runner
+from conftest import assert_422, db_query
+
+FIELDS = ("max_cost_usd_per_day", "max_cost_usd_per_month")
+
+
+def next_midnight():
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (now + datetime.timedelta(days=1)).strftime("%Y-%m-%dT00:00:00Z")
+
+
+def next_month():
+    now = datetime.datetime.now(datetime.timezone.utc)
+    y, m = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
+    return f"{y:04d}-{m:02d}-01T00:00:00Z"
+
+
+def key_id(client):
+    prefix = client.key.split("_")[1]
+    return next(k["id"] for k in client.get("/api-keys").json() if k["prefix"] == "ahk_" + prefix)
+
+
+# ---- fields ----
+
+# Raw JSON values: a number's digits reach the API as written.
+BAD = [("-1", "greater_than_equal"), ('"-0.5"', "greater_than_equal"),
+       ("0.1234567", "decimal_max_places"), ('"2.0000001"', "decimal_max_places"),
+       ("1e3", "decimal_parsing"), ("true", "decimal_type"), ('"ten"', "decimal_parsing"),
+       ("1000000", "decimal_parsing")]
+
+
+@pytest.mark.parametrize("value,kind", BAD)
+@pytest.mark.parametrize("field", FIELDS)
+def test_bad_budgets_are_422_naming_the_field(client, make_agent, field, value, kind):
+    agent = make_agent(max_cost_usd_per_day=5)
+    kid = key_id(client)
+    h = {"Content-Type": "application/json"}
+    for method, path in (("patch", f"/agents/{agent['slug']}"), ("patch", f"/api-keys/{kid}"),
+                         ("patch", "/users/me"), ("post", "/api-keys"), ("post", "/agents")):
+        extra = {"name": "x" + uuid.uuid4().hex[:6], "git_repo_url": "https://example.com/r.git"} \
+            if path == "/agents" else {}
+        body = json.dumps(extra)[:-1] + (", " if extra else "") + f'"{field}": {value}}}'
+        r = getattr(client, method)(path, data=body, headers=h)
+        detail = assert_422(r, ("body", field))
+        assert any(e["type"] == kind for e in detail), (path, detail)
+    # Nothing changed.
+    assert client.get(f"/agents/{agent['slug']}").json()["max_cost_usd_per_day"] == 5.0
+    assert client.get("/users/me").json()[field] is None
+    assert len(client.get("/agents").json()) == 1
+    assert len(client.get("/api-keys").json()) == 1
+
+
+def test_budgets_set_shown_and_cleared(client, make_agent):
+    agent = make_agent(max_cost_usd_per_month="12.5")
+    assert (agent["max_cost_usd_per_day"], agent["max_cost_usd_per_month"]) == (None, 12.5)
+    h = {"Content-Type": "application/json"}
+    r = client.patch(f"/agents/{agent['slug']}", data='{"max_cost_usd_per_day": 0.000001}', headers=h)
+    assert r.status_code == 200, r.text
+    assert exact(r)["max_cost_usd_per_day"] == Decimal("0.000001")
+    assert r.json()["max_cost_usd_per_month"] == 12.5  # untouched
+    r = client.patch(f"/agents/{agent['slug']}", json={"max_cost_usd_per_month": None, "name": "n2"})
+    assert (r.json()["max_cost_usd_per_day"], r.json()["max_cost_usd_per_month"]) == (0.000001, None)
+
+    r = client.post("/api-keys", json={"name": "capped", "max_cost_usd_per_day": "2.25"})
+    assert r.status_code == 201, r.text
+    k = r.json()["api_key"]
+    assert (k["max_cost_usd_per_day"], k["max_cost_usd_per_month"]) == (2.25, None)
+    r = client.patch(f"/api-keys/{k['id']}", json={"max_cost_usd_per_month": 40})
+    assert r.status_code == 200, r.text
+    assert (r.json()["max_cost_usd_per_day"], r.json()["max_cost_usd_per_month"]) == (2.25, 40.0)
+    assert r.json()["name"] == "capped"
+    listed = next(x for x in client.get("/api-keys").json() if x["id"] == k["id"])
+    assert listed["max_cost_usd_per_month"] == 40.0
+    r = client.patch(f"/api-keys/{k['id']}", json={"max_cost_usd_per_day": None})
+    assert r.json()["max_cost_usd_per_day"] is None
+    assert client.patch("/api-keys/key_nope", json={"name": "x"}).status_code == 404
+
+    r = client.patch("/users/me", json={"max_cost_usd_per_day": 3, "max_cost_usd_per_month": 50})
+    assert r.status_code == 200, r.text
+    assert (r.json()["max_cost_usd_per_day"], r.json()["max_cost_usd_per_month"]) == (3.0, 50.0)
+    assert client.get("/users/me").json()["max_cost_usd_per_month"] == 50.0
+    r = client.patch("/users/me", json={"max_cost_usd_per_month": None})
+    assert (r.json()["max_cost_usd_per_day"], r.json()["max_cost_usd_per_month"]) == (3.0, None)
+
+
+def test_another_users_key_is_not_found(client, other_client):
+    kid = key_id(other_client)
+    assert client.patch(f"/api-keys/{kid}", json={"max_cost_usd_per_day": 1}).status_code == 404
+    assert other_client.get("/api-keys").json()[0]["max_cost_usd_per_day"] is None
+
+
+# ---- admission ----
+
+def spent(client, scope, period):
+    b = [x for x in exact(client.get("/usage"))["budgets"] if x["scope"] == scope and x["period"] == period]
+    assert len(b) == 1, b
+    return b[0]
+
+
+def history(client, slug):
+    return len(client.get(f"/agents/{slug}/invocations").json())
+
+
+@needs_runner
+def test_call_past_a_budget_is_refused_with_402(client):
+    slug = deployed_agent(client, ECHO_JS)["slug"]
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "hello budget"})
+    assert r.status_code == 200, r.text
+    c = exact(r)["total_cost_usd"]
+    assert c > 0
+    kid = key_id(client)
+
+    # The key's daily budget is exactly what was spent: spent.
+    assert client.patch(f"/api-keys/{kid}", json={"max_cost_usd_per_day": str(c)}).status_code == 200
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "hello budget"})
+    assert r.status_code == 402, r.text
+    b = exact(r)
+    assert b["code"] == "budget_exceeded"
+    assert "daily budget" in b["detail"] and "API key" in b["detail"]
+    assert b["budget"] == {"scope": "key", "scope_id": kid, "period": "day", "limit_usd": c,
+                           "spent_usd": c, "resets_at": next_midnight()}
+    assert 0 < int(r.headers["Retry-After"]) <= 86400
+    assert history(client, slug) == 1  # not recorded
+
+    # The tightest applies: the agent's month and the user's day as well; the
+    # month, which resets last, is named.
+    assert client.patch(f"/agents/{slug}", json={"max_cost_usd_per_month": str(c / 2)}).status_code == 200
+    assert client.patch("/users/me", json={"max_cost_usd_per_day": 100}).status_code == 200
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "hello budget"})
+    assert r.status_code == 402, r.text
+    assert r.json()["budget"]["scope"] == "agent" and r.json()["budget"]["period"] == "month"
+    assert r.json()["budget"]["resets_at"] == next_month()
+    assert "agent's monthly budget" in r.json()["detail"]
+
+    # Cleared: the call runs again, and is charged to every budget.
+    client.patch(f"/agents/{slug}", json={"max_cost_usd_per_month": None})
+    client.patch(f"/api-keys/{kid}", json={"max_cost_usd_per_day": None})
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "hello budget"})
+    assert r.status_code == 200, r.text
+    u = spent(client, "user", "day")
+    assert (u["spent_usd"], u["limit_usd"], u["remaining_usd"]) == (2 * c, 100, 100 - 2 * c)
+    assert u["resets_at"] == next_midnight()
+
+    # The user's own budget refuses too.
+    client.patch("/users/me", json={"max_cost_usd_per_day": str(c)})
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "hello budget"})
+    assert r.status_code == 402 and r.json()["budget"]["scope"] == "user", r.text
+    assert spent(client, "user", "day")["remaining_usd"] == 0
+
+
+@needs_runner
+def test_usage_lists_each_budget_with_what_remains(client):
+    slug = deployed_agent(client, ECHO_JS)["slug"]
+    kid = key_id(client)
+    client.patch(f"/agents/{slug}", json={"max_cost_usd_per_day": 1, "max_cost_usd_per_month": 5})
+    client.patch(f"/api-keys/{kid}", json={"max_cost_usd_per_month": "0.5"})
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "what remains"})
+    assert r.status_code == 200, r.text
+    c = exact(r)["total_cost_usd"]
+    got = {(b["scope"], b["period"]): b for b in exact(client.get("/usage"))["budgets"]}
+    assert set(got) == {("agent", "day"), ("agent", "month"), ("key", "month")}
+    assert got[("agent", "day")]["name"] == slug
+    assert got[("agent", "month")]["remaining_usd"] == 5 - c
+    assert got[("key", "month")]["spent_usd"] == c and got[("key", "month")]["scope_id"] == kid
+    assert got[("key", "month")]["resets_at"] == next_month()
+
+
+# ---- the race at the edge ----
+
+def race(client, slug, n):
+    """n calls fired at once; their statuses."""
+    barrier, out = threading.Barrier(n), []
+
+    def one():
+        barrier.wait()
+        r = client.post(f"/agents/{slug}/invoke", json={"prompt": "race to the edge"}, timeout=120)
+        out.append(r.status_code)
+    ts = [threading.Thread(target=one) for _ in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
+@needs_runner
+@pytest.mark.parametrize("room", [Decimal("1.5"), Decimal("3.5")])
+def test_calls_racing_at_the_edge_spend_one_call_past_it_at_most(client, room):
+    """The budget allows `room` more calls; 8 fire at once. Whatever the
+    interleaving, what the period spent stays within one call of the limit."""
+    slug = deployed_agent(client, ECHO_JS)["slug"]
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "race to the edge"})
+    assert r.status_code == 200, r.text
+    c = exact(r)["total_cost_usd"]
+    limit = (c + room * c).quantize(Decimal("0.000001"))
+    r = client.patch(f"/agents/{slug}", json={"max_cost_usd_per_day": str(limit)})
+    assert r.status_code == 200, r.text
+    codes = race(client, slug, 8)
+    assert set(codes) <= {200, 402, 503}, codes  # 503: the runner had no room: nothing ran
+    assert codes.count(200) >= 1
+    s = spent(client, "agent", "day")["spent_usd"]
+    assert s == c * (1 + codes.count(200))
+    assert s <= limit + c, (codes, s, limit)
+    # And the next call, with nothing in flight, is refused only if spent.
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "race to the edge"})
+    assert r.status_code == (402 if s >= limit else 200), r.text
