@@ -227,3 +227,77 @@ def test_calls_racing_at_the_edge_spend_one_call_past_it_at_most(client, room):
     # And the next call, with nothing in flight, is refused only if spent.
     r = client.post(f"/agents/{slug}/invoke", json={"prompt": "race to the edge"})
     assert r.status_code == (402 if s >= limit else 200), r.text
+
+
+# ---- the model gateway: access ends at the crossing ----
+
+# Calls the model up to cmd.n times, one after the other, and prints each
+# answer's status and body.
+LOOP_JS = r"""
+const chunks = [];
+process.stdin.on('data', c => chunks.push(c));
+process.stdin.on('end', async () => {
+  const cmd = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  const out = [];
+  for (let i = 0; i < cmd.n; i++) {
+    const r = await fetch(process.env.ANTHROPIC_BASE_URL + '/v1/messages', {
+      method: 'POST',
+      headers: {'x-api-key': process.env.ANTHROPIC_API_KEY, 'anthropic-version': '2023-06-01',
+                'content-type': 'application/json'},
+      body: JSON.stringify({model: 'test-model', max_tokens: 64,
+                            messages: [{role: 'user', content: 'SAY: ' + i}]}),
+    });
+    out.push({status: r.status, body: await r.text()});
+  }
+  process.stdout.write(JSON.stringify(out));
+});
+"""
+
+
+@pytest.fixture
+def gateway():
+    from messages_standin import StandIn
+    from test_deploy_faults import runner_with
+    key = "sk-ant-test-" + uuid.uuid4().hex
+    srv = StandIn(key=key).start()
+    try:
+        with runner_with(model_gateway="on", model_key_value=key, model_gateway_upstream=srv.url):
+            yield srv
+    finally:
+        srv.stop()
+
+
+@needs_runner
+def test_gateway_ends_model_access_at_the_crossing(gateway, client):
+    from messages_standin import USAGE_IN, USAGE_OUT
+    answer = model_cost(USAGE_IN, USAGE_OUT, 0, 10)
+    slug = deployed_agent(client, LOOP_JS)["slug"]
+    limit = (answer * Decimal("2.5")).quantize(Decimal("0.000001"))
+    r = client.patch(f"/agents/{slug}", json={"max_cost_usd_per_day": str(limit)})
+    assert r.status_code == 200, r.text
+
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": json.dumps({"n": 6})}, timeout=120)
+    # The agent itself finished; the invocation records that its model access ended.
+    assert r.status_code == 500, r.text
+    inv = exact(r)["invocation"]
+    assert inv["status"] == "failed"
+    assert "model access ended: budget reached" in inv["error"], inv["error"]
+    assert "agent's daily budget" in inv["error"]
+    seen = json.loads(inv["response_content"])
+    # Three answers: the third crossed the budget; no request after it left the sandbox.
+    assert [a["status"] for a in seen] == [200, 200, 200, 402, 402, 402]
+    err = json.loads(seen[3]["body"])
+    assert err["type"] == "error" and err["error"]["type"] == "billing_error"
+    assert "budget" in err["error"]["message"]
+    assert len(gateway.messages()) == 3
+    # Charged once, exactly: the gateway per answer, the API nothing more.
+    assert inv["total_cost_usd"] == 3 * answer
+    assert spent(client, "agent", "day")["spent_usd"] == 3 * answer
+    assert spent(client, "agent", "day")["remaining_usd"] == 0
+    hist = client.get(f"/agents/{slug}/invocations").json()
+    assert "budget reached" in hist[0]["error"]
+
+    # The next call does not start.
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": json.dumps({"n": 1})})
+    assert r.status_code == 402, r.text
+    assert len(gateway.messages()) == 3
