@@ -112,6 +112,31 @@ def test_another_users_key_is_not_found(client, other_client):
     assert other_client.get("/api-keys").json()[0]["max_cost_usd_per_day"] is None
 
 
+# ---- the command line ----
+
+def test_cli_sets_and_shows_budgets(client, tmp_path):
+    from test_cli import cli_env, run
+    env = cli_env(tmp_path, client.key)
+    r = run(env, "agents", "create", "capped", "--max-day", "1.5")
+    assert r.returncode == 0, r.stderr
+    assert "max usd/day:    1.5" in r.stdout
+    kid = key_id(client)
+    r = run(env, "keys", "update", kid, "--max-month", "20", "--max-day", "none")
+    assert r.returncode == 0, r.stderr
+    k = next(x for x in client.get("/api-keys").json() if x["id"] == kid)
+    assert (k["max_cost_usd_per_day"], k["max_cost_usd_per_month"]) == (None, 20.0)
+    assert "20.0" in run(env, "keys", "list").stdout
+    r = run(env, "budget", "--max-month", "100")
+    assert r.returncode == 0 and "max usd/month: 100.0" in r.stdout, r.stdout + r.stderr
+    r = run(env, "usage")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("budgets:")[1].splitlines()
+    assert any(line.split()[:3] == ["agent", "capped", "day"] for line in lines), r.stdout
+    assert any(line.split()[:1] == ["key"] and "month" in line for line in lines), r.stdout
+    r = run(env, "agents", "update", "capped", "--max-day", "0.1234567")
+    assert r.returncode != 0 and "max_cost_usd_per_day" in r.stderr, r.stderr
+
+
 # ---- admission ----
 
 def spent(client, scope, period):
