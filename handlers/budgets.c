@@ -264,26 +264,41 @@ json_object *ah_budget_spec(ah_req *r, const ah_budget_hold *h)
 #define CHARGE_TAIL                                                                          \
 	" ON DUPLICATE KEY UPDATE spent = spent + VALUES(spent),"                                \
 	" inflight = GREATEST(inflight - VALUES(inflight), 0), max_call = GREATEST(max_call, VALUES(max_call))"
-static const char SQL_CHARGE[] =
-	"INSERT INTO budget_spend (scope, scope_id, period, period_start, spent, inflight, max_call)"
-	" VALUES " CHARGE_ROW CHARGE_TAIL;
+#define CHARGE_HEAD "INSERT INTO budget_spend (scope, scope_id, period, period_start, spent, inflight, max_call) VALUES "
+/* A call's 4 rows (no API key: a JWT) or 6: one statement, one round trip,
+ * locking the rows in the order admission does. */
+static const char SQL_CHARGE4[] =
+	CHARGE_HEAD CHARGE_ROW ", " CHARGE_ROW ", " CHARGE_ROW ", " CHARGE_ROW CHARGE_TAIL;
+static const char SQL_CHARGE6[] = CHARGE_HEAD CHARGE_ROW ", " CHARGE_ROW ", " CHARGE_ROW ", " CHARGE_ROW
+	", " CHARGE_ROW ", " CHARGE_ROW CHARGE_TAIL;
+#define ROW_FMT "sssssis"
+#define ROW_ARGS(k) h->rows[k].scope, h->rows[k].id, h->rows[k].period, h->rows[k].start, rest, rel[k], cost
 
-/* Row by row, each its own atomic statement: an admitted row exists, so
- * its inflight (given as 1) is released and never inserted. */
+/* An admitted row exists, so its inflight (given as 1) is released, never
+ * inserted; every other row gets 0. */
 void ah_budget_finish(ah_req *r, const ah_budget_hold *h, const char *cost, long long charged)
 {
-	long long pico = 0;
+	long long pico = 0, rel[6] = {0};
 	if (ah_money_parse(&pico, cost) != 0)
 		ah_log_error("budget: cannot read the cost %s", cost);
 	const char *rest = ah_money_text(r->arena, pico > charged ? pico - charged : 0);
-	for (int i = 0; i < h->n; i++) {
-		const ah_budget_row *b = &h->rows[i];
-		long long release = h->held && b->limit ? 1 : 0;
-		if (ah_db_exec(r->db, NULL, SQL_CHARGE, "sssssis", b->scope, b->id, b->period, b->start, rest,
-		               release, cost) != 0)
-			ah_log_error("budget: cannot charge %s %s %s: %s", b->scope, b->id, b->period,
-			             ah_db_error(r->db));
+	for (int i = 0; i < h->n; i++)
+		rel[i] = h->held && h->rows[i].limit ? 1 : 0;
+	int rc = AH_EFAIL;
+	for (int tries = 0; tries < 3 && rc != 0; tries++) {
+		if (h->n == 4)
+			rc = ah_db_exec(r->db, NULL, SQL_CHARGE4, ROW_FMT ROW_FMT ROW_FMT ROW_FMT, ROW_ARGS(0),
+			                ROW_ARGS(1), ROW_ARGS(2), ROW_ARGS(3));
+		else if (h->n == 6)
+			rc = ah_db_exec(r->db, NULL, SQL_CHARGE6, ROW_FMT ROW_FMT ROW_FMT ROW_FMT ROW_FMT ROW_FMT,
+			                ROW_ARGS(0), ROW_ARGS(1), ROW_ARGS(2), ROW_ARGS(3), ROW_ARGS(4), ROW_ARGS(5));
+		else
+			return; /* the user or the agent was deleted during the call */
+		if (rc != 0 && !ah_db_deadlocked(r->db))
+			break;
 	}
+	if (rc != 0)
+		ah_log_error("budget: cannot charge %s: %s", rest, ah_db_error(r->db));
 }
 
 /* ---- GET /usage ---- */
