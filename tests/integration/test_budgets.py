@@ -213,6 +213,25 @@ def test_usage_lists_each_budget_with_what_remains(client):
     assert got[("key", "month")]["resets_at"] == next_month()
 
 
+@needs_runner
+def test_a_jwt_callers_budgets_without_a_key():
+    """A call signed in with a JWT has no API key: its user's and its agent's
+    budgets count, and apply."""
+    import test_jwt
+    if "jwt_hs256_secret_file" not in test_jwt.CONF:
+        pytest.skip("the stack has no HS256 secret")
+    from conftest import Client
+    client = Client(test_jwt.hs256(test_jwt.claims()))
+    slug = deployed_agent(client, ECHO_JS)["slug"]
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "signed in"})
+    assert r.status_code == 200, r.text
+    c = exact(r)["total_cost_usd"]
+    client.patch("/users/me", json={"max_cost_usd_per_month": str(c)})
+    assert spent(client, "user", "month")["spent_usd"] == c
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "signed in"})
+    assert r.status_code == 402 and r.json()["budget"]["scope"] == "user", r.text
+
+
 # ---- the race at the edge ----
 
 def race(client, slug, n):
