@@ -100,8 +100,13 @@ static const char SQL_LIMITS[] =
 	" UNION ALL SELECT 'agent', id, max_cost_usd_per_day, max_cost_usd_per_month FROM agents"
 	" WHERE id = ? UNION ALL SELECT 'key', id, max_cost_usd_per_day, max_cost_usd_per_month"
 	" FROM api_keys WHERE id = ?";
+/* A period's row starts with the period before's dearest call (kept a day
+ * by the runners' sweep): without one, calls in flight hold the edge until
+ * the first of them ends. */
 static const char SQL_ROW[] =
-	"INSERT IGNORE INTO budget_spend (scope, scope_id, period, period_start) VALUES (?, ?, ?, ?)";
+	"INSERT IGNORE INTO budget_spend (scope, scope_id, period, period_start, max_call)"
+	" SELECT ?, ?, ?, ?, COALESCE((SELECT max_call FROM budget_spend WHERE scope = ? AND"
+	" scope_id = ? AND period = ? AND period_start < ? ORDER BY period_start DESC LIMIT 1), 0)";
 /* A call in flight counts until inflight_until (its deadline): one whose API
  * worker died holds the edge no longer than that. */
 #define LIVE "IF(inflight_until > NOW(3), inflight, 0)"
@@ -188,7 +193,8 @@ static int admit_once(ah_req *r, long long timeout_s, const periods *p, ah_budge
 		const ah_budget_row *b = &h->rows[i];
 		if (!b->limit)
 			continue;
-		if (ah_db_exec(r->db, NULL, SQL_ROW, "ssss", b->scope, b->id, b->period, b->start) != 0 ||
+		if (ah_db_exec(r->db, NULL, SQL_ROW, "ssssssss", b->scope, b->id, b->period, b->start,
+		               b->scope, b->id, b->period, b->start) != 0 ||
 		    ah_db_query(r->db, r->arena, &st, SQL_LOCK, "ssssss", b->limit, b->limit, b->scope, b->id,
 		                b->period, b->start) != 0 || st.n != 1)
 			goto fail;

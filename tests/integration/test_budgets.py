@@ -345,3 +345,20 @@ def test_gateway_ends_model_access_at_the_crossing(gateway, client):
     r = client.post(f"/agents/{slug}/invoke", json={"prompt": json.dumps({"n": 1})})
     assert r.status_code == 402, r.text
     assert len(gateway.messages()) == 3
+
+
+@needs_runner
+def test_a_new_day_starts_with_yesterdays_dearest_call(client):
+    """Far from the edge, calls run side by side from the day's first: the
+    day's row knows what a call may cost from yesterday's (without it, calls
+    in flight would hold a budget's rest until the first of them ended)."""
+    agent = deployed_agent(client, ECHO_JS)
+    r = client.post(f"/agents/{agent['slug']}/invoke", json={"prompt": "race to the edge"})
+    c = exact(r)["total_cost_usd"]
+    db_query("DELETE FROM budget_spend WHERE scope = 'agent' AND scope_id = '%s'" % agent["id"])
+    db_query("INSERT INTO budget_spend (scope, scope_id, period, period_start, spent, max_call)"
+             f" VALUES ('agent', '{agent['id']}', 'day', UTC_DATE() - INTERVAL 1 DAY, 1, {c})")
+    r = client.patch(f"/agents/{agent['slug']}", json={"max_cost_usd_per_day": str(100 * c)})
+    assert r.status_code == 200, r.text
+    codes = race(client, agent["slug"], 4)
+    assert codes.count(200) == 4, codes
