@@ -31,6 +31,7 @@ struct gw_budget {
 	} rows[ROWS_MAX];
 	long long pin, pout, pcw, pcw1h, pcr; /* prices: pico-dollars per token */
 	long long charged;         /* pico-dollars added to the rows */
+	bool db_logged;            /* a database failure is logged once per invocation */
 };
 
 static bool copy(char *dst, size_t cap, const char *src)
@@ -122,7 +123,10 @@ static bool db_ready(struct gw_budget *b, const char *tag)
 	ah_err err = {0};
 	if (b->db || ah_db_open(&b->db, b->cfg, &err) == 0)
 		return true;
-	ah_log_error("%s model gateway: budget: no database: %s", tag, err.msg);
+	if (!b->db_logged) /* an agent's requests must not flood the log */
+		ah_log_error("%s model gateway: budget: no database: %s", tag, err.msg);
+	b->db_logged = true;
+	b->db = NULL;
 	return false;
 }
 
