@@ -1,6 +1,7 @@
 /* The agent record: its column table, loading (from the authentication query
  * of scoped routes or a query of its own) and the contract's JSON. */
 #include "agents.h"
+#include "budgets.h"
 #include "routes.h"
 #include "auth/auth.h"
 #include "db/record.h"
@@ -39,6 +40,8 @@ static const ah_col AGENT_COLUMNS[] = {
 	AH_COL_S("a.code_sha256", ah_agent, code_sha256),
 	AH_COL_I("a.min_warm", ah_agent, min_warm, 0),
 	AH_COL_S("a.image_sha256", ah_agent, image_sha256),
+	AH_COL_S("a.max_cost_usd_per_day", ah_agent, max_day),
+	AH_COL_S("a.max_cost_usd_per_month", ah_agent, max_month),
 };
 #define AGENT_NCOLS (sizeof(AGENT_COLUMNS) / sizeof(AGENT_COLUMNS[0]))
 
@@ -144,5 +147,6 @@ json_object *ah_agent_json(ah_req *r, const ah_agent *a)
 	ah_json_time(r, o, "created_at", a->created_at);
 	ah_json_time(r, o, "updated_at", a->updated_at);
 	ah_json_time(r, o, "deployed_at", a->deployed_at);
+	ah_budget_json(r, o, a->max_day, a->max_month);
 	return o;
 }

@@ -14,6 +14,7 @@
  * and asynchronous calls (issue 28) take the same steps up to the run, then
  * invoke_stream.c or invoke_async.c answer; every way runs and records through
  * ah_call_run, whose recording is ah_invocation_record (invoke_record.c). */
+#include "budgets.h"
 #include "invoke.h"
 #include "invoke_files.h"
 #include "routes.h"
@@ -270,7 +271,7 @@ static int claim_session(ah_req *r, const char *agent_id, const char *sid, const
 /* ---- running ---- */
 
 static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *in, const char *inv_id,
-                                json_object *env)
+                                json_object *env, json_object *budget)
 {
 	size_t cap = sodium_base64_ENCODED_LEN(in->prompt_len, sodium_base64_VARIANT_ORIGINAL);
 	char *b64 = ah_alloc(r->arena, cap);
@@ -295,6 +296,8 @@ static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *i
 	 * request's program and environment started, waiting for a prompt. */
 	if (a->min_warm > 0)
 		ah_json_int(q, "min_warm", a->min_warm);
+	if (budget) /* the model gateway charges and stops at the budgets */
+		json_object_object_add(q, "budget", json_object_get(budget));
 	return q;
 }
 
@@ -309,7 +312,7 @@ static void run_agent(ah_req *r, const ah_call *c, ah_run_out *o)
 	const ah_agent *a = c->a;
 	const invoke_in *in = &c->in;
 	const ah_invocation *inv = &c->inv;
-	json_object *q = run_request(r, a, in, inv->id, c->env), *ans;
+	json_object *q = run_request(r, a, in, inv->id, c->env, ah_budget_spec(r, &c->budget)), *ans;
 	long long out_cap = max_output(q);
 	if (c->on_chunk)
 		ah_json_bool(q, "stream", true);
@@ -424,8 +427,10 @@ void ah_call_run(ah_req *r, ah_call *c)
 	ah_run_out *o = &c->o;
 	ah_invocation *inv = &c->inv;
 	run_agent(r, c, o);
-	if (o->http == 503) /* nothing ran: no history entry, no usage */
+	if (o->http == 503) { /* nothing ran: no history entry, no usage */
+		ah_budget_finish(r, &c->budget, "0", 0);
 		return;
+	}
 	failed_output(o);
 	note_logs(r, c->a, inv->id, o);
 	inv->duration_ms = ah_now_ms() - c->start;
@@ -444,6 +449,7 @@ void ah_call_run(ah_req *r, ah_call *c)
 	inv->err_log = o->err_log, inv->err_log_len = o->err_log_len;
 	inv->err_log_truncated = o->err_log_truncated;
 	ah_invocation_record(r, c->a->id, inv);
+	ah_budget_finish(r, &c->budget, inv->cost, o->model_charged);
 }
 
 static int invoke(ah_req *r)
@@ -477,6 +483,8 @@ static int invoke(ah_req *r)
 	    build_env(r, a->id, in->session_id, &c.env, &state) != 0)
 		return AH_EFAIL;
 	if (in->session_id && (rc = claim_session(r, a->id, in->session_id, state)) != 0)
+		return rc;
+	if ((rc = ah_budget_admit(r, a->id, in->timeout_s, &c.budget)) != 0)
 		return rc;
 	if (in->async)
 		return ah_invoke_async(r, &c);

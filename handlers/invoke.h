@@ -7,6 +7,7 @@
 #define AH_HANDLERS_INVOKE_H
 
 #include "agents.h"
+#include "budgets.h"
 #include "invocations.h"
 #include "invoke_answer.h"
 #include "runner_client/runner_client.h"
@@ -27,6 +28,7 @@ typedef struct ah_call {
 	int64_t start;          /* ah_now_ms() when the call was accepted */
 	size_t in_tokens;
 	ah_run_out o;
+	ah_budget_hold budget;  /* the spend limits' hold, taken at admission (budgets.h) */
 	/* Streaming: each piece of the agent's stdout as the runner sends it. */
 	ah_runner_chunk_fn on_chunk;
 	void *chunk_ctx;

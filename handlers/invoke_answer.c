@@ -141,6 +141,7 @@ void ah_run_answer(ah_req *r, json_object *ans, long long timeout_s, long long o
 	decode_stderr(r, ans, o);
 	if (get(ans, "model_input_tokens"))
 		model_counts(r, ans, o);
+	o->model_charged = json_object_get_int64(get(ans, "model_budget_charged_pico"));
 	outcome(r, ans, timeout_s, out_cap, o);
 	/* Stopped on the caller's request: whatever the signal did to it. */
 	if (json_object_get_boolean(get(ans, "cancelled"))) {

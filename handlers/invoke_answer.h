@@ -30,6 +30,7 @@ typedef struct ah_run_out {
 	size_t err_log_len;
 	bool err_log_truncated;
 	bool cancelled;        /* POST …/cancel stopped it (the runner says so) */
+	long long model_charged; /* pico-dollars the gateway charged to the budgets (budgets.h) */
 } ah_run_out;
 
 /* A failure: 500 with "Invocation failed: <error>". */

@@ -2,6 +2,7 @@
  * from the per-user daily rollup (usage_daily) that each invocation updates in
  * its own transaction. Keyed by user, not agent, so deleting an agent never
  * lowers it, and cheap however long the history is. */
+#include "budgets.h"
 #include "invocations.h"
 #include "routes.h"
 #include "core/money.h"
@@ -132,6 +133,8 @@ static int get_usage(ah_req *r)
 	ah_json_int(o, "output_tokens", u.output_tokens);
 	json_object_object_add(o, "total_cost_usd", ah_money_json(r->arena, u.cost));
 	model_json(o, &u);
+	if (ah_budget_usage(r, o) != 0)
+		return AH_EFAIL;
 	return ah_reply_json(r, 200, o);
 }
 

@@ -29,6 +29,7 @@ const struct ah_cli_col ah_cli_agent_cols[] = {
 	{"created", "created_at", AH_COL_TIME},
 	{"updated", "updated_at", AH_COL_TIME},
 	{"deployed", "deployed_at", AH_COL_TIME},
+	AH_CLI_BUDGET_COLS,
 	{0},
 };
 
@@ -99,6 +100,7 @@ static int agent_fields(struct ah_cli *c, const struct ah_cli_args *a, json_obje
 		if (!rc)
 			json_object_object_add(body, "min_warm", json_object_new_int64(t));
 	}
+	ah_cli_budget_fields(a, body);
 	(void)c;
 	return rc;
 }
@@ -170,7 +172,8 @@ static int run_stop(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	{"local", 0, NULL, "deploy from uploaded code (agenthost deploy)"}, \
 	{"source", 0, "git|local", "the source type"}, \
 	{"timeout", 0, "SECONDS", "default invocation timeout, 1-600"}, \
-	{"min-warm", 0, "N", "processes kept started for the next calls (0: none; capped by plan)"}
+	{"min-warm", 0, "N", "processes kept started for the next calls (0: none; capped by plan)"}, \
+	AH_CLI_BUDGET_OPTS
 
 const struct ah_cli_cmd ah_cli_agents_cmds[] = {
 	{"agents list", NULL, "list your agents", 0, 0, false, run_list,

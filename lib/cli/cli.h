@@ -35,7 +35,7 @@ enum {
 	AH_CLI_ENET = -101,
 };
 
-#define AH_CLI_MAX_OPTS 10
+#define AH_CLI_MAX_OPTS 12
 
 struct ah_cli_opt {
 	const char *name;   /* long name without "--" */
@@ -201,6 +201,16 @@ extern const struct ah_cli_col ah_cli_agent_cols[];
 int ah_cli_paging(struct ah_cli *c, const struct ah_cli_args *a, const char **out, ah_err *err);
 /* GET path (a list) shown as a table or JSON. */
 int ah_cli_list(struct ah_cli *c, const char *path, const struct ah_cli_col *cols, ah_err *err);
+
+/* Budgets (usage.c): --max-day and --max-month (USD, or "none" to clear)
+ * into body as max_cost_usd_per_day and _per_month; the options' rows. */
+void ah_cli_budget_fields(const struct ah_cli_args *a, json_object *body);
+#define AH_CLI_BUDGET_OPTS \
+	{"max-day", 0, "USD", "daily spend limit (none: no limit)"}, \
+	{"max-month", 0, "USD", "monthly spend limit (none: no limit)"}
+#define AH_CLI_BUDGET_COLS \
+	{"max usd/day", "max_cost_usd_per_day", AH_COL_NUM}, \
+	{"max usd/month", "max_cost_usd_per_month", AH_COL_NUM}
 #define AH_CLI_PAGING_OPTS \
 	{"limit", 0, "N", "at most N (1-100, default 20)"}, {"offset", 0, "N", "skip the first N"}
 

@@ -7,6 +7,7 @@ static const struct ah_cli_col key_cols[] = {
 	{"prefix", "prefix", AH_COL_TEXT},
 	{"created", "created_at", AH_COL_TIME},
 	{"last used", "last_used_at", AH_COL_TIME},
+	AH_CLI_BUDGET_COLS,
 	{0},
 };
 
@@ -22,6 +23,7 @@ static int run_create(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 	json_object *body = ah_cli_obj(c);
 	if (a->npos)
 		json_object_object_add(body, "name", json_object_new_string(a->pos[0]));
+	ah_cli_budget_fields(a, body);
 	int rc = ah_cli_send(c, "POST", "/api-keys", body, &r, err);
 	if (rc)
 		return rc;
@@ -38,6 +40,22 @@ static int run_create(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 	return 0;
 }
 
+static int run_update(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
+{
+	struct ah_cli_resp r;
+	json_object *body = ah_cli_obj(c);
+	if (ah_cli_opt(a, "name"))
+		json_object_object_add(body, "name", json_object_new_string(ah_cli_opt(a, "name")));
+	ah_cli_budget_fields(a, body);
+	if (!json_object_object_length(body))
+		return ah_cli_usage(err, "keys update: nothing to change (see agenthost keys update --help)");
+	int rc = ah_cli_send(c, "PATCH", ah_sprintf(c->a, "/api-keys/%s", ah_cli_seg(c, a->pos[0])), body,
+	                     &r, err);
+	if (!rc)
+		ah_cli_show(c, r.body, key_cols);
+	return rc;
+}
+
 static int run_revoke(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
 	struct ah_cli_resp r;
@@ -50,7 +68,10 @@ static int run_revoke(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 
 const struct ah_cli_cmd ah_cli_keys_cmds[] = {
 	{"keys list", NULL, "list your API keys", 0, 0, false, run_list, {{0}}},
-	{"keys create", "[NAME]", "make a new API key and print it (once)", 0, 1, false, run_create, {{0}}},
+	{"keys create", "[NAME]", "make a new API key and print it (once)", 0, 1, false, run_create,
+	 {AH_CLI_BUDGET_OPTS}},
+	{"keys update", "ID", "rename a key or change its spend limits", 1, 1, false, run_update,
+	 {{"name", 0, "NAME", "a new name"}, AH_CLI_BUDGET_OPTS}},
 	{"keys revoke", "ID", "revoke an API key at once", 1, 1, false, run_revoke, {{0}}},
 	{0},
 };

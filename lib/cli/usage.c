@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const struct ah_cli_col usage_cols[] = {
 	{"period days", "period_days", AH_COL_NUM},
@@ -27,6 +28,54 @@ static const struct ah_cli_col daily_cols[] = {
 	{"cost usd", "total_cost_usd", AH_COL_NUM},
 	{0},
 };
+
+/* What each budget (yours, your agents', your keys') has left. */
+static const struct ah_cli_col budget_cols[] = {
+	{"budget of", "scope", AH_COL_TEXT},
+	{"name", "name", AH_COL_TEXT},
+	{"period", "period", AH_COL_TEXT},
+	{"limit usd", "limit_usd", AH_COL_NUM},
+	{"spent usd", "spent_usd", AH_COL_NUM},
+	{"remaining usd", "remaining_usd", AH_COL_NUM},
+	{"resets", "resets_at", AH_COL_TIME},
+	{0},
+};
+
+void ah_cli_budget_fields(const struct ah_cli_args *a, json_object *body)
+{
+	static const char *const map[][2] = {{"max-day", "max_cost_usd_per_day"},
+	                                     {"max-month", "max_cost_usd_per_month"}};
+	for (int i = 0; i < 2; i++) {
+		const char *v = ah_cli_opt(a, map[i][0]);
+		if (v) /* as text: the API takes the digits exactly */
+			json_object_object_add(body, map[i][1], strcmp(v, "none") == 0 ? NULL
+			                       : json_object_new_string(v));
+	}
+}
+
+static void show_budgets(struct ah_cli *c, json_object *usage)
+{
+	json_object *b = NULL;
+	if (!json_object_object_get_ex(usage, "budgets", &b) || !json_object_is_type(b, json_type_array) ||
+	    json_object_array_length(b) == 0)
+		return;
+	printf("\nbudgets:\n");
+	ah_cli_show(c, b, budget_cols);
+}
+
+/* budget [--max-day USD] [--max-month USD]: your own spend limits. */
+static int run_budget(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
+{
+	struct ah_cli_resp r;
+	json_object *body = ah_cli_obj(c);
+	ah_cli_budget_fields(a, body);
+	int rc = json_object_object_length(body) ? ah_cli_send(c, "PATCH", "/users/me", body, &r, err)
+	                                         : ah_cli_get(c, "/users/me", &r, err);
+	if (!rc)
+		ah_cli_show(c, r.body, (const struct ah_cli_col[]){{"email", "email", AH_COL_TEXT},
+		                                                    AH_CLI_BUDGET_COLS, {0}});
+	return rc;
+}
 
 /* One block character per day, scaled to the busiest day. */
 static void sparkline(struct ah_cli *c, json_object *items)
@@ -69,7 +118,10 @@ static int run_usage(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 		return 0;
 	}
 	ah_cli_show(c, r.body, usage_cols);
-	if (c->json || !c->tty_out)
+	if (c->json)
+		return 0;
+	show_budgets(c, r.body);
+	if (!c->tty_out)
 		return 0;
 	rc = ah_cli_get(c, ah_sprintf(c->a, "/usage/daily?days=%lld", days), &d, err);
 	if (!rc && json_object_object_get_ex(d.body, "items", &items) && json_object_is_type(items, json_type_array))
@@ -80,5 +132,7 @@ static int run_usage(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 const struct ah_cli_cmd ah_cli_usage_cmds[] = {
 	{"usage", NULL, "invocations, tokens and cost over the last days", 0, 0, false, run_usage,
 	 {{"days", 0, "N", "the last N days, 1-365 (default 30)"}, {"daily", 0, NULL, "one row per day"}}},
+	{"budget", NULL, "show or set your own spend limits", 0, 0, false, run_budget,
+	 {AH_CLI_BUDGET_OPTS}},
 	{0},
 };

@@ -2,6 +2,7 @@
 #include "core/money.h"
 #include "core/err.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,32 @@ int ah_cost_add(long long *acc, long long tokens, long long price)
 	if (tokens < 0 || __builtin_mul_overflow(tokens, price, &a) ||
 	    __builtin_add_overflow(*acc, a, acc))
 		return AH_EINVALID;
+	return 0;
+}
+
+int ah_money_parse(long long *pico, const char *s)
+{
+	bool neg = *s == '-';
+	long long whole = 0, frac = 0;
+	int fdigits = 0, wdigits = 0;
+	const char *p = s + neg;
+	for (; *p >= '0' && *p <= '9'; p++, wdigits++)
+		if (__builtin_mul_overflow(whole, 10, &whole) || __builtin_add_overflow(whole, *p - '0', &whole))
+			return AH_EINVALID;
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++, fdigits++) {
+			if (fdigits >= 12)
+				return AH_EINVALID;
+			frac = frac * 10 + (*p - '0');
+		}
+	if (*p != '\0' || (wdigits == 0 && fdigits == 0))
+		return AH_EINVALID;
+	for (int i = fdigits; i < 12; i++)
+		frac *= 10;
+	if (__builtin_mul_overflow(whole, PICO_PER_USD, &whole) || __builtin_add_overflow(whole, frac, pico))
+		return AH_EINVALID;
+	if (neg)
+		*pico = -*pico;
 	return 0;
 }
 

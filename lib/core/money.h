@@ -19,6 +19,9 @@ int ah_cost_pico(long long *out, long long in_tok, long long out_tok,
 /* *acc += tokens × price (one more kind of token), AH_EINVALID on overflow or
  * a negative count. */
 int ah_cost_add(long long *acc, long long tokens, long long price);
+/* Decimal money text ("0.000117", "-2", "1.500000000000": up to 12
+ * decimals, the DECIMAL(24,12) columns') → pico-dollars; AH_EINVALID else. */
+int ah_money_parse(long long *pico, const char *s);
 /* Pico-dollars as decimal text without needless zeros: "0.000117", "2.0". */
 char *ah_money_text(ah_arena *a, long long pico);
 /* DECIMAL text from the database ("0.000117000000", NULL = 0) normalised the same way. */

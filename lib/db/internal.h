@@ -13,7 +13,7 @@
 /* Galera's "WSREP has not yet prepared node for application use": the node
  * is not in the primary component (partitioned, joining, shutting down). */
 #define ER_WSREP_NOT_READY 1047
-#define MAX_PARAMS 32
+#define MAX_PARAMS 48 /* a budget charge binds 42 (handlers/budgets.c) */
 #define CELL_BUF 512
 
 struct cached {

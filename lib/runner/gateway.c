@@ -104,6 +104,16 @@ static int refusal(struct exchange *x, const char **type, const char **msg)
 		*msg = "the model gateway does not forward this endpoint (model_gateway_endpoints)";
 		return 403;
 	}
+	if (bad == 0 && x->route->metered && !atomic_load(&x->g->ended)) {
+		char why[AH_GATEWAY_WHY_LEN - 20];
+		if (gw_budget_spent(x->g->budget, x->g->tag, why, sizeof why))
+			gw_end_budget(x->g, why);
+	}
+	if (bad == 0 && atomic_load(&x->g->over_budget)) {
+		*type = "billing_error";
+		*msg = x->g->ended_why; /* our own words: no quote, no backslash */
+		return 402;
+	}
 	if (bad == 0 && atomic_load(&x->g->ended)) {
 		*type = "permission_error";
 		*msg = "model access for this invocation has ended: the usage of an earlier answer "
@@ -137,10 +147,26 @@ static void serve(struct exchange *x)
 	gw_forward(x);
 	if (x->body_left > 0) /* the provider answered before taking it all */
 		gw_drain(x->fd);
+	char why[AH_GATEWAY_WHY_LEN - 20];
+	if (gw_budget_charge(x->g->budget, &x->usage, x->g->tag, why, sizeof why))
+		gw_end_budget(x->g, why); /* the crossing: no request after this one */
 	char path[100];
 	gw_log_path(path, sizeof path, x->target);
 	ah_log_info("%s model gateway: %s %s -> %ld (%lld in, %lld out)", x->g->tag, x->method, path,
 	            x->status, x->usage.input_tokens, x->usage.output_tokens);
+}
+
+void gw_end_budget(ah_gateway *g, const char *why)
+{
+	char msg[AH_GATEWAY_WHY_LEN];
+	snprintf(msg, sizeof msg, "budget reached: %s", why);
+	pthread_mutex_lock(&g->mu);
+	bool first = !atomic_load(&g->ended);
+	if (first)
+		atomic_store(&g->over_budget, 1);
+	pthread_mutex_unlock(&g->mu);
+	if (first)
+		gw_end_access(g, msg);
 }
 
 /* ---- connections ---- */
@@ -282,7 +308,8 @@ int ah_gateway_check_config(const ah_config *cfg, ah_err *err)
 }
 
 int ah_gateway_start(ah_gateway **out, const ah_config *cfg, int listen_fd, const char *key,
-                     const char *token, const char *tag, int timeout_ms, ah_err *err)
+                     const char *token, const char *tag, int timeout_ms,
+                     struct json_object *budget, ah_err *err)
 {
 	ah_gateway *g = calloc(1, sizeof(*g));
 	if (!g || !(g->key = strdup(key))) {
@@ -303,6 +330,8 @@ int ah_gateway_start(ah_gateway **out, const ah_config *cfg, int listen_fd, cons
 	int rc = upstream_from(g, cfg, err);
 	if (rc == 0)
 		rc = gw_policy_load(&g->policy, cfg, err);
+	if (rc == 0)
+		rc = gw_budget_load(&g->budget, cfg, budget, err);
 	if (rc == 0 && (g->wake < 0 || pthread_create(&g->acceptor, NULL, acceptor, g) != 0))
 		rc = ah_err_set(err, AH_EFAIL, "cannot start the model gateway");
 	g->acceptor_started = rc == 0;
@@ -336,7 +365,9 @@ void ah_gateway_stop(ah_gateway *g, ah_gateway_usage *usage)
 	if (usage) {
 		*usage = g->usage;
 		snprintf(usage->ended, sizeof usage->ended, "%s", g->ended_why);
+		usage->budget_charged = gw_budget_charged(g->budget);
 	}
+	gw_budget_free(g->budget);
 	if (atomic_load(&g->refused) > LOG_REFUSED)
 		ah_log_warn("%s model gateway: %d requests refused in all", g->tag, atomic_load(&g->refused));
 	if (g->wake >= 0)

@@ -37,6 +37,7 @@ typedef struct ah_gateway_usage {
 	long long input_tokens, output_tokens;
 	long long cache_write_tokens, cache_read_tokens, cache_write_1h_tokens;
 	int requests;                          /* requests forwarded upstream */
+	long long budget_charged;              /* pico-dollars charged to the call's budgets */
 	char ended[AH_GATEWAY_WHY_LEN];        /* "", or why model access ended */
 	/* The provider's last error answer (an HTTP error or an SSE "error"
 	 * event), "STATUS TYPE: MESSAGE" in printable ASCII, "" when none: a
@@ -68,9 +69,12 @@ int ah_gateway_check_config(const ah_config *cfg, ah_err *err);
 
 /* Starts serving listen_fd (taken over: closed by stop) for one invocation
  * until stop. key and token are copied (and wiped at stop); tag names the
- * invocation in log lines; timeout_ms bounds every upstream call. */
+ * invocation in log lines; timeout_ms bounds every upstream call; budget is
+ * the run request's "budget" (spend rows, gateway_budget.c) or NULL. */
+struct json_object;
 int ah_gateway_start(ah_gateway **out, const ah_config *cfg, int listen_fd, const char *key,
-                     const char *token, const char *tag, int timeout_ms, ah_err *err);
+                     const char *token, const char *tag, int timeout_ms,
+                     struct json_object *budget, ah_err *err);
 
 /* Closes the listener, cuts every connection and upstream call still open,
  * waits for them, and reports what the provider counted. NULL is a no-op. */

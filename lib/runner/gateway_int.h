@@ -7,6 +7,7 @@
 #include "runner/gateway.h"
 
 #include <curl/curl.h>
+#include <json-c/json.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -55,6 +56,8 @@ struct ah_gateway {
 	 * request after it is refused, and the invocation records why. */
 	atomic_int ended;
 	char ended_why[AH_GATEWAY_WHY_LEN];
+	atomic_int over_budget;    /* ended because a budget is spent: requests get 402 */
+	struct gw_budget *budget;  /* the call's spend limits (gateway_budget.c), or NULL */
 };
 
 /* One request and its answer. */
@@ -103,6 +106,20 @@ void gw_end_access(ah_gateway *g, const char *why);
 
 /* gateway_upstream.c */
 void gw_forward(struct exchange *x);
+
+/* gateway_budget.c: NULL spec, NULL *out (no budget). */
+struct gw_budget;
+int gw_budget_load(struct gw_budget **out, const ah_config *cfg, json_object *spec, ah_err *err);
+void gw_budget_free(struct gw_budget *b);
+/* Whether a budget with a limit is spent (why says which); b NULL: false. */
+bool gw_budget_spent(struct gw_budget *b, const char *tag, char *why, size_t cap);
+/* Adds the cost of one answer's usage u to every row, then as gw_budget_spent. */
+bool gw_budget_charge(struct gw_budget *b, const ah_gateway_usage *u, const char *tag, char *why,
+                      size_t cap);
+/* Pico-dollars charged to the rows so far. */
+long long gw_budget_charged(const struct gw_budget *b);
+/* Ends model access for a spent budget (gateway.c). */
+void gw_end_budget(ah_gateway *g, const char *why);
 
 /* gateway_policy.c */
 bool gw_tchar(int c);

@@ -118,11 +118,12 @@ static json_object *run_answer(const struct run_out *o)
 		{"model_cache_read_tokens", F_INT, NULL, o->usage.cache_read_tokens},
 		{"model_cache_write_1h_tokens", F_INT, NULL, o->usage.cache_write_1h_tokens},
 		{"model_requests", F_INT, NULL, o->usage.requests},
+		{"model_budget_charged_pico", F_INT, NULL, o->usage.budget_charged},
 		/* last: only when an answer's usage could not be read */
 		{"model_access_ended", F_STR, o->usage.ended, 0},
 	};
 	size_t n = sizeof f / sizeof f[0];
-	n -= !o->metered ? 7 : !*o->usage.ended ? 1 : 0;
+	n -= !o->metered ? 8 : !*o->usage.ended ? 1 : 0;
 	json_object *ans = answer_of(true, f, n);
 	free(b64);
 	if (o->metered && o->usage.error[0])
@@ -212,7 +213,8 @@ static int gateway_open(ah_gateway **out, const struct ah_runner *r, const struc
 {
 	int lfd;
 	int rc = ah_sandbox_listen_loopback(sb, AH_GATEWAY_PORT, &lfd, err);
-	return rc ? rc : ah_gateway_start(out, r->cfg, lfd, gw->key, gw->token, tag, q->timeout_ms, err);
+	return rc ? rc : ah_gateway_start(out, r->cfg, lfd, gw->key, gw->token, tag, q->timeout_ms,
+	                                  q->budget, err);
 }
 
 /* A warm agent's ephemeral call takes one of its warm processes when one of

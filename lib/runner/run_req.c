@@ -177,6 +177,9 @@ int ah_run_req_parse(struct ah_run_req *q, const struct ah_runner *r, json_objec
 	if (json_object_object_get_ex(req, "files", &q->files) &&
 	    !json_object_is_type(q->files, json_type_object))
 		q->files = NULL;
+	if (json_object_object_get_ex(req, "budget", &q->budget) &&
+	    !json_object_is_type(q->budget, json_type_array))
+		q->budget = NULL;
 	if (json_object_object_get_ex(req, "session", &s) && s && !q->session)
 		return ah_err_set(err, AH_EINVALID, "\"session\" must be a string or null");
 	const char *bad = bad_fields(q, r);

@@ -25,6 +25,7 @@ struct ah_run_req {
 	json_object *files;        /* managed files in and out (run_files.c), or NULL; in the JSON */
 	bool stream;               /* stdout back as chunks while it runs (cancel.h) */
 	int min_warm;              /* warm processes to keep (warm.h); 0: none */
+	json_object *budget;       /* spend rows for the model gateway, or NULL; in the JSON */
 	/* The values of the request's "env" (the agent's secrets, the model key):
 	 * redacted from the program's stderr (ops.c). Owned array, strings in the JSON. */
 	const char **secrets;

@@ -8,7 +8,8 @@ from conftest import Client, assert_422, db_dump
 KEY = re.compile(r"^ahk_[0-9A-Za-z]{8}_[0-9A-Za-z]{10}$")
 KEY_ID = re.compile(r"^key_[0-9A-Za-z]{22}$")
 RFC3339_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
-RECORD_KEYS = {"id", "name", "prefix", "created_at", "last_used_at"}
+RECORD_KEYS = {"id", "name", "prefix", "created_at", "last_used_at",
+               "max_cost_usd_per_day", "max_cost_usd_per_month"}  # spend limits: test_budgets.py
 
 
 def create(client, **body):

@@ -360,7 +360,8 @@ def test_every_table_route_is_routed(client, doc):
 def test_validator_rejects_what_it_should(doc):
     """The validator is not vacuous: known-bad records fail."""
     good = {"id": "usr_" + "a" * 22, "email": "a@b.example", "plan": "free", "quota_bytes": 1,
-            "created_at": "2026-11-21T23:59:59.123Z"}
+            "created_at": "2026-11-21T23:59:59.123Z", "max_cost_usd_per_day": None,
+            "max_cost_usd_per_month": 2.5}
     user = {"$ref": "#/components/schemas/User"}
     assert validate(doc, user, good) == []
     assert validate(doc, user, dict(good, extra=1))

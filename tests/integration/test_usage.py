@@ -12,7 +12,8 @@ from conftest import assert_422
 USAGE_KEYS = {"period_days", "start_date", "end_date", "total_invocations", "input_tokens",
               "output_tokens", "total_cost_usd",
               # what the model gateway measured (issue 27); 0 while it is off
-              "model_invocations", "model_input_tokens", "model_output_tokens"}
+              "model_invocations", "model_input_tokens", "model_output_tokens",
+              "budgets"}  # spend limits and what remains (issue 32, test_budgets.py)
 
 
 def today():

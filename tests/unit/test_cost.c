@@ -78,10 +78,18 @@ static const struct {
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Money text back to pico-dollars (budgets: spend rows, costs). */
+static const struct { const char *s; int rc; long long pico; } parses[] = {
+	{"0.000117", 0, 117000000LL}, {"2", 0, 2000000000000LL}, {"-1.5", 0, -1500000000000LL},
+	{"1.500000000000", 0, 1500000000000LL}, {".5", 0, 500000000000LL},
+	{"0.0000000000001", AH_EINVALID, 0}, {"1e3", AH_EINVALID, 0}, {"", AH_EINVALID, 0},
+	{"-", AH_EINVALID, 0}, {"9999999999", AH_EINVALID, 0}, {"1.2.3", AH_EINVALID, 0},
+};
+
 int main(void)
 {
 	ah_arena *a = ah_arena_new();
-	printf("1..%zu\n", N(prices) + N(costs) + N(decimals) + N(repairs) + 2);
+	printf("1..%zu\n", N(prices) + N(costs) + N(decimals) + N(repairs) + N(parses) + 2);
 	for (size_t i = 0; i < N(prices); i++) {
 		long long v = -1;
 		int rc = ah_price_parse(&v, prices[i].text);
@@ -112,6 +120,12 @@ int main(void)
 		const char *got = ah_utf8_repair(a, repairs[i].in, repairs[i].len, &n);
 		ok(n == repairs[i].wlen && memcmp(got, repairs[i].want, n) == 0,
 		   "UTF-8 repair of row %zu", i);
+	}
+	for (size_t i = 0; i < N(parses); i++) {
+		long long v = -7;
+		int rc = ah_money_parse(&v, parses[i].s);
+		ok(rc == parses[i].rc && (rc != 0 || v == parses[i].pico), "%s",
+		   ah_sprintf(a, "money \"%s\" parses as %lld (got rc %d, %lld)", parses[i].s, parses[i].pico, rc, v));
 	}
 	ah_arena_destroy(a);
 	return nfail == 0 ? 0 : 1;

@@ -232,7 +232,7 @@ static void run_case(const ah_config *cfg, size_t i)
 	ah_err err = {0};
 	ah_gateway_new_token(token);
 	int before = provider_requests;
-	if (lfd < 0 || ah_gateway_start(&g, cfg, lfd, KEY, token, "test", 10000, &err) != 0) {
+	if (lfd < 0 || ah_gateway_start(&g, cfg, lfd, KEY, token, "test", 10000, NULL, &err) != 0) {
 		ok(0, "%s: gateway start: %s", cases[i].what, err.msg);
 		return;
 	}
@@ -263,7 +263,7 @@ static void ended_access(const ah_config *cfg)
 	ah_gateway *g = NULL;
 	ah_gateway_usage u = {0};
 	ah_gateway_new_token(token);
-	if (lfd < 0 || ah_gateway_start(&g, cfg, lfd, KEY, token, "test", 10000, NULL) != 0) {
+	if (lfd < 0 || ah_gateway_start(&g, cfg, lfd, KEY, token, "test", 10000, NULL, NULL) != 0) {
 		ok(0, "ended access: set-up");
 		return;
 	}
@@ -317,7 +317,7 @@ static void idle_connection(const ah_config *cfg)
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 || fd < 0 || ah_gateway_start(&g, cfg, lfd, KEY, token, "test", 10000, NULL) != 0 ||
+	if (lfd < 0 || fd < 0 || ah_gateway_start(&g, cfg, lfd, KEY, token, "test", 10000, NULL, NULL) != 0 ||
 	    connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
 		ok(0, "idle connection: set-up");
 		return;

@@ -37,6 +37,7 @@ export function usagePage(main, _p, ctx) {
           h('div', {}, h('dt', {}, 'Output tokens'), h('dd', {}, String(t.output_tokens))),
           t.model_invocations ? h('div', {}, h('dt', {}, 'Model tokens'), h('dd', { id: 'usage-model-tokens' }, `${t.model_input_tokens} in, ${t.model_output_tokens} out`)) : null,
           h('div', {}, h('dt', {}, 'Cost'), h('dd', {}, fmtUsd(t.total_cost_usd)))),
+        budgets(t.budgets || []),
         chart(items, view.days, METRICS[view.metric]),
         h('details', {}, h('summary', {}, 'The same data as a table'),
           table(['Date', 'Invocations', 'Input tokens', 'Output tokens', 'Model tokens (in/out)', 'Cost'],
@@ -48,6 +49,20 @@ export function usagePage(main, _p, ctx) {
   };
   main.append(h('h1', {}, 'Usage'), h('div', { class: 'row spread' }, days, metric), box);
   show(true);
+}
+
+// Each spend limit (the user's, its agents', its keys') with what its UTC day
+// or month has spent and has left; set with the CLI or the API.
+const SCOPES = { user: 'You', agent: 'Agent', key: 'API key' };
+function budgets(list) {
+  if (!list.length) return null;
+  return h('section', { id: 'usage-budgets' }, h('h2', {}, 'Spend limits'),
+    table(['Of', 'Name', 'Period', 'Limit', 'Spent', 'Remaining', 'Resets'],
+      list.map((b) => h('tr', { 'data-budget': `${b.scope}:${b.scope_id}:${b.period}` },
+        h('td', {}, SCOPES[b.scope] || b.scope), h('td', {}, b.name), h('td', {}, b.period === 'day' ? 'Day' : 'Month'),
+        h('td', {}, fmtUsd(b.limit_usd)), h('td', {}, fmtUsd(b.spent_usd)),
+        h('td', {}, fmtUsd(b.remaining_usd)),
+        h('td', {}, fmtDate(b.resets_at)))), 'Spend limits'));
 }
 
 // Bars of one measure per day. Readable without colour: every bar has its
