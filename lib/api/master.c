@@ -206,13 +206,19 @@ static void reload(ah_config **cfg, const char *path)
 		if (strcmp(want[p], paths[p]) != 0)
 			ah_log_warn("reload: the socket %s stays until a restart (the configuration "
 			            "now names %s)", paths[p], want[p]);
+	pid_t old_pids[MAX_WORKERS];
 	int old = 0;
 	for (int i = 0; i < nslots; i++)
-		if (slots[i].pid > 0 && nretiring < (int)(sizeof retiring / sizeof *retiring))
-			retiring[nretiring++] = slots[i].pid, old++;
+		if (slots[i].pid > 0) {
+			old_pids[old++] = slots[i].pid;
+			/* Reloads faster than requests end may fill the list: those
+			 * are told to stop all the same, only not waited for. */
+			if (nretiring < (int)(sizeof retiring / sizeof *retiring))
+				retiring[nretiring++] = slots[i].pid;
+		}
 	start_generation(next);
-	for (int i = nretiring - old; i < nretiring; i++)
-		kill(retiring[i], SIGTERM);
+	for (int i = 0; i < old; i++)
+		kill(old_pids[i], SIGTERM);
 	ah_log_info("reload: configuration %s read; %d old workers finish their requests and exit",
 	            ah_cfg_path(next) ? ah_cfg_path(next) : "(environment)", old);
 	ah_config_free(*cfg);
