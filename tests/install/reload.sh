@@ -66,7 +66,9 @@ call short 1500 &
 shortpid=$!
 call long 60000 &
 longpid=$!
-sleep 3
+# Both in their sandboxes (node runs) before the restart.
+for _ in $(seq 120); do [ "$(inside pgrep -c -x node || true)" -ge 2 ] && break; sleep 0.5; done
+sleep 0.5
 say "docs/install.md, Reloading and restarting (runner restart) during two calls"
 doc --section "## Reloading and restarting:2"
 wait "$shortpid" "$longpid" || true
