@@ -2,7 +2,13 @@
  * unix sockets (CRUD and invoke), forks a pool of single-threaded workers on
  * each, respawns any that die, and on SIGTERM lets every worker finish its
  * current request before exiting. Invocations wait up to 600 s, so they get a
- * pool of their own and can never starve the short requests. */
+ * pool of their own and can never starve the short requests.
+ *
+ * SIGHUP (systemctl reload) re-reads the configuration: a new generation of
+ * workers starts with it on the same listening sockets, then the old one gets
+ * SIGTERM and each old worker exits once it has answered the request it holds,
+ * so no request is refused or cut. A configuration that does not load is
+ * refused with its key and line, and the workers running go on serving. */
 #include "api/api.h"
 #include "api/worker.h"
 #include "auth/jwt.h"
@@ -36,15 +42,31 @@ struct slot {
 	time_t started;
 };
 
-static volatile sig_atomic_t stopping;
+static volatile sig_atomic_t stopping, reloading;
 static const ah_api_app *app;
 static struct slot slots[MAX_WORKERS];
 static int nslots;
+/* Workers of earlier generations still finishing a request: waited for at a
+ * stop, never respawned. */
+static pid_t retiring[4 * MAX_WORKERS];
+static int nretiring;
+static sigset_t run_mask; /* the mask before the master blocked its signals */
 
 static void on_term(int sig)
 {
 	(void)sig;
 	stopping = 1;
+}
+
+static void on_hup(int sig)
+{
+	(void)sig;
+	reloading = 1;
+}
+
+static void on_child(int sig)
+{
+	(void)sig; /* only to wake sigsuspend */
 }
 
 /* slot: the worker's place in slots[], and its counters' (core/metrics.h). */
@@ -55,6 +77,9 @@ static pid_t spawn(const ah_config *cfg, int fd, int pool, int slot)
 		ah_mx_use((unsigned)slot);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
+		signal(SIGCHLD, SIG_DFL);
+		signal(SIGHUP, SIG_IGN); /* a reload is the master's business */
+		sigprocmask(SIG_SETMASK, &run_mask, NULL);
 		_exit(pool == POOL_JWKS ? ah_jwks_refresher_run(cfg) : ah_worker_run(cfg, fd, pool, app));
 	}
 	if (pid < 0)
@@ -64,6 +89,11 @@ static pid_t spawn(const ah_config *cfg, int fd, int pool, int slot)
 
 static void respawn(const ah_config *cfg, const int fds[NPOOLS], pid_t dead, int status)
 {
+	for (int i = 0; i < nretiring; i++)
+		if (retiring[i] == dead) { /* an old generation's: it has answered */
+			retiring[i] = retiring[--nretiring];
+			return;
+		}
 	for (int i = 0; i < nslots; i++) {
 		if (slots[i].pid != dead)
 			continue;
@@ -100,18 +130,120 @@ static void drain(void)
 	for (int i = 0; i < nslots; i++)
 		if (slots[i].pid > 0)
 			kill(slots[i].pid, SIGTERM);
+	/* Every child, the retiring ones too (they have had their SIGTERM). */
 	time_t deadline = time(NULL) + 620; /* an invocation may run 600 s */
-	int alive = nslots;
-	while (alive > 0 && time(NULL) < deadline) {
-		pid_t p = waitpid(-1, NULL, 0);
-		if (p > 0)
-			alive--;
-		else if (errno == ECHILD)
+	while (time(NULL) < deadline)
+		if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD)
 			break;
-	}
 	for (int i = 0; i < nslots; i++)
 		if (slots[i].pid > 0)
 			kill(slots[i].pid, SIGKILL);
+	for (int i = 0; i < nretiring; i++)
+		kill(retiring[i], SIGKILL);
+}
+
+static int fds[NPOOLS];
+static char paths[NPOOLS][4096];
+
+/* One generation of workers with cfg in slots[]: each pool's count, and the
+ * JWKS refresher when cfg has a JWKS URL. */
+static void start_generation(const ah_config *cfg)
+{
+	/* crud_workers' default, 3 per CPU, is explained in core/config.c. */
+	int counts[NPOOLS] = {(int)ah_cfg_int(cfg, AH_CFG_CRUD_WORKERS),
+	                      (int)ah_cfg_int(cfg, AH_CFG_INVOKE_WORKERS), 1};
+	/* JWTs from an identity provider: its keys are fetched by a process of
+	 * their own, so that no worker ever waits on the provider. */
+	static bool shared_jwks;
+	const char *jwks = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
+	if (jwks && *jwks && !shared_jwks)
+		shared_jwks = ah_jwks_share_init() == 0;
+	nslots = 0;
+	for (int p = 0; p < NPOOLS; p++)
+		for (int i = 0; i < counts[p]; i++) {
+			slots[nslots] = (struct slot){spawn(cfg, fds[p], p, nslots), p, time(NULL)};
+			nslots++;
+		}
+	if (jwks && *jwks && shared_jwks) {
+		slots[nslots] = (struct slot){spawn(cfg, -1, POOL_JWKS, nslots), POOL_JWKS, time(NULL)};
+		nslots++;
+	}
+	ah_log_info("listening on %s (%d workers), %s (%d workers) and %s (metrics)", paths[0],
+	            counts[0], paths[1], counts[1], paths[2]);
+}
+
+/* What a worker needs of its configuration before it may serve; the master's
+ * own settings (log format, master key) are taken on the way. */
+static int load(ah_config **cfg, const char *path, ah_err *err)
+{
+	/* Before anything else: a JWKS URL any local user could serve is refused. */
+	if (ah_config_load(cfg, path, err) != 0 || ah_log_configure(*cfg, err) != 0 ||
+	    ah_jwks_url_check(*cfg, err) != 0 || ah_crypto_init(*cfg, 0, err) != 0) {
+		ah_config_free(*cfg);
+		*cfg = NULL;
+		return AH_EINVALID;
+	}
+	return 0;
+}
+
+/* SIGHUP: the new generation starts before the old one is told to finish, so
+ * that a worker is always there to accept. The sockets stay: a changed path
+ * takes a restart. */
+static void reload(ah_config **cfg, const char *path)
+{
+	ah_config *next = NULL;
+	ah_err err = {0};
+	if (load(&next, path, &err) != 0) {
+		ah_log_error("reload refused, the running workers go on serving: %s", err.msg);
+		ah_log_configure(*cfg, &err); /* the log format that was */
+		return;
+	}
+	char mx_path[4096];
+	const char *want[NPOOLS] = {ah_cfg_str(next, AH_CFG_FCGI_SOCKET),
+	                            ah_cfg_str(next, AH_CFG_FCGI_INVOKE_SOCKET),
+	                            metrics_socket(next, mx_path, sizeof(mx_path))};
+	for (int p = 0; p < NPOOLS; p++)
+		if (strcmp(want[p], paths[p]) != 0)
+			ah_log_warn("reload: the socket %s stays until a restart (the configuration "
+			            "now names %s)", paths[p], want[p]);
+	pid_t old_pids[MAX_WORKERS];
+	int old = 0;
+	for (int i = 0; i < nslots; i++)
+		if (slots[i].pid > 0) {
+			old_pids[old++] = slots[i].pid;
+			/* Reloads faster than requests end may fill the list: those
+			 * are told to stop all the same, only not waited for. */
+			if (nretiring < (int)(sizeof retiring / sizeof *retiring))
+				retiring[nretiring++] = slots[i].pid;
+		}
+	start_generation(next);
+	for (int i = 0; i < old; i++)
+		kill(old_pids[i], SIGTERM);
+	ah_log_info("reload: configuration %s read; %d old workers finish their requests and exit",
+	            ah_cfg_path(next) ? ah_cfg_path(next) : "(environment)", old);
+	ah_config_free(*cfg);
+	*cfg = next;
+}
+
+static void handle_signals(void)
+{
+	sigset_t block;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGCHLD);
+	/* Blocked but while waiting in sigsuspend: no signal falls between a
+	 * check of the flags and the wait. */
+	sigprocmask(SIG_BLOCK, &block, &run_mask);
+	struct sigaction sa = {.sa_handler = on_term};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = on_hup;
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = on_child;
+	sa.sa_flags = SA_NOCLDSTOP;
+	sigaction(SIGCHLD, &sa, NULL);
 }
 
 int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
@@ -120,57 +252,43 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 	ah_err err = {0};
 	app = the_app;
 	ah_log_set_program("agenthost-api");
-	/* Before anything else: a JWKS URL any local user could serve is refused. */
-	if (ah_config_load(&cfg, argc > 1 ? argv[1] : NULL, &err) != 0 ||
-	    ah_log_configure(cfg, &err) != 0 || ah_jwks_url_check(cfg, &err) != 0 ||
-	    ah_crypto_init(cfg, 0, &err) != 0) {
+	const char *path = argc > 1 ? argv[1] : NULL;
+	if (load(&cfg, path, &err) != 0) {
 		ah_log_error("%s", err.msg);
-		ah_config_free(cfg);
 		return 1;
 	}
-	int fds[NPOOLS];
 	char mx_path[4096];
-	const char *paths[NPOOLS] = {ah_cfg_str(cfg, AH_CFG_FCGI_SOCKET),
-	                             ah_cfg_str(cfg, AH_CFG_FCGI_INVOKE_SOCKET),
-	                             metrics_socket(cfg, mx_path, sizeof(mx_path))};
-	/* crud_workers' default, 3 per CPU, is explained in core/config.c. */
-	int counts[NPOOLS] = {(int)ah_cfg_int(cfg, AH_CFG_CRUD_WORKERS),
-	                      (int)ah_cfg_int(cfg, AH_CFG_INVOKE_WORKERS), 1};
-	for (int p = 0; p < NPOOLS; p++)
+	const char *want[NPOOLS] = {ah_cfg_str(cfg, AH_CFG_FCGI_SOCKET),
+	                            ah_cfg_str(cfg, AH_CFG_FCGI_INVOKE_SOCKET),
+	                            metrics_socket(cfg, mx_path, sizeof(mx_path))};
+	for (int p = 0; p < NPOOLS; p++) {
+		snprintf(paths[p], sizeof paths[p], "%s", want[p]);
 		if ((fds[p] = ah_worker_listen(cfg, paths[p], &err)) < 0) {
 			ah_log_error("%s", err.msg);
 			return 1;
 		}
+	}
 	/* Before forking: every worker, respawned ones too, shares the counters. */
 	unsigned rl_slots = (unsigned)ah_cfg_int(cfg, AH_CFG_RATE_LIMIT_SLOTS);
 	if (ah_ratelimit_init(rl_slots) != 0)
 		ah_log_warn("no shared rate-limit table: counting every request in the database");
-	/* JWTs from an identity provider: its keys are fetched by a process of
-	 * their own, so that no worker ever waits on the provider. */
-	const char *jwks = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
-	bool refresher = jwks && *jwks && ah_jwks_share_init() == 0;
-	/* Metrics: a slot of counters per worker, summed by whichever answers a scrape. */
-	if (ah_mx_shared_init((unsigned)(counts[0] + counts[1] + counts[2] + 1)) != 0)
+	/* Metrics: a slot of counters per worker, summed by whichever answers a
+	 * scrape; room for every pool's maximum, which a reload may reach. */
+	if (ah_mx_shared_init(MAX_WORKERS) != 0)
 		ah_log_warn("no shared metrics: a scrape sees only the worker that answers it");
-	struct sigaction sa = {.sa_handler = on_term};
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	for (int p = 0; p < NPOOLS; p++)
-		for (int i = 0; i < counts[p]; i++) {
-			slots[nslots] = (struct slot){spawn(cfg, fds[p], p, nslots), p, time(NULL)};
-			nslots++;
-		}
-	if (refresher) {
-		slots[nslots] = (struct slot){spawn(cfg, -1, POOL_JWKS, nslots), POOL_JWKS, time(NULL)};
-		nslots++;
-	}
-	ah_log_info("listening on %s (%d workers), %s (%d workers) and %s (metrics)", paths[0],
-	            counts[0], paths[1], counts[1], paths[2]);
+	handle_signals();
+	start_generation(cfg);
 	while (!stopping) {
 		int status;
-		pid_t p = waitpid(-1, &status, 0);
-		if (p > 0 && !stopping)
+		pid_t p;
+		while ((p = waitpid(-1, &status, WNOHANG)) > 0 && !stopping)
 			respawn(cfg, fds, p, status);
+		if (reloading && !stopping) {
+			reloading = 0;
+			reload(&cfg, path);
+		} else if (!stopping) {
+			sigsuspend(&run_mask);
+		}
 	}
 	ah_log_info("SIGTERM: draining workers");
 	drain();

@@ -315,6 +315,15 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 	}
 	ah_gateway_stop(g, &out->usage); /* the token dies with the run */
 	out->metered = gw != NULL;
+	/* Stopped (systemctl restart or stop): the grace is over and its sandbox
+	 * was ended under it, which is what the caller must hear. */
+	if (r->stopping && (rc != 0 || out->res.signal > 0)) {
+		ah_log_warn("%s agent=%s sandbox=%s: ended by the runner's stop", tag, q->agent_id,
+		            out->sandbox_id);
+		return ah_err_set(err, AH_EFAIL, "the runner was stopped or restarted while the agent "
+		                  "ran (runs get runner_shutdown_grace_seconds, %lld s)",
+		                  ah_cfg_int(r->cfg, AH_CFG_RUNNER_SHUTDOWN_GRACE_SECONDS));
+	}
 	if (rc != 0) {
 		ah_log_error("%s agent=%s sandbox=%s: exec failed: %s", tag, q->agent_id,
 		             out->sandbox_id, why.msg);
@@ -407,8 +416,8 @@ static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q
 		ah_log_warn("run refused: %s", err->msg);
 		return rc;
 	}
-	if (r->stopping)
-		return ah_err_set(err, AH_EFAIL, "runner shutting down");
+	if (r->stopping) /* nothing ran: the API answers 503, to be retried */
+		return ah_err_set(err, AH_EBUSY, "the runner is restarting or stopping");
 	if ((rc = take_slot(r, err)) != 0)
 		return rc;
 	rc = execute(r, q, fp, use_gw ? gw : NULL, out, after, err);
