@@ -156,6 +156,7 @@ struct ah_build_opts {
 	const char *log_tag;        /* "agent=<slug> job=<id>" for log lines */
 	volatile const int *cancel;
 	const char *reuse_from;     /* the agent's previous image (reuse.c), or NULL */
+	const char *npm_cache;      /* the host-wide npm download cache (npm_cache.c), or NULL */
 	/* Optional: the deploy's own log for the user (GET …/deploys/{id}/logs):
 	 * each step's line and npm's stdout and stderr as they come. */
 	ah_deploy_output_fn output;
@@ -187,6 +188,22 @@ bool ah_deps_reuse(const char *project_dir, const char *prev_image, const char *
                    const char *log_tag);
 /* Records the fingerprint beside a built image, as <image_dir>.deps. */
 void ah_deps_note(const char *image_dir, const char *fingerprint);
+
+/* ---- the host-wide npm download cache (npm_cache.c) ------------------ */
+
+/* npm's cache inside a build, under /app (excluded from the image). */
+#define AH_NPM_CACHE_NAME ".agenthost-npm-cache"
+/* Hard-links the cache's tarballs into project_dir/AH_NPM_CACHE_NAME (the
+ * project's own entry of that name is removed first). -1 when that
+ * directory cannot be made (npm then uses one of its own). */
+int ah_npm_cache_offer(const char *cache_dir, const char *project_dir, const char *log_tag);
+/* Moves the tarballs under scratch_dir/content-v2/sha512 whose SHA-512 is
+ * their name into the cache; others are left (the caller removes them). */
+struct ah_npm_harvest {
+	long long added, known, refused; /* tarballs: new, already cached, wrong name */
+};
+void ah_npm_cache_harvest(const char *cache_dir, const char *scratch_dir, const char *log_tag,
+                          struct ah_npm_harvest *out);
 
 /* ---- identical files shared between images (dedupe.c) ------------------ */
 

@@ -53,6 +53,7 @@ static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner 
 	q->work_dir = ah_sprintf(a, "%s/build/%lld", r->data_dir, j->id);
 	q->image_dir = ah_sprintf(a, "%s/images/%s/%lld", r->data_dir, j->agent_id, j->id);
 	q->store_dir = ah_sprintf(a, "%s/store", r->data_dir);
+	q->build.npm_cache = ah_sprintf(a, "%s/npm-cache", r->data_dir);
 	q->git.max_bytes = ah_cfg_int(c, AH_CFG_GIT_MAX_BYTES);
 	q->git.timeout_seconds = (int)ah_cfg_int(c, AH_CFG_GIT_TIMEOUT_SECONDS);
 	q->git.allow_hosts = ah_cfg_str(c, AH_CFG_GIT_ALLOW_HOSTS);
