@@ -66,14 +66,19 @@ static void output_tail(char *out, size_t n, const ah_sandbox_result *r)
 static int judge(const ah_sandbox_result *r, const struct ah_build_opts *opts, ah_err *err)
 {
 	char tail[TAIL_CHARS + 1];
+	/* Each limit by its setting's name: the user asks the operator for it. */
 	if (r->timed_out)
-		return ah_err_set(err, AH_EINVALID, "Dependency installation failed: timed out after %d s",
-		                  opts->timeout_seconds);
+		return ah_err_set(err, AH_EINVALID, "Dependency installation failed: timed out after %d s "
+		                  "(deploy_timeout_seconds)", opts->timeout_seconds);
 	if (r->oom_killed)
-		return ah_err_set(err, AH_EINVALID, "Dependency installation failed: out of memory");
+		return ah_err_set(err, AH_EINVALID, "Dependency installation failed: out of memory "
+		                  "(sandbox_memory_mb)");
 	if (r->exit_code == 0)
 		return 0;
 	output_tail(tail, sizeof(tail), r);
+	if (strstr(tail, "ENOSPC") || strstr(tail, "No space left on device"))
+		return ah_err_set(err, AH_EINVALID, "Dependency installation failed: the build's disk "
+		                  "is full (%lld MB, build_disk_mb): %s", opts->disk_bytes >> 20, tail);
 	/* The network's fault, not the project's: worth another attempt. */
 	static const char *const transient[] = {"EAI_AGAIN", "ETIMEDOUT", "ECONNRESET",
 	                                        "ECONNREFUSED", "ENETUNREACH", "ENOTFOUND"};
