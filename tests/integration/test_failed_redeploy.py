@@ -8,7 +8,7 @@ import json
 import pytest
 
 from agent_code import needs_runner
-from test_deploy import assert_active, deploy_and_wait, local_agent, tgz, upload
+from test_deploy import assert_active, deploy, deploy_and_wait, local_agent, tgz, upload, wait_deployed
 from test_deploy_faults import runner_with
 from test_deploys import deploys
 
@@ -35,9 +35,9 @@ def say(client, agent):
 
 
 @pytest.mark.parametrize("limit,value,postinstall,message", [
-    ("image_max_mb", 1, "dd if=/dev/zero of=big bs=1M count=2 status=none",
+    ("image_max_mb", 1, "sleep 3 && dd if=/dev/zero of=big bs=1M count=2 status=none",
      "The built image is larger than 1 MB (image_max_mb)"),
-    ("build_disk_mb", 64, "dd if=/dev/zero of=big bs=1M count=100 status=none",
+    ("build_disk_mb", 64, "sleep 3 && dd if=/dev/zero of=big bs=1M count=100 status=none",
      "Dependency installation failed: the build's disk is full (64 MB, build_disk_mb)"),
 ])
 def test_a_redeploy_over_a_limit_fails_and_the_previous_image_keeps_serving(
@@ -48,7 +48,10 @@ def test_a_redeploy_over_a_limit_fails_and_the_previous_image_keeps_serving(
     r = upload(client, agent, version("v2", postinstall))
     assert r.status_code == 200, r.text
     with runner_with(**{limit: value}):
-        rec = deploy_and_wait(client, agent)
+        deploy(client, agent["slug"])
+        # While the new image is being built (its postinstall sleeps first).
+        assert say(client, agent) == "v1: hi"
+        rec = wait_deployed(client, agent["slug"], 240)
         assert rec["status"] == "error", rec
         assert rec["status_message"].startswith(message), rec["status_message"]
         assert say(client, agent) == "v1: hi"  # the previous image answers
