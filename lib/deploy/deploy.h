@@ -76,6 +76,7 @@ struct ah_tar_limits {
 	bool uncompressed;          /* a plain tar (a build's output), not gzip'd */
 	const char *noun;           /* for "… is too large": NULL "Code archive" */
 	const char *refused;        /* before an entry's fault: NULL "Invalid tarball" */
+	bool zstd_too;              /* also zstd (an image the runner packed: pack.c) */
 };
 #define AH_TAR_LIMITS_DEFAULT { 50LL << 20, 500LL << 20, 100000, false, NULL, NULL }
 
@@ -85,7 +86,8 @@ struct ah_tar_limits {
 int ah_tarball_extract(const char *tarball, const char *dest,
                        const struct ah_tar_limits *lim, ah_err *err);
 /* Packs the tree under dir (files, directories, symlinks as links; owner
- * root) into the gzip'd tar dest, which ah_tarball_extract turns back into it. */
+ * root) into the zstd-compressed tar dest, which ah_tarball_extract (with
+ * zstd_too) turns back into it. */
 int ah_tarball_pack(const char *dir, const char *dest, ah_err *err);
 /* The project root inside an extracted tree: dest itself, or its only entry
  * when that is a directory and dest holds no manifest (`tar czf x project/`).
