@@ -281,5 +281,12 @@ int ah_build_image(const char *project_dir, const char *image_dir, const char *s
 	               : build_in_sandbox(project_dir, image_dir, scratch_file, opts, err);
 	if (rc == 0 && known)
 		ah_deps_note(image_dir, fp);
+	if (rc == 0 && reuse) { /* the same tree: its packed form too (ah_image_pack) */
+		char from[4200], to[4200];
+		ah_deps_part_path(from, sizeof from, opts->reuse_from);
+		ah_deps_part_path(to, sizeof to, image_dir);
+		if (link(from, to) != 0 && errno != ENOENT)
+			ah_log_warn("%s: cannot link %s: %s", opts->log_tag, from, strerror(errno));
+	}
 	return rc;
 }

@@ -89,6 +89,10 @@ int ah_tarball_extract(const char *tarball, const char *dest,
  * root) into the zstd-compressed tar dest, which ah_tarball_extract (with
  * zstd_too) turns back into it. */
 int ah_tarball_pack(const char *dir, const char *dest, ah_err *err);
+/* The same archive, with dir/node_modules taken from deps_part (a zstd frame
+ * of its tar entries, kept beside the image) when it exists, else packed into
+ * it first. NULL deps_part: ah_tarball_pack. */
+int ah_image_pack(const char *dir, const char *dest, const char *deps_part, ah_err *err);
 /* The project root inside an extracted tree: dest itself, or its only entry
  * when that is a directory and dest holds no manifest (`tar czf x project/`).
  * Writes into out (size n). */
@@ -190,6 +194,10 @@ bool ah_deps_reuse(const char *project_dir, const char *prev_image, const char *
                    const char *log_tag);
 /* Records the fingerprint beside a built image, as <image_dir>.deps. */
 void ah_deps_note(const char *image_dir, const char *fingerprint);
+/* <image_dir>.deps.tzst: its node_modules packed (ah_image_pack). */
+void ah_deps_part_path(char *out, size_t n, const char *image_dir);
+/* Removes what lies beside an image for its dependencies (.deps, .deps.tzst). */
+void ah_deps_forget(const char *image_dir);
 
 /* ---- the host-wide npm download cache (npm_cache.c) ------------------ */
 

@@ -40,8 +40,12 @@ int ah_image_publish(const struct ah_runner *r, ah_db *db, const char *image_dir
 	int rc = ah_store_tmp(s, a, &fd, &tmp, err);
 	if (fd >= 0)
 		close(fd);
+	/* node_modules packed once per tree: a redeploy that reused it reuses
+	 * its packed form too (ah_image_pack) */
+	char part[PATH_MAX];
+	ah_deps_part_path(part, sizeof part, image_dir);
 	if (rc == 0)
-		rc = ah_tarball_pack(image_dir, tmp, err);
+		rc = ah_image_pack(image_dir, tmp, part, err);
 	if (rc == 0)
 		rc = ah_file_sha256(tmp, sha, &size, err);
 	if (rc == 0)

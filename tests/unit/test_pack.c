@@ -50,7 +50,7 @@ int main(void)
 	put(src, "lib/a.js", "module.exports = 1;\n");
 	snprintf(p, sizeof p, "%s/link.js", src);
 	int rc = symlink("lib/a.js", p);
-	printf("1..3\n");
+	printf("1..4\n");
 
 	rc = rc == 0 ? ah_tarball_pack(src, arc, &err) : -1;
 	unsigned char magic[4] = {0};
@@ -81,6 +81,31 @@ int main(void)
 	               !strcmp(err.msg, "Invalid tarball: not a gzip-compressed tar archive");
 	printf("%s 3 - an upload's extraction refuses it (%s)\n", refused ? "ok" : "not ok",
 	       rc ? err.msg : "extracted");
+	/* node_modules in a part of its own, kept and reused (a redeploy). */
+	char part[300], arc2[300], back2[300], nm[400], got[400];
+	snprintf(part, sizeof part, "%s/image.deps.tzst", base);
+	snprintf(arc2, sizeof arc2, "%s/image2.tar.zst", base);
+	snprintf(nm, sizeof nm, "%s/node_modules", src);
+	mkdir(nm, 0755);
+	put(nm, "dep.js", "exports.dep = true;\n");
+	bool split = true;
+	for (int round = 0; round < 2 && split; round++) {
+		put(src, "index.js", round ? "second\n" : "first\n");
+		snprintf(back2, sizeof back2, "%s/back2-%d", base, round);
+		mkdir(back2, 0700);
+		struct stat ps;
+		rc = ah_image_pack(src, arc2, part, &err);
+		split = rc == 0 && stat(part, &ps) == 0 &&
+		        ah_tarball_extract(arc2, back2, &lim, &err) == 0;
+		snprintf(got, sizeof got, "%s/index.js", back2);
+		split = split && same(got, round ? "second\n" : "first\n");
+		snprintf(got, sizeof got, "%s/node_modules/dep.js", back2);
+		split = split && same(got, "exports.dep = true;\n");
+		snprintf(got, sizeof got, "%s/lib/a.js", back2);
+		split = split && same(got, "module.exports = 1;\n");
+	}
+	printf("%s 4 - node_modules packed apart and reused: the archive is the whole tree%s%s\n",
+	       split ? "ok" : "not ok", split ? "" : ": ", split ? "" : err.msg);
 	ah_deploy_rmtree(base);
-	return zstd && whole && refused ? 0 : 1;
+	return zstd && whole && refused && split ? 0 : 1;
 }
