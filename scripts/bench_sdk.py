@@ -143,6 +143,10 @@ def main():
     many = disk_bytes([image_of(s) for s in slugs] + [os.path.join(DATA, "store")])
     print(f"(e) {len(slugs)} agents' images {many >> 20} MB on disk vs one agent's {one >> 20} MB: "
           f"{many / one:.2f}x (target 1.5x)", flush=True)
+    cache = os.path.join(DATA, "npm-cache")
+    if os.path.isdir(cache):
+        print(f"    besides: the host's npm download cache, {disk_bytes([cache]) >> 20} MB "
+              "(the tarballs, once for the host)", flush=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TAIL_CHARS 600
@@ -65,14 +66,19 @@ static void output_tail(char *out, size_t n, const ah_sandbox_result *r)
 static int judge(const ah_sandbox_result *r, const struct ah_build_opts *opts, ah_err *err)
 {
 	char tail[TAIL_CHARS + 1];
+	/* Each limit by its setting's name: the user asks the operator for it. */
 	if (r->timed_out)
-		return ah_err_set(err, AH_EINVALID, "Dependency installation failed: timed out after %d s",
-		                  opts->timeout_seconds);
+		return ah_err_set(err, AH_EINVALID, "Dependency installation failed: timed out after %d s "
+		                  "(deploy_timeout_seconds)", opts->timeout_seconds);
 	if (r->oom_killed)
-		return ah_err_set(err, AH_EINVALID, "Dependency installation failed: out of memory");
+		return ah_err_set(err, AH_EINVALID, "Dependency installation failed: out of memory "
+		                  "(sandbox_memory_mb)");
 	if (r->exit_code == 0)
 		return 0;
 	output_tail(tail, sizeof(tail), r);
+	if (strstr(tail, "ENOSPC") || strstr(tail, "No space left on device"))
+		return ah_err_set(err, AH_EINVALID, "Dependency installation failed: the build's disk "
+		                  "is full (%lld MB, build_disk_mb): %s", opts->disk_bytes >> 20, tail);
 	/* The network's fault, not the project's: worth another attempt. */
 	static const char *const transient[] = {"EAI_AGAIN", "ETIMEDOUT", "ECONNRESET",
 	                                        "ECONNREFUSED", "ENETUNREACH", "ENOTFOUND"};
@@ -86,15 +92,18 @@ static int judge(const ah_sandbox_result *r, const struct ah_build_opts *opts, a
 	                  *tail ? tail : "npm exited with an error and no output");
 }
 
-static int run_npm(ah_sandbox *sb, const char *project_dir, const struct ah_build_opts *opts,
-                   ah_err *err)
+#define SHARED_CACHE "/app/" AH_NPM_CACHE_NAME
+
+static int run_npm(ah_sandbox *sb, const char *project_dir, bool shared_cache,
+                   const struct ah_build_opts *opts, ah_err *err)
 {
 	bool lock = is_file(project_dir, "package-lock.json") ||
 	            is_file(project_dir, "npm-shrinkwrap.json");
 	const char *argv[] = {"/usr/bin/npm", lock ? "ci" : "install", "--omit=dev",
 	                      "--no-audit", "--no-fund", NULL};
 	const char *envp[] = {
-		"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp/home", "npm_config_cache=/tmp/npm-cache",
+		"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp/home",
+		shared_cache ? "npm_config_cache=" SHARED_CACHE : "npm_config_cache=/tmp/npm-cache",
 		"npm_config_update_notifier=false", "npm_config_loglevel=warn", "NODE_ENV=production",
 		"LANG=C.UTF-8", NULL,
 	};
@@ -122,7 +131,8 @@ static int run_npm(ah_sandbox *sb, const char *project_dir, const struct ah_buil
 static int read_back(ah_sandbox *sb, int fd, const struct ah_build_opts *opts, ah_err *err)
 {
 	const char *argv[] = {"/usr/bin/tar", "--create", "--file=-", "--directory=/app",
-	                      "--one-file-system", ".", NULL};
+	                      "--one-file-system", "--anchored", "--exclude=./" AH_NPM_CACHE_NAME,
+	                      ".", NULL};
 	const char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
 	ah_sandbox_result res = {0};
 	ah_err sberr = {0};
@@ -165,9 +175,52 @@ static int unpack(const char *tar, const char *image_dir, const struct ah_build_
 	return rc;
 }
 
+/* The tarballs this build's npm added to the shared cache's view (newer
+ * than its start), read out as a tar stream and checked one by one by
+ * npm_cache.c. Whatever fails here only costs the next build a download. */
+static void harvest(ah_sandbox *sb, time_t started, const char *scratch,
+                    const struct ah_build_opts *opts)
+{
+	char since[48], tar[4200], dir[4200];
+	snprintf(since, sizeof since, "--newer-mtime=@%lld", (long long)started - 2);
+	snprintf(tar, sizeof tar, "%s.npm", scratch);
+	snprintf(dir, sizeof dir, "%s.npm.d", scratch);
+	const char *argv[] = {"/usr/bin/tar", "--create", "--file=-",
+	                      "--directory=" SHARED_CACHE "/_cacache", since, "content-v2/sha512", NULL};
+	const char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
+	ah_sandbox_result res = {0};
+	ah_err e = {0};
+	int fd = open(tar, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ah_sandbox_exec_spec x = {
+		.argv = argv, .envp = envp, .timeout_ms = opts->timeout_seconds * 1000,
+		.max_output = (size_t)(opts->image_max_bytes + TAR_OVERHEAD(opts->image_max_bytes)),
+		.log_tag = opts->log_tag, .cwd = "/", .stdout_to_fd = true, .stdout_fd = fd,
+	};
+	struct ah_tar_limits lim = AH_TAR_LIMITS_DEFAULT;
+	lim.max_compressed = (long long)x.max_output;
+	lim.max_extracted = opts->image_max_bytes;
+	lim.uncompressed = true;
+	bool ok = fd >= 0 && ah_sandbox_exec(sb, &x, &res, &e) == 0 && res.exit_code == 0 &&
+	          !res.output_truncated && !res.timed_out;
+	if (fd >= 0)
+		close(fd);
+	ah_sandbox_result_free(&res);
+	struct ah_npm_harvest h = {0};
+	if (ok && mkdir(dir, 0700) == 0 && ah_tarball_extract(tar, dir, &lim, &e) == 0)
+		ah_npm_cache_harvest(opts->npm_cache, dir, opts->log_tag, &h);
+	if (h.added || h.known || h.refused)
+		ah_deploy_say(opts->output, opts->output_ctx, "==> npm cache: %lld downloaded tarball(s) "
+		              "checked and kept for later builds, %lld already kept, %lld refused",
+		              h.added, h.known, h.refused);
+	unlink(tar);
+	ah_deploy_rmtree(dir);
+}
+
 static int build_in_sandbox(const char *project_dir, const char *image_dir, const char *scratch,
                             const struct ah_build_opts *opts, ah_err *err)
 {
+	bool shared = opts->npm_cache &&
+	              ah_npm_cache_offer(opts->npm_cache, project_dir, opts->log_tag) == 0;
 	ah_sandbox *sb = NULL;
 	ah_sandbox_spec spec = {.image_dir = project_dir, .build = true, .disk_bytes = opts->disk_bytes};
 	ah_err sberr = {0};
@@ -178,7 +231,10 @@ static int build_in_sandbox(const char *project_dir, const char *image_dir, cons
 	if (rc != 0) /* the machine's fault: worth a retry */
 		return ah_err_set(err, AH_EFAIL, "Could not start the build sandbox: %s", sberr.msg);
 	int fd = -1;
-	rc = run_npm(sb, project_dir, opts, err);
+	time_t started = time(NULL);
+	rc = run_npm(sb, project_dir, shared, opts, err);
+	if (rc == 0 && shared)
+		harvest(sb, started, scratch, opts);
 	if (rc == 0 && (fd = open(scratch, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		rc = ah_err_set(err, AH_EFAIL, "cannot create %s: %s", scratch, strerror(errno));
 	if (rc == 0)
@@ -225,5 +281,12 @@ int ah_build_image(const char *project_dir, const char *image_dir, const char *s
 	               : build_in_sandbox(project_dir, image_dir, scratch_file, opts, err);
 	if (rc == 0 && known)
 		ah_deps_note(image_dir, fp);
+	if (rc == 0 && reuse) { /* the same tree: its packed form too (ah_image_pack) */
+		char from[4200], to[4200];
+		ah_deps_part_path(from, sizeof from, opts->reuse_from);
+		ah_deps_part_path(to, sizeof to, image_dir);
+		if (link(from, to) != 0 && errno != ENOENT)
+			ah_log_warn("%s: cannot link %s: %s", opts->log_tag, from, strerror(errno));
+	}
 	return rc;
 }

@@ -76,6 +76,7 @@ struct ah_tar_limits {
 	bool uncompressed;          /* a plain tar (a build's output), not gzip'd */
 	const char *noun;           /* for "… is too large": NULL "Code archive" */
 	const char *refused;        /* before an entry's fault: NULL "Invalid tarball" */
+	bool zstd_too;              /* also zstd (an image the runner packed: pack.c) */
 };
 #define AH_TAR_LIMITS_DEFAULT { 50LL << 20, 500LL << 20, 100000, false, NULL, NULL }
 
@@ -85,8 +86,13 @@ struct ah_tar_limits {
 int ah_tarball_extract(const char *tarball, const char *dest,
                        const struct ah_tar_limits *lim, ah_err *err);
 /* Packs the tree under dir (files, directories, symlinks as links; owner
- * root) into the gzip'd tar dest, which ah_tarball_extract turns back into it. */
+ * root) into the zstd-compressed tar dest, which ah_tarball_extract (with
+ * zstd_too) turns back into it. */
 int ah_tarball_pack(const char *dir, const char *dest, ah_err *err);
+/* The same archive, with dir/node_modules taken from deps_part (a zstd frame
+ * of its tar entries, kept beside the image) when it exists, else packed into
+ * it first. NULL deps_part: ah_tarball_pack. */
+int ah_image_pack(const char *dir, const char *dest, const char *deps_part, ah_err *err);
 /* The project root inside an extracted tree: dest itself, or its only entry
  * when that is a directory and dest holds no manifest (`tar czf x project/`).
  * Writes into out (size n). */
@@ -156,6 +162,7 @@ struct ah_build_opts {
 	const char *log_tag;        /* "agent=<slug> job=<id>" for log lines */
 	volatile const int *cancel;
 	const char *reuse_from;     /* the agent's previous image (reuse.c), or NULL */
+	const char *npm_cache;      /* the host-wide npm download cache (npm_cache.c), or NULL */
 	/* Optional: the deploy's own log for the user (GET …/deploys/{id}/logs):
 	 * each step's line and npm's stdout and stderr as they come. */
 	ah_deploy_output_fn output;
@@ -187,6 +194,26 @@ bool ah_deps_reuse(const char *project_dir, const char *prev_image, const char *
                    const char *log_tag);
 /* Records the fingerprint beside a built image, as <image_dir>.deps. */
 void ah_deps_note(const char *image_dir, const char *fingerprint);
+/* <image_dir>.deps.tzst: its node_modules packed (ah_image_pack). */
+void ah_deps_part_path(char *out, size_t n, const char *image_dir);
+/* Removes what lies beside an image for its dependencies (.deps, .deps.tzst). */
+void ah_deps_forget(const char *image_dir);
+
+/* ---- the host-wide npm download cache (npm_cache.c) ------------------ */
+
+/* npm's cache inside a build, under /app (excluded from the image). */
+#define AH_NPM_CACHE_NAME ".agenthost-npm-cache"
+/* Hard-links the cache's tarballs into project_dir/AH_NPM_CACHE_NAME (the
+ * project's own entry of that name is removed first). -1 when that
+ * directory cannot be made (npm then uses one of its own). */
+int ah_npm_cache_offer(const char *cache_dir, const char *project_dir, const char *log_tag);
+/* Moves the tarballs under scratch_dir/content-v2/sha512 whose SHA-512 is
+ * their name into the cache; others are left (the caller removes them). */
+struct ah_npm_harvest {
+	long long added, known, refused; /* tarballs: new, already cached, wrong name */
+};
+void ah_npm_cache_harvest(const char *cache_dir, const char *scratch_dir, const char *log_tag,
+                          struct ah_npm_harvest *out);
 
 /* ---- identical files shared between images (dedupe.c) ------------------ */
 

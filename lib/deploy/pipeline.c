@@ -82,8 +82,7 @@ static int place_image(const char *root, const struct ah_deploy_req *req, ah_err
 		rc = ah_build_image(root, req->image_dir, scratch, &req->build, err);
 	if (rc == 0 && (rc = ah_deploy_make_readonly(req->image_dir, err)) != 0) {
 		ah_deploy_rmtree(req->image_dir);
-		snprintf(scratch, sizeof(scratch), "%s.deps", req->image_dir);
-		unlink(scratch);
+		ah_deps_forget(req->image_dir);
 	}
 	if (rc == 0 && req->store_dir)
 		ah_image_dedupe(req->image_dir, req->store_dir, req->log_tag);

@@ -102,6 +102,20 @@ void ah_deps_note(const char *image_dir, const char *fingerprint)
 		ah_log_warn("cannot write %s: %s (the next deploy runs npm)", p, strerror(errno));
 }
 
+void ah_deps_part_path(char *out, size_t n, const char *image_dir)
+{
+	snprintf(out, n, "%s.deps.tzst", image_dir);
+}
+
+void ah_deps_forget(const char *image_dir)
+{
+	char p[4200];
+	snprintf(p, sizeof p, "%s.deps", image_dir);
+	unlink(p);
+	ah_deps_part_path(p, sizeof p, image_dir);
+	unlink(p);
+}
+
 /* The root package's own install scripts, which run with /app as cwd. */
 static bool has_install_scripts(const char *project_dir)
 {

@@ -258,6 +258,8 @@ static int open_archive(struct archive **out, const char *tarball,
 		return ah_err_set(err, AH_EFAIL, "out of memory");
 	if (!lim->uncompressed)
 		archive_read_support_filter_gzip(ar);
+	if (lim->zstd_too)
+		archive_read_support_filter_zstd(ar);
 	archive_read_support_format_tar(ar);
 	if (archive_read_open_filename(ar, tarball, 64 * 1024) != ARCHIVE_OK) {
 		const char *why = archive_error_string(ar);
@@ -279,7 +281,9 @@ int ah_tarball_extract(const char *tarball, const char *dest,
 	if (rc != 0)
 		return rc;
 	/* Gzip alone is not enough: refuse a compressed non-tar before writing. */
-	if (!lim->uncompressed && archive_filter_code(x.ar, 0) != ARCHIVE_FILTER_GZIP) {
+	int filter = archive_filter_code(x.ar, 0);
+	if (!lim->uncompressed && filter != ARCHIVE_FILTER_GZIP &&
+	    !(lim->zstd_too && filter == ARCHIVE_FILTER_ZSTD)) {
 		archive_read_free(x.ar);
 		return name_archive(bad(err, "not a gzip-compressed tar archive", "", NULL), lim, err);
 	}

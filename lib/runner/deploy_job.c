@@ -53,6 +53,7 @@ static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner 
 	q->work_dir = ah_sprintf(a, "%s/build/%lld", r->data_dir, j->id);
 	q->image_dir = ah_sprintf(a, "%s/images/%s/%lld", r->data_dir, j->agent_id, j->id);
 	q->store_dir = ah_sprintf(a, "%s/store", r->data_dir);
+	q->build.npm_cache = ah_sprintf(a, "%s/npm-cache", r->data_dir);
 	q->git.max_bytes = ah_cfg_int(c, AH_CFG_GIT_MAX_BYTES);
 	q->git.timeout_seconds = (int)ah_cfg_int(c, AH_CFG_GIT_TIMEOUT_SECONDS);
 	q->git.allow_hosts = ah_cfg_str(c, AH_CFG_GIT_ALLOW_HOSTS);
@@ -275,7 +276,7 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 	if (rc == 0 && (rc = apply_mounts(db, a, r, j, q.image_dir, err)) != 0) {
 		ah_deploy_say(ah_deploy_log_write, log, "==> failed: %s", err->msg);
 		ah_deploy_rmtree(q.image_dir);
-		unlink(ah_sprintf(a, "%s.deps", q.image_dir));
+		ah_deps_forget(q.image_dir);
 	}
 	bool built = rc == 0;
 	if (built) {
@@ -290,7 +291,7 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 		/* Not switched (superseded, lease lost, deleted): its mount plan and
 		 * the processes only it named go with its image. */
 		unlink(ah_sprintf(a, "%s.mounts", q.image_dir));
-		unlink(ah_sprintf(a, "%s.deps", q.image_dir));
+		ah_deps_forget(q.image_dir);
 		ah_fuse_retain(j->agent_id, ag.old_image);
 	}
 	if (rc == AH_ECONFLICT && !q.image_dir)

@@ -40,12 +40,16 @@ int ah_image_publish(const struct ah_runner *r, ah_db *db, const char *image_dir
 	int rc = ah_store_tmp(s, a, &fd, &tmp, err);
 	if (fd >= 0)
 		close(fd);
+	/* node_modules packed once per tree: a redeploy that reused it reuses
+	 * its packed form too (ah_image_pack) */
+	char part[PATH_MAX];
+	ah_deps_part_path(part, sizeof part, image_dir);
 	if (rc == 0)
-		rc = ah_tarball_pack(image_dir, tmp, err);
+		rc = ah_image_pack(image_dir, tmp, part, err);
 	if (rc == 0)
 		rc = ah_file_sha256(tmp, sha, &size, err);
 	if (rc == 0)
-		rc = ah_blob_keep(db, s, sha, size, tmp, "application/gzip", err); /* consumes tmp */
+		rc = ah_blob_keep(db, s, sha, size, tmp, "application/zstd", err); /* consumes tmp */
 	if (tmp)
 		unlink(tmp); /* when it failed before placing it */
 	ah_arena_destroy(a);
@@ -139,6 +143,7 @@ static int fetch_image(const struct ah_runner *r, const char *agent, const char 
 	lim.max_extracted = ah_cfg_int(r->cfg, AH_CFG_IMAGE_MAX_MB) << 20;
 	lim.max_compressed = lim.max_extracted + (lim.max_extracted >> 2) + (1 << 20);
 	lim.noun = "The stored image";
+	lim.zstd_too = true; /* packed since 2026-11-28; gzip before */
 	snprintf(stage, sizeof stage, "%s.adopt-%ld-%lu", dest, (long)getpid(),
 	         (unsigned long)pthread_self());
 	int rc = fetch_checked(s, a, sha, "image", NULL, &tmp, err);

@@ -95,8 +95,7 @@ static void remove_images(struct retired *gone)
 		char plan[sizeof(gone->image) + 16];
 		snprintf(plan, sizeof(plan), "%s.mounts", gone->image); /* see fuse.h */
 		unlink(plan);
-		snprintf(plan, sizeof(plan), "%s.deps", gone->image); /* see deploy/reuse.c */
-		unlink(plan);
+		ah_deps_forget(gone->image); /* see deploy/reuse.c */
 		if (ah_image_store_of(gone->image, plan, sizeof(plan)) == 0)
 			ah_image_store_sweep(plan); /* files no other image links */
 		free(gone);
