@@ -292,6 +292,9 @@ static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *i
 	 * request's program and environment started, waiting for a prompt. */
 	if (a->min_warm > 0)
 		ah_json_int(q, "min_warm", a->min_warm);
+	/* An egress allow-list (issue 32), as checked and stored by the API. */
+	if (a->network)
+		json_object_object_add(q, "network", ah_agent_network_json(a->network));
 	return q;
 }
 
