@@ -124,10 +124,10 @@ static int script_of(char *s, size_t cap, const egress_build *b)
 		"    oif \"lo\" accept\n"
 		"    ip daddr 169.254.0.0/16 goto refuse\n"
 		"    %s%s%s\n"
-		"    ip daddr @nets accept\n"
-		"    ip daddr . tcp dport @ports accept\n"
+		"    ip daddr @nets counter accept\n"
+		"    ip daddr . tcp dport @ports counter accept\n"
 		"    ip daddr . udp dport @ports accept\n"
-		"    goto refuse\n  }\n"
+		"    counter goto refuse\n  }\n"
 		"  chain refuse {\n    meta l4proto tcp reject with tcp reset\n"
 		"    reject with icmpx type admin-prohibited\n  }\n}\n",
 		b->nnets ? "elements = { " : "", b->nets, b->nnets ? " }" : "",
