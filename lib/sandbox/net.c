@@ -9,7 +9,11 @@
  * and to anything that is not loopback, private (10/8, 172.16/12,
  * 192.168/16, 100.64/10), link-local (169.254/16: cloud metadata), multicast,
  * reserved, or on one of the host's own subnets; new connections towards a
- * sandbox are dropped. IPv6 is off inside and dropped at the veth. The runner
+ * sandbox are dropped. A sandbox whose egress allow-list opens private
+ * ranges (egress.c, with egress_allow_private) has its veth in the set
+ * private_ok, accepted before those drops: its own namespace's rules then
+ * decide. An allow-list itself lives in the sandbox's namespace (egress.c),
+ * not here: a runner recreating this shared table leaves it alone. IPv6 is off inside and dropped at the veth. The runner
  * socket is a unix socket in the host's filesystem and so invisible anyway.
  *
  * Links and addresses are configured with rtnetlink directly (netlink.c), both

@@ -10,7 +10,8 @@
  * and /files (agent/ and session/, the agent's, on that disk too) where the
  * runner puts managed files and collects session outputs (runner/run_files.c).
  * Its network namespace reaches the internet through NAT only (no host, no
- * private ranges, no link-local, exactly the configured DNS resolvers).
+ * private ranges, no link-local, exactly the configured DNS resolvers), or,
+ * with an egress allow-list in its spec, only what the list names (egress.c).
  *
  * Programs run as an unprivileged user (uid 1000 inside, an unprivileged host
  * uid outside) with no_new_privs, no capabilities and a seccomp filter: an
