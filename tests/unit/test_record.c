@@ -38,7 +38,7 @@ static void test_agent_fill(void)
 	ok(strcmp(a->id, "agt_1") == 0 && strcmp(a->code_sha256, "abc") == 0, "first and late columns");
 	ok(a->min_warm == 3, "min_warm 3");
 	ok(a->image_sha256 && strcmp(a->image_sha256, "def") == 0, "image_sha256");
-	ok(a->network && strncmp(a->network, "{\"mode\"", 8) == 0, "network (the last column)");
+	ok(a->network && strncmp(a->network, "{\"mode\":", 8) == 0, "network (the last column)");
 	ok(a->description == NULL && a->deployed_at == NULL, "SQL NULL stays NULL");
 	ok(a->source_type == AH_SOURCE_LOCAL, "source_type 'local'");
 	ok(a->status == AH_AGENT_ACTIVE, "status 'active'");
