@@ -35,13 +35,13 @@ static const char SQL_LIST_AFTER[] =
 static const char SQL_SLUG_TAKEN[] = "SELECT 1 FROM agents WHERE user_id = ? AND slug = ?";
 static const char SQL_INSERT[] =
 	"INSERT INTO agents (id, user_id, name, slug, description, source_type, git_repo_url,"
-	" git_branch, timeout_seconds, min_warm, status, needs_redeploy, created_at, updated_at,"
+	" git_branch, timeout_seconds, min_warm, network, status, needs_redeploy, created_at, updated_at,"
 	" max_cost_usd_per_day, max_cost_usd_per_month)"
-	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'draft', 0, NOW(3), NOW(3), ?, ?)";
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'draft', 0, NOW(3), NOW(3), ?, ?)";
 static const char SQL_UPDATE[] =
 	"UPDATE agents SET name = ?, slug = ?, description = ?, source_type = ?, git_repo_url = ?,"
-	" git_branch = ?, timeout_seconds = ?, min_warm = ?, needs_redeploy = ?, updated_at = NOW(3),"
-	" max_cost_usd_per_day = ?, max_cost_usd_per_month = ? WHERE id = ?";
+	" git_branch = ?, timeout_seconds = ?, min_warm = ?, network = ?, needs_redeploy = ?,"
+	" updated_at = NOW(3), max_cost_usd_per_day = ?, max_cost_usd_per_month = ? WHERE id = ?";
 /* What the row held when it went: a deploy or an upload that changed them
  * after this request read the agent released the older ones itself. */
 static const char SQL_DELETE[] = "DELETE FROM agents WHERE id = ? RETURNING code_sha256, image_sha256";
@@ -88,16 +88,16 @@ long long ah_agent_warm_cap(ah_req *r)
 }
 
 typedef struct agent_in {
-	const char *name, *slug, *description, *source_type, *git_repo_url, *git_branch;
+	const char *name, *slug, *description, *source_type, *git_repo_url, *git_branch, *network;
 	long long timeout, min_warm;
 	bool has_name, has_slug, has_description, has_source_type, has_repo, has_branch, has_timeout,
-	     has_min_warm;
+	     has_min_warm, has_network;
 	ah_budget_in budget;
 } agent_in;
 
 static const char *const AGENT_FIELDS[] = {"name", "slug", "description", "source_type",
                                            "git_repo_url", "git_branch", "timeout_seconds", "min_warm",
-                                           AH_BUDGET_FIELDS, NULL};
+                                           "network", AH_BUDGET_FIELDS, NULL};
 
 static void check_agent_fields(ah_req *r, json_object *o, agent_in *in, bool create)
 {
@@ -120,6 +120,7 @@ static void check_agent_fields(ah_req *r, json_object *o, agent_in *in, bool cre
 	ah_field_int(r, o, "timeout_seconds", 0, 1, 600, &in->timeout, &in->has_timeout);
 	ah_field_int(r, o, "min_warm", 0, 0, ah_agent_warm_cap(r), &in->min_warm, &in->has_min_warm);
 	ah_budget_fields(r, o, &in->budget);
+	ah_agent_network_field(r, o, &in->network, &in->has_network);
 }
 
 /* ---- handlers ---- */
@@ -157,9 +158,9 @@ static int create_agent(ah_req *r)
 	for (int attempt = 0; rc == AH_ECONFLICT && attempt < (in.slug ? 1 : 5); attempt++) {
 		if (!in.slug && ah_slug_free(r, SQL_SLUG_TAKEN, in.name, "agent", &slug) != 0)
 			return AH_EFAIL;
-		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssssiiss", id, r->user->id, in.name, slug,
+		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssssiisss", id, r->user->id, in.name, slug,
 		                in.description, type, in.git_repo_url, in.git_branch, in.timeout,
-		                in.min_warm, in.budget.day, in.budget.month);
+		                in.min_warm, in.network, in.budget.day, in.budget.month);
 	}
 	if (rc == AH_ECONFLICT)
 		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Slug '%s' is already taken", slug));
@@ -204,19 +205,22 @@ static int patch_agent(ah_req *r)
 	bool redeploy = a->needs_redeploy ||
 	                (a->deployed_at && (strcmp(type, old_type) != 0 ||
 	                 str_changed(a->git_repo_url, repo) || str_changed(a->git_branch, branch)));
-	rc = ah_db_exec(r->db, NULL, SQL_UPDATE, "ssssssiiisss",
+	const char *network = in.has_network ? in.network : a->network;
+	rc = ah_db_exec(r->db, NULL, SQL_UPDATE, "ssssssiisisss",
 	                in.has_name ? in.name : a->name, in.has_slug ? in.slug : a->slug,
 	                in.has_description ? in.description : a->description, type, repo, branch,
 	                in.has_timeout ? in.timeout : a->timeout_seconds,
-	                in.has_min_warm ? in.min_warm : a->min_warm, (long long)redeploy,
+	                in.has_min_warm ? in.min_warm : a->min_warm, network, (long long)redeploy,
 	                in.budget.has_day ? in.budget.day : a->max_day,
 	                in.budget.has_month ? in.budget.month : a->max_month, a->id);
 	if (rc == AH_ECONFLICT)
 		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Slug '%s' is already taken", in.slug));
 	/* Fewer (or no) warm processes: the runner drops the extra ones now rather
 	 * than at the agent's next call (a timeout_seconds change needs nothing:
-	 * the deadline is the call's). */
-	if (rc == 0 && in.has_min_warm && in.min_warm != a->min_warm)
+	 * the deadline is the call's). A new network setting: warm processes
+	 * started under the old rules go too (the runner also drops every
+	 * sandbox of the agent made under other rules at its next call). */
+	if (rc == 0 && ((in.has_min_warm && in.min_warm != a->min_warm) || str_changed(a->network, network)))
 		ah_runner_retire_warm(r, a->id, a->runner_id);
 	return rc ? rc : reply_agent_by_id(r, 200, a->id);
 }

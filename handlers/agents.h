@@ -40,6 +40,7 @@ typedef struct ah_agent {
 	const char *image_path, *entrypoint, *runner_id, *code_sha256; /* NULL until deployed/uploaded */
 	const char *image_sha256;     /* the image in the file store (runner images.c), or NULL */
 	const char *max_day, *max_month; /* budgets (budgets.h): decimal text, NULL: none */
+	const char *network;          /* canonical JSON of an allow-list (agent_network.c); NULL: open */
 } ah_agent;
 
 /* The SELECT list of an agent, read from `agents a` (the alias lets the same
@@ -50,7 +51,7 @@ typedef struct ah_agent {
 	" a.git_branch, a.timeout_seconds, a.status, a.status_message, a.sandbox_id,"     \
 	" a.needs_redeploy, a.created_at, a.updated_at, a.deployed_at, a.image_path,"     \
 	" a.entrypoint, a.runner_id, a.code_sha256, a.min_warm, a.image_sha256,"            \
-	" a.max_cost_usd_per_day, a.max_cost_usd_per_month"
+	" a.max_cost_usd_per_day, a.max_cost_usd_per_month, a.network"
 
 /* The scope of routes under /agents/{slug} (ah_route.scope): the key's
  * columns, then AH_AGENT_COLS of the caller's agent named {slug}, filled into
@@ -76,6 +77,12 @@ const ah_agent *ah_agent_from_rows(ah_req *r, const ah_rows *rows, size_t i);
 
 /* The contract's agent record. */
 json_object *ah_agent_json(ah_req *r, const ah_agent *a);
+
+/* body.network (issue 32): *present when the key is there; *out the
+ * canonical JSON to store, NULL for mode "open" (or after a 422 entry). */
+void ah_agent_network_field(ah_req *r, json_object *o, const char **out, bool *present);
+/* The record's `network` object from the stored text (new object). */
+json_object *ah_agent_network_json(const char *stored);
 
 /* The column table behind AH_AGENT_COLS (for the unit test). */
 struct ah_col;

@@ -298,6 +298,9 @@ static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *i
 		ah_json_int(q, "min_warm", a->min_warm);
 	if (budget) /* the model gateway charges and stops at the budgets */
 		json_object_object_add(q, "budget", json_object_get(budget));
+	/* An egress allow-list (issue 32), as checked and stored by the API. */
+	if (a->network)
+		json_object_object_add(q, "network", ah_agent_network_json(a->network));
 	return q;
 }
 

@@ -22,6 +22,7 @@ const struct ah_cli_col ah_cli_agent_cols[] = {
 	{"git branch", "git_branch", AH_COL_TEXT},
 	{"timeout s", "timeout_seconds", AH_COL_NUM},
 	{"min warm", "min_warm", AH_COL_NUM},
+	{"network", "network", AH_COL_NETWORK},
 	{"status", "status", AH_COL_STATUS},
 	{"message", "status_message", AH_COL_TEXT},
 	{"sandbox", "sandbox_id", AH_COL_TEXT},
@@ -76,6 +77,34 @@ static int run_get(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	return rc;
 }
 
+/* --allow LIST (comma separated; "" allows nothing but the model gateway)
+ * or --open-network: the agent's egress (issue 32). */
+static int network_field(struct ah_cli *c, const struct ah_cli_args *a, json_object *body, ah_err *err)
+{
+	const char *list = ah_cli_opt(a, "allow");
+	if (list && ah_cli_opt(a, "open-network"))
+		return ah_cli_usage(err, "--allow and --open-network exclude each other");
+	if (!list && !ah_cli_opt(a, "open-network"))
+		return 0;
+	json_object *net = json_object_new_object();
+	json_object_object_add(body, "network", net);
+	json_object_object_add(net, "mode", json_object_new_string(list ? "allow" : "open"));
+	if (!list)
+		return 0;
+	json_object *allow = json_object_new_array();
+	json_object_object_add(net, "allow", allow);
+	for (const char *p = list; *p;) {
+		size_t n = strcspn(p, ",");
+		const char *e = ah_sprintf(c->a, "%.*s", (int)n, p);
+		while (*e == ' ')
+			e++;
+		if (*e)
+			json_object_array_add(allow, json_object_new_string(e));
+		p += n + (p[n] == ',');
+	}
+	return 0;
+}
+
 /* The record's fields from the options both create and update take. */
 static int agent_fields(struct ah_cli *c, const struct ah_cli_args *a, json_object *body, ah_err *err)
 {
@@ -101,7 +130,8 @@ static int agent_fields(struct ah_cli *c, const struct ah_cli_args *a, json_obje
 			json_object_object_add(body, "min_warm", json_object_new_int64(t));
 	}
 	ah_cli_budget_fields(a, body);
-	(void)c;
+	if (!rc)
+		rc = network_field(c, a, body, err);
 	return rc;
 }
 
@@ -173,7 +203,9 @@ static int run_stop(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	{"source", 0, "git|local", "the source type"}, \
 	{"timeout", 0, "SECONDS", "default invocation timeout, 1-600"}, \
 	{"min-warm", 0, "N", "processes kept started for the next calls (0: none; capped by plan)"}, \
-	AH_CLI_BUDGET_OPTS
+	AH_CLI_BUDGET_OPTS, \
+	{"allow", 0, "LIST", "egress only to these hosts or CIDRs[:port], comma separated (\"\": none)"}, \
+	{"open-network", 0, NULL, "egress open again (the default)"}
 
 const struct ah_cli_cmd ah_cli_agents_cmds[] = {
 	{"agents list", NULL, "list your agents", 0, 0, false, run_list,

@@ -35,7 +35,7 @@ enum {
 	AH_CLI_ENET = -101,
 };
 
-#define AH_CLI_MAX_OPTS 12
+#define AH_CLI_MAX_OPTS 16
 
 struct ah_cli_opt {
 	const char *name;   /* long name without "--" */
@@ -166,7 +166,7 @@ json_object *ah_cli_obj(struct ah_cli *c);
 json_object *ah_cli_own(struct ah_cli *c, json_object *o);
 
 /* output.c: what the user reads. */
-enum ah_cli_kind { AH_COL_TEXT, AH_COL_TIME, AH_COL_NUM, AH_COL_STATUS, AH_COL_BOOL };
+enum ah_cli_kind { AH_COL_TEXT, AH_COL_TIME, AH_COL_NUM, AH_COL_STATUS, AH_COL_BOOL, AH_COL_NETWORK };
 struct ah_cli_col {
 	const char *title;
 	const char *key;

@@ -44,6 +44,23 @@ static const char *short_time(struct ah_cli *c, const char *s)
 	return t;
 }
 
+/* An agent's network: "open", or "allow: a, b" ("allow: nothing" when empty). */
+static const char *network_text(struct ah_cli *c, json_object *v)
+{
+	json_object *mode = NULL, *allow = NULL;
+	json_object_object_get_ex(v, "mode", &mode);
+	json_object_object_get_ex(v, "allow", &allow);
+	const char *m = mode ? json_object_get_string(mode) : "open";
+	if (strcmp(m, "allow") != 0)
+		return clean(c, m);
+	size_t n = allow && json_object_is_type(allow, json_type_array) ? json_object_array_length(allow) : 0;
+	const char *s = n ? "allow:" : "allow: nothing";
+	for (size_t i = 0; i < n; i++)
+		s = ah_sprintf(c->a, "%s%s %s", s, i ? "," : "",
+		               json_object_get_string(json_object_array_get_idx(allow, i)));
+	return clean(c, s);
+}
+
 const char *ah_cli_text(struct ah_cli *c, json_object *o, const char *key, enum ah_cli_kind kind)
 {
 	json_object *v;
@@ -51,6 +68,8 @@ const char *ah_cli_text(struct ah_cli *c, json_object *o, const char *key, enum 
 		return "-";
 	if (kind == AH_COL_BOOL)
 		return json_object_get_boolean(v) ? "yes" : "no";
+	if (kind == AH_COL_NETWORK)
+		return network_text(c, v);
 	const char *s = clean(c, json_object_get_string(v));
 	return kind == AH_COL_TIME ? short_time(c, s) : s;
 }

@@ -134,7 +134,8 @@
 	X(SANDBOX_KEEPER, "sandbox_keeper", PATH, "", 0, 0, "path of agenthost-keeper") \
 	X(SANDBOX_MEMORY_BUDGET_MB, "sandbox_memory_budget_mb", INT, "0", 0, 1LL << 30, "memory all sandboxes together; 0: host RAM - max(2 GiB, 25 %)") \
 	X(DISK_RESERVE_MB, "disk_reserve_mb", INT, "-1", -1, 1LL << 40, "free space kept on sandbox_root's filesystem; -1: max(1 GiB, 5 %)") \
-	X(SANDBOX_CGROUP, "sandbox_cgroup", STR, "agenthost", 0, 0, "the sandboxes' cgroup parent")
+	X(SANDBOX_CGROUP, "sandbox_cgroup", STR, "agenthost", 0, 0, "the sandboxes' cgroup parent") \
+	X(EGRESS_ALLOW_PRIVATE, "egress_allow_private", BOOL, "0", 0, 0, "agents' allow-lists may name private ranges")
 /* clang-format on */
 
 typedef enum {

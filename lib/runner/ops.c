@@ -10,6 +10,7 @@
 #include "runner/run_files_int.h"
 #include "runner/fuse.h"
 #include "runner/warm.h"
+#include "runner/egress.h"
 #include "runner/sandboxes.h"
 #include "core/log.h"
 #include "core/json.h"
@@ -262,6 +263,20 @@ static int lease_sandbox(struct ah_sbx_lease *lease, const struct ah_run_req *q,
 	return 0;
 }
 
+/* The call's allow-list becomes the agent's; when it changed, no sandbox
+ * made under the old rules runs anything again (runner/egress.h). */
+static int note_egress(const struct ah_run_req *q, ah_err *err)
+{
+	int changed = ah_egress_note(q->agent_id, q->egress);
+	if (changed < 0)
+		return ah_err_set(err, AH_EFAIL, "out of memory");
+	if (changed) {
+		ah_log_info("agent=%s: new network rules: its sandboxes are replaced", q->agent_id);
+		ah_warm_destroy_agent(q->agent_id);
+	}
+	return 0;
+}
+
 /* The agent's program in the leased sandbox, with the gateway when gw. */
 static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const struct gw_plan *gw,
                   ah_sandbox *sb, const char *tag, struct run_out *out, ah_err *err)
@@ -404,6 +419,8 @@ static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q
 	int rc = ah_image_adopt_req(r, req, err);
 	if (rc == 0)
 		rc = ah_run_req_parse(q, r, req, err);
+	if (rc == 0)
+		rc = note_egress(q, err);
 	/* Before the gateway's token replaces the key: the fingerprint is of
 	 * what the API sent, the same for every call until something changes. */
 	if (rc == 0 && q->min_warm > 0)
@@ -481,6 +498,7 @@ json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req)
 	if (json_object_object_get_ex(req, "purge", &purge) && json_object_get_boolean(purge)) {
 		ah_log_info("agent=%s deleted: removing its images", agent);
 		ah_image_purge_agent(r, agent);
+		ah_egress_forget(agent);
 	}
 	return answer_of(true, (field[]){ {"destroyed", F_INT, NULL, n} }, 1);
 }

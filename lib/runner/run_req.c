@@ -48,6 +48,7 @@ void ah_run_req_free(struct ah_run_req *q)
 	}
 	free(q->envp);
 	free(q->secrets);
+	free(q->egress);
 	if (q->in) {
 		sodium_memzero(q->in, q->in_len);
 		free(q->in);
@@ -138,6 +139,33 @@ static int parse_stdin(struct ah_run_req *q, json_object *req, ah_err *err)
 	return 0;
 }
 
+/* "network": {"mode": "allow", "allow": [entries]} (the API's canonical
+ * form, handlers/agent_network.c); absent, null or mode "open": none. */
+static int parse_network(struct ah_run_req *q, json_object *req, ah_err *err)
+{
+	json_object *net = NULL, *allow = NULL;
+	if (!json_object_object_get_ex(req, "network", &net) || !net)
+		return 0;
+	const char *mode = ah_json_get_str(net, "mode");
+	if (mode && strcmp(mode, "open") == 0)
+		return 0;
+	if (!mode || strcmp(mode, "allow") != 0 || !json_object_object_get_ex(net, "allow", &allow) ||
+	    !json_object_is_type(allow, json_type_array) ||
+	    json_object_array_length(allow) > AH_EGRESS_MAX_ENTRIES)
+		return ah_err_set(err, AH_EINVALID, "invalid network");
+	if (!(q->egress = calloc(1, sizeof *q->egress)))
+		return ah_err_set(err, AH_EFAIL, "out of memory");
+	for (size_t i = 0; i < json_object_array_length(allow); i++) {
+		json_object *v = json_object_array_get_idx(allow, i);
+		const char *why;
+		if (!json_object_is_type(v, json_type_string) ||
+		    ah_egress_entry_parse(&q->egress->entries[q->egress->n++], json_object_get_string(v),
+		                          &why) != 0)
+			return ah_err_set(err, AH_EINVALID, "invalid network entry");
+	}
+	return 0;
+}
+
 /* The image must be an existing directory under <data_dir>/images/. */
 static bool image_ok(const struct ah_runner *r, const char *image)
 {
@@ -190,5 +218,7 @@ int ah_run_req_parse(struct ah_run_req *q, const struct ah_runner *r, json_objec
 	q->min_warm = (int)get_int(req, "min_warm", 0, 0, LIMIT_WARM);
 	q->stream = json_object_get_boolean(json_object_object_get_ex(req, "stream", &s) ? s : NULL);
 	int rc = parse_env(q, req, err);
+	if (rc == 0)
+		rc = parse_network(q, req, err);
 	return rc ? rc : parse_stdin(q, req, err);
 }

@@ -13,6 +13,7 @@
 
 #include "core/err.h"
 #include "runner/runner.h"
+#include "sandbox/sandbox.h"
 
 struct ah_run_req {
 	const char *invocation_id, *agent_id, *image, *entrypoint, *session; /* in the JSON */
@@ -26,6 +27,7 @@ struct ah_run_req {
 	bool stream;               /* stdout back as chunks while it runs (cancel.h) */
 	int min_warm;              /* warm processes to keep (warm.h); 0: none */
 	json_object *budget;       /* spend rows for the model gateway, or NULL; in the JSON */
+	ah_sandbox_egress *egress; /* the agent's allow-list, owned; NULL: the open network */
 	/* The values of the request's "env" (the agent's secrets, the model key):
 	 * redacted from the program's stderr (ops.c). Owned array, strings in the JSON. */
 	const char **secrets;

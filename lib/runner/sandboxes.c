@@ -4,6 +4,7 @@
  * destroyed outside the registry lock: both take milliseconds or more. */
 #include "runner/sandboxes.h"
 #include "runner/sandboxes_int.h"
+#include "runner/egress.h"
 #include "runner/fuse.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -290,10 +291,14 @@ int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const c
 		rc = ah_fuse_check(agent_id, image, err);
 	else
 		rc = ah_fuse_binds(agent_id, image, AH_FUSE_FOR_CALL, &binds, &nbinds, err);
+	ah_sandbox_egress *eg = NULL;
 	if (!e->sb && rc == 0) {
 		ah_sandbox_spec spec = {.image_dir = image, .binds = binds, .nbinds = nbinds};
-		rc = create_admitted(e, &spec, err);
+		rc = ah_egress_spec(agent_id, &spec, &eg, err);
+		if (rc == 0)
+			rc = create_admitted(e, &spec, err);
 	}
+	free(eg);
 	ah_fuse_binds_free(binds, nbinds);
 	out->entry = e;
 	out->sb = e->sb;
@@ -328,12 +333,16 @@ static void build_spare(const char *agent_id, const char *image)
 	size_t nbinds = 0;
 	ah_sandbox *sb = NULL;
 	ah_err err = {0};
+	ah_sandbox_egress *eg = NULL;
 	int rc = ah_fuse_binds(agent_id, image, AH_FUSE_FOR_SPARE, &binds, &nbinds, &err);
 	if (rc == 0) {
 		ah_sandbox_spec spec = {.image_dir = image, .ahead = true, .binds = binds,
 		                        .nbinds = nbinds};
-		rc = ah_sandbox_create(&sb, &spec, &err);
+		rc = ah_egress_spec(agent_id, &spec, &eg, &err);
+		if (rc == 0)
+			rc = ah_sandbox_create(&sb, &spec, &err);
 	}
+	free(eg);
 	ah_fuse_binds_free(binds, nbinds);
 	pthread_mutex_lock(&ah_sbx_mu);
 	e->sb = rc == 0 ? sb : NULL;

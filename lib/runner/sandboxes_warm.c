@@ -4,6 +4,7 @@
  * stay, destroy_agent takes them, the budget counts them. */
 #include "runner/sandboxes.h"
 #include "runner/sandboxes_int.h"
+#include "runner/egress.h"
 #include "runner/fuse.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -93,12 +94,16 @@ int ah_sandboxes_add_warm(const char *agent_id, const char *image, const char *f
 	size_t nbinds = 0;
 	ah_sandbox *sb = NULL;
 	char key[AH_SBX_KEY_LEN + 1] = "";
+	ah_sandbox_egress *eg = NULL;
 	int rc = ah_fuse_binds(agent_id, image, AH_FUSE_FOR_SPARE, &binds, &nbinds, err);
 	if (rc == 0) {
 		ah_sandbox_spec spec = {.image_dir = image, .ahead = true, .binds = binds,
 		                        .nbinds = nbinds};
-		rc = ah_sandbox_create(&sb, &spec, err);
+		rc = ah_egress_spec(agent_id, &spec, &eg, err);
+		if (rc == 0)
+			rc = ah_sandbox_create(&sb, &spec, err);
 	}
+	free(eg);
 	ah_fuse_binds_free(binds, nbinds);
 	if (rc == 0)
 		rc = start(sb, ctx, key, err);

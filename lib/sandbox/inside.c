@@ -337,9 +337,12 @@ static int keeper_setup(const sb_plan *p, int exec_fd, const char **what)
 	return 0;
 }
 
-/* One request of the runner: the image at /app, or a bind (a bucket). */
+/* One request of the runner: the image at /app, a bind (a bucket), or the
+ * pinned names of an allow-list (egress.c). */
 static int serve_one(const sb_msg *m, int fd, const char *body, size_t blen, const char **what)
 {
+	if (m->op == SB_ETC_NET)
+		return sb_mounts_etc_net(body, blen, what);
 	if (m->op == SB_MOUNT_APP)
 		return sb_mounts_app(fd, what);
 	char path[SB_BIND_PATH_MAX];
@@ -353,13 +356,14 @@ __attribute__((noreturn)) static void keeper_serve(int ctl)
 {
 	for (;;) {
 		sb_msg m;
-		char body[256];
+		static char body[SB_ETC_NET_MAX];
 		size_t blen = 0;
-		int fds[3], nfds = 0;
+		int fds[3] = { -1, -1, -1 }, nfds = 0;
 		int rc = sb_recv(ctl, &m, body, sizeof body, &blen, fds, &nfds);
 		if (rc == 0)
 			_exit(0);
-		if (rc < 0 || (m.op != SB_MOUNT_APP && m.op != SB_MOUNT_BIND) || nfds != 1) {
+		bool mount_op = m.op == SB_MOUNT_APP || m.op == SB_MOUNT_BIND;
+		if (rc < 0 || (!mount_op && m.op != SB_ETC_NET) || nfds != (mount_op ? 1 : 0)) {
 			for (int i = 0; i < nfds; i++)
 				close(fds[i]);
 			sb_error_reply(ctl, EPROTO, "bad request");
@@ -370,7 +374,8 @@ __attribute__((noreturn)) static void keeper_serve(int ctl)
 			sb_error_reply(ctl, errno, what);
 		else
 			sb_send(ctl, &(sb_msg){ .op = SB_OK }, NULL, 0, NULL, 0);
-		close(fds[0]);
+		if (fds[0] >= 0)
+			close(fds[0]);
 	}
 }
 

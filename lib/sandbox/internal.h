@@ -29,6 +29,7 @@
 #include <linux/filter.h>
 
 #include "core/err.h"
+#include "sandbox/sandbox.h"
 
 #define SB_AGENT_UID   1000u      /* uid/gid of programs inside */
 #define SB_IDS_PER_SLOT 65536u
@@ -86,6 +87,7 @@ typedef struct sb_global {
 	uint32_t dns[SB_MAX_NS];
 	int ndns;
 	bool allow_host;
+	bool egress_private;         /* egress_allow_private: allow-lists may open private ranges */
 	struct sock_fprog seccomp;   /* built once, loaded by every agent */
 	int keeper_exe;              /* O_PATH fd of agenthost-keeper */
 } sb_global;
@@ -128,6 +130,7 @@ enum sb_op {
 	SB_EXEC,        /* runner → spawner, fds stdin/stdout/stderr, body argv/envp */
 	SB_KILL,        /* runner → spawner: kill the running program's tree */
 	SB_EXITED,      /* spawner → runner: arg = wait status */
+	SB_ETC_NET,     /* runner → keeper, body = /etc/hosts, NUL, resolv.conf, NUL (egress.c) */
 };
 
 typedef struct sb_msg {
@@ -170,6 +173,10 @@ int sb_mounts_app(int dirfd, const char **what);
 /* Attaches the detached mount tree at path (absolute; its directories are
  * made on the read-only root, which stays read-only). */
 int sb_mounts_bind(int tree, const char *path, const char **what);
+/* SB_ETC_NET's body (hosts, NUL, resolv.conf, NUL) into /etc, the root
+ * writable for that moment only. */
+#define SB_ETC_NET_MAX (64 * 1024)
+int sb_mounts_etc_net(const char *body, size_t blen, const char **what);
 
 /* The writable disk's top-level directories (mounts.c), made in the disk
  * template already (disk.c). upper/ is chown'ed to the agent by the keeper. */
@@ -200,6 +207,18 @@ void sb_net_policy_remove(void);
 int sb_net_slot_setup(const sb_plan *p, int *ns, ah_err *err);
 void sb_net_slot_drop(const sb_plan *p, int *ns);
 void sb_net_host_teardown(const sb_plan *p);   /* deletes a leftover veth */
+/* Runs an nft script in network namespace ns (-1: the host's). */
+int sb_net_nft(int ns, const char *script);
+/* Adds (on) or removes veth in the host table's set of sandboxes whose
+ * allow-list opens private ranges (egress_allow_private). */
+int sb_net_private_ok(const char *veth, bool on);
+
+/* ---- egress.c: allow-lists ---- */
+/* Installs the allow-list in sb's namespace and its pinned names in its
+ * /etc; NULL: the open network (nothing to do: reset at the network step). */
+int sb_egress_claim(struct ah_sandbox *sb, const ah_sandbox_egress *eg, ah_err *err);
+/* The slot's namespace back to the open network (before it is reused). */
+void sb_egress_reset(struct ah_sandbox *sb);
 
 /* ---- cgroup_place.c: the parent inside the runner's own cgroup ---- */
 int sb_cgroup_init(ah_err *err);
@@ -271,6 +290,8 @@ typedef struct sb_slot {
 	int lock;        /* the flock'ed lock file while we hold the slot, else -1 */
 	int idmap;       /* user namespace for /app's idmapped mount, or -1 */
 	int netns;       /* network namespace, configured, or -1 */
+	bool egress;     /* its namespace may hold an allow-list (egress.c) */
+	bool private_ok; /* its veth is in the host table's private_ok set */
 } sb_slot;
 void sb_slots_init(void);
 void sb_slots_sweep(void);     /* at init: clears what dead owners left */

@@ -287,3 +287,28 @@ int sb_mounts_bind(int tree, const char *path, const char **what)
 	STEP(syscall(SYS_move_mount, tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH), "attach bucket mount");
 	return 0;
 }
+
+/* An allow-list's pinned names (egress.c): before any program runs. */
+int sb_mounts_etc_net(const char *body, size_t blen, const char **what)
+{
+	const char *hosts = body, *end = body + blen;
+	const char *nul = memchr(body, '\0', blen);
+	const char *resolv = nul ? nul + 1 : NULL;
+	*what = "bad /etc request";
+	if (!resolv || resolv >= end || !memchr(resolv, '\0', (size_t)(end - resolv))) {
+		errno = EINVAL;
+		return -1;
+	}
+	unsigned long ro = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV;
+	STEP(mount(NULL, "/", NULL, ro, NULL), "root writable");
+	*what = "write /etc/hosts";
+	int rc = put_file("/etc/hosts", hosts, 0644);
+	if (rc == 0) {
+		*what = "write /etc/resolv.conf";
+		rc = put_file("/etc/resolv.conf", resolv, 0644);
+	}
+	int e = errno;
+	STEP(mount(NULL, "/", NULL, ro | MS_RDONLY, NULL), "root read-only");
+	errno = e;
+	return rc;
+}

@@ -9,7 +9,11 @@
  * and to anything that is not loopback, private (10/8, 172.16/12,
  * 192.168/16, 100.64/10), link-local (169.254/16: cloud metadata), multicast,
  * reserved, or on one of the host's own subnets; new connections towards a
- * sandbox are dropped. IPv6 is off inside and dropped at the veth. The runner
+ * sandbox are dropped. A sandbox whose egress allow-list opens private
+ * ranges (egress.c, with egress_allow_private) has its veth in the set
+ * private_ok, accepted before those drops: its own namespace's rules then
+ * decide. An allow-list itself lives in the sandbox's namespace (egress.c),
+ * not here: a runner recreating this shared table leaves it alone. IPv6 is off inside and dropped at the veth. The runner
  * socket is a unix socket in the host's filesystem and so invisible anyway.
  *
  * Links and addresses are configured with rtnetlink directly (netlink.c), both
@@ -325,7 +329,7 @@ int sb_net_policy_install(ah_err *err)
 	size_t o = 0;
 	/* "add" then "delete" then define: idempotent in one transaction. */
 	o = appendf(s, sizeof s, o, "table inet agenthost\ndelete table inet agenthost\n"
-	            "table inet agenthost {\n  chain input {\n"
+	            "table inet agenthost {\n  set private_ok { type ifname; }\n  chain input {\n"
 	            "    type filter hook input priority filter - 10; policy accept;\n");
 	o = dns_rules(s, sizeof s, o); /* a resolver may be one of the host's addresses */
 	o = appendf(s, sizeof s, o, "    iifname \"ahs*\" %s\n  }\n", sb_g.allow_host ? "accept" : "drop");
@@ -340,6 +344,9 @@ int sb_net_policy_install(ah_err *err)
 	            "    oifname \"ahs*\" drop\n"
 	            "    iifname \"ahs*\" meta nfproto ipv6 drop\n");
 	o = dns_rules(s, sizeof s, o);
+	/* A sandbox whose allow-list opens private ranges (egress.c): its own
+	 * namespace refuses everything else already. */
+	o = appendf(s, sizeof s, o, "    iifname @private_ok accept\n");
 	o = appendf(s, sizeof s, o, "    iifname \"ahs*\" ip daddr { 0.0.0.0/8, 10.0.0.0/8, "
 	            "100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, "
 	            "192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/3 } drop\n");
@@ -355,6 +362,33 @@ int sb_net_policy_install(ah_err *err)
 		return ah_err_set(err, AH_EFAIL, "nft failed to install the sandbox policy "
 		                  "(is nftables installed?)");
 	return 0;
+}
+
+int sb_net_nft(int ns, const char *script)
+{
+	if (ns < 0)
+		return run_nft(script);
+	/* nft runs in the namespace of the thread that starts it. */
+	int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (home < 0 || setns(ns, CLONE_NEWNET) < 0) {
+		if (home >= 0)
+			close(home);
+		return -1;
+	}
+	int rc = run_nft(script);
+	go_home(home);
+	return rc;
+}
+
+int sb_net_private_ok(const char *veth, bool on)
+{
+	char s[256];
+	/* "add" first: deleting an element that is not there fails. */
+	snprintf(s, sizeof s, "add element inet agenthost private_ok { \"%s\" }\n", veth);
+	if (!on)
+		snprintf(s + strlen(s), sizeof s - strlen(s),
+		         "delete element inet agenthost private_ok { \"%s\" }\n", veth);
+	return run_nft(s);
 }
 
 void sb_net_policy_remove(void)

@@ -170,6 +170,7 @@ static int read_config(const ah_config *cfg, ah_err *err)
 	sb_g.max_slots = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_MAX);
 	sb_g.uid_base = (unsigned)ah_cfg_int(cfg, AH_CFG_SANDBOX_UID_BASE);
 	sb_g.allow_host = ah_cfg_bool(cfg, AH_CFG_SANDBOX_ALLOW_LOOPBACK_EGRESS);
+	sb_g.egress_private = ah_cfg_bool(cfg, AH_CFG_EGRESS_ALLOW_PRIVATE);
 	const char *cg = ah_cfg_str(cfg, AH_CFG_SANDBOX_CGROUP);
 	if (!cgroup_name_ok(cg))
 		return ah_err_set(err, AH_EINVALID, "sandbox_cgroup %s: want 1-63 of [a-z0-9_-]", cg);
@@ -365,7 +366,7 @@ int ah_sandbox_create(ah_sandbox **out, const ah_sandbox_spec *spec, ah_err *err
 	if (rc)
 		return rc;
 	if ((rc = claim_limits(sb, spec, err)) || (rc = claim_app(sb, spec, err)) ||
-	    (rc = claim_binds(sb, spec, err))) {
+	    (rc = claim_binds(sb, spec, err)) || (rc = sb_egress_claim(sb, spec->egress, err))) {
 		ah_sandbox_destroy(sb);
 		return rc;
 	}

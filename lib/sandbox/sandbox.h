@@ -10,7 +10,8 @@
  * and /files (agent/ and session/, the agent's, on that disk too) where the
  * runner puts managed files and collects session outputs (runner/run_files.c).
  * Its network namespace reaches the internet through NAT only (no host, no
- * private ranges, no link-local, exactly the configured DNS resolvers).
+ * private ranges, no link-local, exactly the configured DNS resolvers), or,
+ * with an egress allow-list in its spec, only what the list names (egress.c).
  *
  * Programs run as an unprivileged user (uid 1000 inside, an unprivileged host
  * uid outside) with no_new_privs, no capabilities and a seccomp filter: an
@@ -67,6 +68,8 @@
  *                                   empty: the nameservers of /etc/resolv.conf
  *   sandbox_allow_loopback_egress  0  tests only: sandboxes may reach the host's
  *                                   own addresses (e.g. a mock provider)
+ *   egress_allow_private   0        agents' allow-lists may open loopback, private and
+ *                                   reserved ranges (link-local never)
  *   sandbox_keeper         (empty)  path of agenthost-keeper, the program each
  *                                   sandbox runs as its PID 1; empty: next to
  *                                   this program, else the build tree's, else
@@ -80,6 +83,7 @@
 #include <sys/types.h>
 
 #include "core/config.h"
+#include "core/egress.h"
 #include "core/err.h"
 
 typedef struct ah_sandbox ah_sandbox;
@@ -93,6 +97,14 @@ typedef struct ah_sandbox_bind {
 	const char *path;       /* absolute, normalised, < 256 bytes; created on the root */
 	bool read_only;
 } ah_sandbox_bind;
+
+/* An egress allow-list (issue 32, egress.c): the sandbox reaches only
+ * these networks and names (resolved when it is made, pinned for its life)
+ * and its own loopback; private ranges only with egress_allow_private. */
+typedef struct ah_sandbox_egress {
+	size_t n;
+	ah_egress_entry entries[AH_EGRESS_MAX_ENTRIES];
+} ah_sandbox_egress;
 
 typedef struct ah_sandbox_spec {
 	/* Read-only lower layer shown at /app (overlay with the sandbox's own
@@ -112,6 +124,8 @@ typedef struct ah_sandbox_spec {
 	/* Bound in after /app, in order. */
 	const ah_sandbox_bind *binds;
 	size_t nbinds;
+	/* NULL: the open network (NAT to anything but the refused ranges). */
+	const ah_sandbox_egress *egress;
 } ah_sandbox_spec;
 
 #define AH_SANDBOX_CANCEL_GRACE_MS 5000 /* SIGTERM → SIGKILL for a cancelled program */

@@ -214,6 +214,7 @@ void sb_release_budget(ah_sandbox *sb)
 
 int sb_net_setup(ah_sandbox *sb, ah_err *err)
 {
+	sb_egress_reset(sb); /* the slot's last sandbox may have had an allow-list */
 	return sb_net_slot_setup(&sb->plan, &sb_slot_of(sb)->netns, err);
 }
 

@@ -416,6 +416,22 @@ test("an agent's settings, attached files and bucket mounts are edited in its pa
   await edit.getByRole('button', { name: 'Save changes' }).click();
   await page.locator('#edit [role=alert]', { hasText: 'timeout_seconds' }).waitFor();
   assert.equal((await call(key, 'GET', '/agents/settings')).data.timeout_seconds, 45);
+  // Egress (issue 32): an allow-list, one entry a line; a private range is
+  // the server's 422, which names the field.
+  await edit.getByLabel('Default timeout (seconds)').fill('45');
+  assert.equal(await edit.getByLabel('Network').inputValue(), 'open');
+  await edit.getByLabel('Network').selectOption('allow');
+  await edit.getByLabel('Allowed hosts').fill('API.example.com:443\n203.0.113.0/24');
+  await edit.getByRole('button', { name: 'Save changes' }).click();
+  for (let i = 0; i < 100 && (await call(key, 'GET', '/agents/settings')).data.network.mode !== 'allow'; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.deepEqual((await call(key, 'GET', '/agents/settings')).data.network,
+    { mode: 'allow', allow: ['api.example.com:443', '203.0.113.0/24'] });
+  await edit.getByLabel('Allowed hosts').fill('10.0.0.0/8');
+  await edit.getByRole('button', { name: 'Save changes' }).click();
+  await page.locator('#edit [role=alert]', { hasText: 'network' }).waitFor();
+  assert.deepEqual((await call(key, 'GET', '/agents/settings')).data.network.allow, ['api.example.com:443', '203.0.113.0/24']);
   const attach = page.locator('#attach-form');
   assert.equal(await attach.locator('option').textContent(), 'data.csv (8 B)');
   await attach.getByRole('button', { name: 'Attach' }).click();

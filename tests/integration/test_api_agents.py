@@ -12,7 +12,7 @@ from conftest import assert_422, db_query
 RFC3339_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 AGENT_ID = re.compile(r"^agt_[0-9A-Za-z]{22}$")
 AGENT_KEYS = {"id", "name", "slug", "description", "source_type", "git_repo_url", "git_branch",
-              "timeout_seconds", "min_warm", "status", "status_message", "sandbox_id", "needs_redeploy",
+              "timeout_seconds", "min_warm", "network", "status", "status_message", "sandbox_id", "needs_redeploy",
               "created_at", "updated_at", "deployed_at",
               # spend limits (issue 32, test_budgets.py)
               "max_cost_usd_per_day", "max_cost_usd_per_month"}

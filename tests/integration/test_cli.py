@@ -261,6 +261,25 @@ def test_failed_deploy_exits_1_with_the_status_message(user, tmp_path):
     assert "failed" in r.stderr and "version" in r.stderr
 
 
+
+def test_agent_network_allow_list(user):
+    """--allow sets an egress allow-list (issue 32), --open-network drops it;
+    `agents get` shows it; a bad entry is the API's 422 naming it."""
+    _e, _k, env = user
+    r = run(env, "agents", "create", "Net One", "--allow", "Example.com:443, 203.0.113.0/24", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["network"] == {"mode": "allow", "allow": ["example.com:443", "203.0.113.0/24"]}
+    assert "allow: example.com:443, 203.0.113.0/24" in run(env, "agents", "get", "net-one").stdout
+    r = run(env, "agents", "update", "net-one", "--allow", "", "--json")
+    assert json.loads(r.stdout)["network"] == {"mode": "allow", "allow": []}, r.stderr
+    assert "allow: nothing" in run(env, "agents", "get", "net-one").stdout
+    r = run(env, "agents", "update", "net-one", "--allow", "10.0.0.0/8")
+    assert r.returncode == 1 and "network" in r.stderr, r.stderr
+    r = run(env, "agents", "update", "net-one", "--open-network", "--json")
+    assert json.loads(r.stdout)["network"] == {"mode": "open", "allow": []}, r.stderr
+    r = run(env, "agents", "update", "net-one", "--open-network", "--allow", "x.com")
+    assert r.returncode == 2 and "exclude" in r.stderr, r.stderr
+
 def test_json_on_lists_and_records(user, tmp_path):
     _e, _k, env = user
     r = run(env, "agents", "create", "Json One", "--description", "first", "--json")

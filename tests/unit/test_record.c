@@ -30,7 +30,8 @@ static void test_agent_fill(void)
 {
 	char *row[] = {"agt_1", "Name", "name", NULL, "local", NULL, NULL, "300", "active", NULL,
 	               "sbx", "1", "2026-01-01 00:00:00.000", "2026-01-01 00:00:00.000", NULL,
-	               "/img", "index.js", "r1", "abc", "3", "def", "1.500000", NULL};
+	               "/img", "index.js", "r1", "abc", "3", "def", "1.500000", NULL,
+	               "{\"mode\":\"allow\",\"allow\":[]}"};
 	ah_arena *ar = ah_arena_new();
 	ah_rows rows = {.n = 1, .ncols = sizeof(row) / sizeof(row[0]), .v = (char **[]){row}};
 	ah_req r = {.arena = ar};
@@ -39,7 +40,8 @@ static void test_agent_fill(void)
 	ok(a->min_warm == 3, "min_warm 3");
 	ok(a->image_sha256 && strcmp(a->image_sha256, "def") == 0, "image_sha256");
 	ok(a->max_day && strcmp(a->max_day, "1.500000") == 0 && !a->max_month,
-	   "budgets (the last columns): a limit and none");
+	   "budgets: a limit and none");
+	ok(a->network && strncmp(a->network, "{\"mode\":", 8) == 0, "network (the last column)");
 	ok(a->description == NULL && a->deployed_at == NULL, "SQL NULL stays NULL");
 	ok(a->source_type == AH_SOURCE_LOCAL, "source_type 'local'");
 	ok(a->status == AH_AGENT_ACTIVE, "status 'active'");

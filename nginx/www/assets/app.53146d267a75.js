@@ -1080,6 +1080,14 @@ function editSection(page) {
   desc.value = a.description || '';
   const timeout = input('timeout_seconds', { type: 'number', min: 1, max: 600, value: String(a.timeout_seconds) });
   const warm = input('min_warm', { type: 'number', min: 0, max: 50, value: String(a.min_warm || 0) });
+  // Egress (issue 32): open, or only an allow-list (one entry a line).
+  const net = a.network || { mode: 'open', allow: [] };
+  const netMode = h('select', { name: 'network_mode' },
+    [['open', 'Open: the internet, no private ranges'], ['allow', 'Only the hosts listed below']]
+      .map(([v, t]) => h('option', { value: v }, t)));
+  netMode.value = net.mode;
+  const netAllow = h('textarea', { name: 'network_allow', rows: 3, placeholder: 'api.example.com:443\n203.0.113.0/24' });
+  netAllow.value = (net.allow || []).join('\n');
   const url = input('git_repo_url', { type: 'url', value: a.git_repo_url || '' });
   const branch = input('git_branch', { value: a.git_branch || '' });
   const slot = errorSlot();
@@ -1087,6 +1095,8 @@ function editSection(page) {
   const form = h('form', { class: 'card', id: 'edit' }, h('h2', {}, 'Settings'), field('Name', name), field('Description', desc),
     field('Default timeout (seconds)', timeout),
     field('Warm processes', warm, 'Kept started between calls, so a call does not wait for node to start; each holds its memory while it waits. 0: none.'),
+    field('Network', netMode, 'Where the agent may connect. The model gateway is always reachable.'),
+    field('Allowed hosts', netAllow, 'With "only the hosts listed": one host name, IPv4 address or CIDR a line, each with an optional :port. Names are resolved when a sandbox is made.'),
     a.source_type === 'git' ? [field('Git repository URL', url), field('Branch or tag', branch)] : null, slot, btn);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
@@ -1095,6 +1105,10 @@ function editSection(page) {
       if (a.source_type === 'git') { body.git_repo_url = url.value; body.git_branch = branch.value || null; }
       // Only a change: setting min_warm retires the warm processes there are.
       if (Number(warm.value) !== (a.min_warm || 0)) body.min_warm = Number(warm.value);
+      // Only a change, too: new rules replace the agent's sandboxes.
+      const allow = netAllow.value.split('\n').map((s) => s.trim()).filter((s) => s);
+      const network = netMode.value === 'open' ? { mode: 'open', allow: [] } : { mode: 'allow', allow };
+      if (JSON.stringify(network) !== JSON.stringify({ mode: net.mode, allow: net.allow || [] })) body.network = network;
       const r = await api('PATCH', page.path, { json: body });
       page.refresh(r.data);
       notice('Saved.', 'info');
