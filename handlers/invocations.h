@@ -40,6 +40,9 @@ typedef struct ah_invocation {
 	 * writes and reads): for the cost only, not recorded. */
 	long long model_cache_write_tokens, model_cache_read_tokens;
 	long long model_cache_write_1h_tokens; /* the part of the writes kept an hour */
+	/* The schedule that started it (its trigger is "schedule"); NULL: a
+	 * client's call ("api"). */
+	const char *schedule_id;
 } ah_invocation;
 
 /* The contract's invocation result; with_prompt adds "prompt" (history).
@@ -58,6 +61,11 @@ void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *
 /* The invocation's logs row, in the transaction of its history row
  * (invoke_record.c). (invocation_logs.c) */
 int ah_invocation_logs_put(ah_req *r, const ah_invocation *inv);
+
+/* POST /agents/{slug}/invoke with r's body, answered on r: a client's call
+ * (schedule_id NULL) or a schedule's tick. *inv_id: the invocation recorded,
+ * left alone when none was. (invoke.c) */
+int ah_invoke(ah_req *r, const char *schedule_id, const char **inv_id);
 
 /* "YYYY-MM-DD HH:MM:SS.mmm" (UTC) for DATETIME(3) columns. */
 char *ah_db_time(ah_arena *a, int64_t ms);

@@ -410,7 +410,9 @@ static int reply(ah_req *r, const ah_run_out *o, const ah_invocation *inv)
 	return ah_reply_json(r, o->http, body);
 }
 
-static int invoke(ah_req *r)
+/* The call as a client makes it and as the scheduler does (schedule_run.c):
+ * one path through admission, environment, secrets and recording. */
+int ah_invoke(ah_req *r, const char *schedule_id, const char **inv_id)
 {
 	const ah_agent *a;
 	invoke_in in = {0};
@@ -436,6 +438,7 @@ static int invoke(ah_req *r)
 	ah_invocation inv = {.id = ah_id_new(r->arena, "inv"), .created_at = ah_db_time(r->arena, start),
 	                     .prompt = in.prompt, .prompt_len = in.prompt_len};
 	inv.session_id = in.session_id ? in.session_id : ah_id_new(r->arena, "ses");
+	inv.schedule_id = schedule_id;
 	const char *state;
 	if (ah_tokenize_count(&in_tokens, in.prompt, in.prompt_len) != 0 ||
 	    build_env(r, a->id, in.session_id, &env, &state) != 0)
@@ -465,7 +468,14 @@ static int invoke(ah_req *r)
 	inv.err_log = o.err_log, inv.err_log_len = o.err_log_len;
 	inv.err_log_truncated = o.err_log_truncated;
 	ah_invocation_record(r, a->id, &inv);
+	if (inv_id)
+		*inv_id = inv.id;
 	return reply(r, &o, &inv);
+}
+
+static int invoke(ah_req *r)
+{
+	return ah_invoke(r, NULL, NULL);
 }
 
 const ah_route ah_invoke_routes[] = {

@@ -21,14 +21,14 @@
 #include <time.h>
 #include <unistd.h>
 
-/* crud_workers and invoke_workers (256 each at most), the metrics worker and
- * the JWKS refresher. */
-#define MAX_WORKERS (256 + 256 + 2)
+/* crud_workers and invoke_workers (256 each at most), the metrics worker,
+ * the JWKS refresher and the app's background process. */
+#define MAX_WORKERS (256 + 256 + 3)
 
 /* The metrics pool is one worker on a socket of its own: a scrape never waits
  * behind the API's requests, however busy the other pools are. */
 enum { POOL_CRUD = AH_POOL_CRUD, POOL_INVOKE = AH_POOL_INVOKE, POOL_METRICS = AH_POOL_METRICS,
-       POOL_JWKS, NPOOLS = POOL_JWKS };
+       POOL_JWKS, POOL_BACKGROUND, NPOOLS = POOL_JWKS };
 
 struct slot {
 	pid_t pid;
@@ -55,7 +55,9 @@ static pid_t spawn(const ah_config *cfg, int fd, int pool, int slot)
 		ah_mx_use((unsigned)slot);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
-		_exit(pool == POOL_JWKS ? ah_jwks_refresher_run(cfg) : ah_worker_run(cfg, fd, pool, app));
+		_exit(pool == POOL_JWKS         ? ah_jwks_refresher_run(cfg)
+		      : pool == POOL_BACKGROUND ? app->background(cfg)
+		                                : ah_worker_run(cfg, fd, pool, app));
 	}
 	if (pid < 0)
 		ah_log_error("fork failed: %s", strerror(errno));
@@ -75,7 +77,7 @@ static void respawn(const ah_config *cfg, const int fds[NPOOLS], pid_t dead, int
 		if (time(NULL) - slots[i].started < 1)
 			sleep(1);
 		int pool = slots[i].pool;
-		slots[i].pid = spawn(cfg, pool == POOL_JWKS ? -1 : fds[pool], pool, i);
+		slots[i].pid = spawn(cfg, pool >= NPOOLS ? -1 : fds[pool], pool, i);
 		slots[i].started = time(NULL);
 		return;
 	}
@@ -150,7 +152,7 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 	const char *jwks = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
 	bool refresher = jwks && *jwks && ah_jwks_share_init() == 0;
 	/* Metrics: a slot of counters per worker, summed by whichever answers a scrape. */
-	if (ah_mx_shared_init((unsigned)(counts[0] + counts[1] + counts[2] + 1)) != 0)
+	if (ah_mx_shared_init((unsigned)(counts[0] + counts[1] + counts[2] + 2)) != 0)
 		ah_log_warn("no shared metrics: a scrape sees only the worker that answers it");
 	struct sigaction sa = {.sa_handler = on_term};
 	sigaction(SIGTERM, &sa, NULL);
@@ -162,6 +164,10 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 		}
 	if (refresher) {
 		slots[nslots] = (struct slot){spawn(cfg, -1, POOL_JWKS, nslots), POOL_JWKS, time(NULL)};
+		nslots++;
+	}
+	if (app->background) {
+		slots[nslots] = (struct slot){spawn(cfg, -1, POOL_BACKGROUND, nslots), POOL_BACKGROUND, time(NULL)};
 		nslots++;
 	}
 	ah_log_info("listening on %s (%d workers), %s (%d workers) and %s (metrics)", paths[0],
