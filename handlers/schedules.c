@@ -22,10 +22,13 @@
 
 #define NEXT_RUNS 5
 #define WEBHOOK_URL_MAX 2048
+/* A schedule's prompt is kept and sent again at every tick: 64 KiB at most
+ * (and never more than max_prompt_bytes, which its runs must pass). */
+#define PROMPT_MAX (64 * 1024)
 
 #define SCHEDULE_COLS                                                                     \
 	"id, cron, timezone, prompt, session_id, webhook_url, paused, next_run_at,"          \
-	" UNIX_TIMESTAMP(next_run_at), last_run_at, last_invocation_id, last_status,"        \
+	" FLOOR(UNIX_TIMESTAMP(next_run_at)), last_run_at, last_invocation_id, last_status,"        \
 	" last_error, run_count, created_at, updated_at"
 static const ah_col SCHEDULE_COLUMNS[] = {
 	AH_COL_S("id", ah_schedule, id),
@@ -36,7 +39,7 @@ static const ah_col SCHEDULE_COLUMNS[] = {
 	AH_COL_S("webhook_url", ah_schedule, webhook_url),
 	AH_COL_B("paused", ah_schedule, paused),
 	AH_COL_S("next_run_at", ah_schedule, next_run_at),
-	AH_COL_I("UNIX_TIMESTAMP(next_run_at)", ah_schedule, next_run_unix, 0),
+	AH_COL_I("FLOOR(UNIX_TIMESTAMP(next_run_at))", ah_schedule, next_run_unix, 0),
 	AH_COL_S("last_run_at", ah_schedule, last_run_at),
 	AH_COL_S("last_invocation_id", ah_schedule, last_invocation_id),
 	AH_COL_S("last_status", ah_schedule, last_status),
@@ -173,6 +176,8 @@ static void read_fields(ah_req *r, json_object *o, ah_schedule *s, bool create)
 {
 	unsigned req = create ? AH_F_REQUIRED : 0;
 	size_t prompt_cap = (size_t)ah_cfg_int(r->cfg, AH_CFG_MAX_PROMPT_BYTES);
+	if (prompt_cap > PROMPT_MAX)
+		prompt_cap = PROMPT_MAX;
 	char why[256];
 	ah_cron c;
 	const char *v;
@@ -307,9 +312,9 @@ static int delete_schedule(ah_req *r)
 
 const ah_route ah_schedules_routes[] = {
 	{"GET", "/agents/{slug}/schedules", list_schedules, 0, 0, AH_AGENT_SCOPE},
-	{"POST", "/agents/{slug}/schedules", create_schedule, 0, 16 * 1024 * 1024, AH_AGENT_SCOPE},
+	{"POST", "/agents/{slug}/schedules", create_schedule, 0, 0, AH_AGENT_SCOPE},
 	{"GET", "/agents/{slug}/schedules/{id}", get_schedule, 0, 0, AH_AGENT_SCOPE},
-	{"PATCH", "/agents/{slug}/schedules/{id}", update_schedule, 0, 16 * 1024 * 1024, AH_AGENT_SCOPE},
+	{"PATCH", "/agents/{slug}/schedules/{id}", update_schedule, 0, 0, AH_AGENT_SCOPE},
 	{"DELETE", "/agents/{slug}/schedules/{id}", delete_schedule, 0, 0, AH_AGENT_SCOPE},
 	{NULL, NULL, NULL, 0, 0},
 };
