@@ -247,3 +247,28 @@ def test_schedulers_racing_run_each_tick_once(client, agent):
         for p in extra:
             p.terminate()
             p.wait(timeout=30)
+
+
+def test_cli_create_list_pause_resume_delete(client, make_agent, tmp_path):
+    slug = make_agent()["slug"]
+    cli = os.path.join(BUILD, "lib", "cli", "agenthost")
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTHOST_API_KEY", "NO_COLOR")}
+    env.update(XDG_CONFIG_HOME=str(tmp_path), HOME=str(tmp_path), AGENTHOST_API_KEY=client.key)
+
+    def run(*args):
+        return subprocess.run([cli, *args], env=env, capture_output=True, text=True, timeout=60)
+
+    r = run("schedules", "create", slug, "0 9 * * 1-5", "--prompt", "hi", "--timezone", "Europe/Berlin")
+    assert r.returncode == 0, r.stderr
+    assert "next runs:" in r.stdout and r.stdout.count("T08:00:00.000Z") == 5  # 09:00 CET
+    sid = client.get(f"/agents/{slug}/schedules").json()[0]["id"]
+    assert sid in run("schedules", "list", slug).stdout
+    r = run("--json", "schedules", "pause", slug, sid)
+    assert r.returncode == 0 and '"paused":true' in r.stdout.replace(" ", "")
+    assert client.get(f"/agents/{slug}/schedules/{sid}").json()["paused"] is True
+    assert run("schedules", "resume", slug, sid).returncode == 0
+    assert client.get(f"/agents/{slug}/schedules/{sid}").json()["paused"] is False
+    r = run("schedules", "create", slug, "0 0 31 2 *", "--prompt", "x")
+    assert r.returncode == 1 and "cron" in r.stderr
+    assert run("schedules", "delete", slug, sid).returncode == 0
+    assert client.get(f"/agents/{slug}/schedules").json() == []
