@@ -1,10 +1,11 @@
 // One agent: status with live polling, deploy/stop/delete, edit, code upload,
-// the invoke console, secrets, sessions, invocation history and bucket mounts.
+// the invoke console, secrets, schedules, sessions, invocation history and bucket mounts.
 import { h, fill, clear, field, input, table, fmtDate, fmtUsd, badge, button } from './dom.js';
 import { api, enc } from './api.js';
 import { errorSlot, act, pager, showError, confirmDialog, pollWithBackoff, notice, go } from './ui.js';
 import { mountsSection, attachmentsSection } from './storage.js';
 import { deploysSection } from './deploys.js';
+import { schedulesSection } from './schedules.js';
 
 export async function agentPage(main, [slug], ctx) {
   const path = `/agents/${enc(slug)}`;
@@ -33,7 +34,7 @@ export async function agentPage(main, [slug], ctx) {
   };
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/agents' }, '← Agents')), title, status,
     h('div', { class: 'grid' }, codeSection(page), invokeSection(page)),
-    secretsSection(page), deploysSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
+    secretsSection(page), schedulesSection(page), deploysSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
     attachmentsSection(page), mountsSection(page), editSection(page));
   renderStatus(page);
   if (agent.status === 'deploying') watch(page);
