@@ -97,12 +97,8 @@ long long ah_schedule_next(const char *cron, const char *zone, long long after)
 
 static json_object *time_json(ah_req *r, long long unix_s)
 {
-	json_object *tmp = json_object_new_object(), *v = NULL;
-	ah_json_time(r, tmp, "t", ah_db_time(r->arena, (int64_t)unix_s * 1000));
-	json_object_object_get_ex(tmp, "t", &v);
-	json_object_get(v);
-	json_object_put(tmp);
-	return v;
+	const char *t = ah_db_time_to_rfc3339(r->arena, ah_db_time(r->arena, (int64_t)unix_s * 1000));
+	return json_object_new_string(t);
 }
 
 /* next_run_at and the four ticks after it; none while paused. */
