@@ -208,7 +208,7 @@ function historySection(page, kind) {
       const r = await api('GET', `${page.path}/${kind}`, { query: { limit: LIMIT, offset } });
       if (!page.ctx.alive()) return;
       const rows = kind === 'invocations'
-        ? r.data.map((i) => h('tr', {}, h('td', {}, h('a', { href: invocationHref(page, i.invocation_id), class: 'inv-link' }, fmtDate(i.created_at))), h('td', {}, badge(i.status)),
+        ? r.data.map((i) => h('tr', {}, h('td', {}, h('a', { href: invocationHref(page, i.invocation_id), class: 'inv-link' }, fmtDate(i.created_at))), h('td', {}, badge(i.status), i.trigger === 'schedule' ? h('small', { class: 'muted', title: i.schedule_id }, ' scheduled') : null),
           clip(i.prompt), clip(i.error || i.response_content),
           h('td', {}, `${i.input_tokens}/${i.output_tokens}` + (i.model_input_tokens != null ? ` (model ${i.model_input_tokens}/${i.model_output_tokens})` : '')), h('td', {}, fmtUsd(i.total_cost_usd)), h('td', {}, `${i.duration_ms} ms`)))
         : r.data.map((s) => {
