@@ -202,6 +202,7 @@ def test_paused_does_not_run_and_resumed_does(client, agent):
     assert runs and len(runs) == 1
 
 
+@pytest.mark.slow
 def test_a_real_every_minute_tick_runs(client, agent):
     """No help from the test: the tick at the next whole minute runs."""
     slug = agent["slug"]
