@@ -55,7 +55,8 @@ static const char SQL_LOAD[] =
 	" FROM schedules s JOIN agents a ON a.id = s.agent_id JOIN users u ON u.id = a.user_id"
 	" WHERE s.id = ?";
 static const char SQL_DONE[] =
-	"UPDATE schedules SET last_invocation_id = ?, last_status = ?, last_error = ? WHERE id = ?";
+	"UPDATE schedules SET last_invocation_id = ?, last_status = ?, last_error = LEFT(?, 1024) WHERE id = ?";
+static const char SQL_INV_ERROR[] = "SELECT error FROM invocations WHERE id = ?";
 
 static volatile sig_atomic_t stopping;
 
@@ -91,9 +92,15 @@ static void answer_init(answer *an)
 	an->fcgi.envp = an->env;
 }
 
-/* The answer's "detail", when it was not a success. */
-static const char *answer_detail(ah_req *r, answer *an)
+/* Why a run did not succeed: a failed invocation's own error (its answer,
+ * with up to 64 KiB of output, may not fit the buffer), else the answer's
+ * "detail". */
+static const char *run_error(ah_req *r, answer *an, const char *inv_id)
 {
+	ah_rows rows;
+	if (inv_id && ah_db_query(r->db, r->arena, &rows, SQL_INV_ERROR, "s", inv_id) == 0 && rows.n == 1 &&
+	    rows.v[0][0])
+		return rows.v[0][0];
 	*an->out.wrNext = '\0';
 	char *body = strstr((char *)an->buf, "\r\n\r\n");
 	json_object *o = body ? ah_json_own(r, json_tokener_parse(body + 4)) : NULL, *d;
@@ -155,7 +162,7 @@ static void run_tick(ah_req *r, const char *id)
 		ah_reply_error(r, 500, "Internal server error");
 	}
 	const char *status = inv_id ? (r->status == 200 ? "completed" : "failed") : "refused";
-	const char *detail = r->status == 200 ? NULL : answer_detail(r, an);
+	const char *detail = r->status == 200 ? NULL : run_error(r, an, inv_id);
 	if (ah_db_exec(r->db, NULL, SQL_DONE, "ssss", inv_id, status, detail, id) != 0)
 		ah_log_error("schedule=%s: cannot record the run: %s", id, ah_db_error(r->db));
 	ah_schedule_run_finished(r, id, v[2], status, inv_id, detail);

@@ -25,6 +25,11 @@ def parse_time(s):
     return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
 
 
+def wait(pred, timeout):
+    """wait_until at a pace that stays inside the user's rate limit (100 a minute)."""
+    return wait_until(pred, timeout=timeout, interval=0.7)
+
+
 def make_due(sid, ago="1 SECOND"):
     db_query(f"UPDATE schedules SET next_run_at = NOW(3) - INTERVAL {ago} WHERE id = '{sid}'")
 
@@ -33,6 +38,13 @@ def scheduled_runs(client, slug, sid):
     r = client.get(f"/agents/{slug}/invocations", params={"limit": 100})
     assert r.status_code == 200, r.text
     return [i for i in r.json() if i.get("schedule_id") == sid]
+
+
+def run_counts(client, slug, scheds):
+    """Invocations of each schedule, from one read of the history."""
+    r = client.get(f"/agents/{slug}/invocations", params={"limit": 100})
+    assert r.status_code == 200, r.text
+    return [sum(1 for i in r.json() if i.get("schedule_id") == s["id"]) for s in scheds]
 
 
 def create(client, slug, **fields):
@@ -156,13 +168,13 @@ def test_a_due_tick_runs_once_as_a_recorded_invocation(client, agent):
     slug = agent["slug"]
     s = create(client, slug, prompt="tick tock")
     make_due(s["id"])
-    runs = wait_until(lambda: scheduled_runs(client, slug, s["id"]), timeout=30)
+    runs = wait(lambda: scheduled_runs(client, slug, s["id"]), timeout=30)
     assert runs and len(runs) == 1, runs
     inv = runs[0]
     assert inv["trigger"] == "schedule" and inv["status"] == "completed"
     assert inv["prompt"] == "tick tock" and inv["response_content"] == "tick tock"
     assert float(inv["total_cost_usd"]) > 0 and inv["input_tokens"] > 0  # billed
-    done = wait_until(lambda: (lambda x: x if x["last_status"] == "completed" else None)(
+    done = wait(lambda: (lambda x: x if x["last_status"] == "completed" else None)(
         client.get(f"/agents/{slug}/schedules/{s['id']}").json()), timeout=10)
     assert done and done["last_invocation_id"] == inv["invocation_id"] and done["run_count"] == 1
     assert parse_time(done["next_run_at"]) > datetime.now(timezone.utc)
@@ -177,7 +189,7 @@ def test_missed_ticks_run_once(client, agent):
     slug = agent["slug"]
     s = create(client, slug, cron="* * * * *")
     make_due(s["id"], "3 HOUR")
-    assert wait_until(lambda: scheduled_runs(client, slug, s["id"]), timeout=30)
+    assert wait(lambda: scheduled_runs(client, slug, s["id"]), timeout=30)
     time.sleep(3)  # three polls more
     runs = scheduled_runs(client, slug, s["id"])
     got = client.get(f"/agents/{slug}/schedules/{s['id']}").json()
@@ -198,7 +210,7 @@ def test_paused_does_not_run_and_resumed_does(client, agent):
     # resumed: the next tick is after now (the one missed while paused does not run)
     assert parse_time(r.json()["next_run_at"]) > datetime.now(timezone.utc)
     make_due(s["id"])
-    runs = wait_until(lambda: scheduled_runs(client, slug, s["id"]), timeout=30)
+    runs = wait(lambda: scheduled_runs(client, slug, s["id"]), timeout=30)
     assert runs and len(runs) == 1
 
 
@@ -209,7 +221,7 @@ def test_a_real_every_minute_tick_runs(client, agent):
     s = create(client, slug, cron="* * * * *", prompt="every minute")
     first = parse_time(s["next_run_at"])
     assert first.second == 0 and first > datetime.now(timezone.utc) - timedelta(seconds=1)
-    runs = wait_until(lambda: scheduled_runs(client, slug, s["id"]), timeout=75, interval=0.5)
+    runs = wait(lambda: scheduled_runs(client, slug, s["id"]), timeout=75)
     assert runs and runs[0]["response_content"] == "every minute"
     assert parse_time(runs[0]["created_at"]) >= first
 
@@ -219,7 +231,7 @@ def test_a_refused_run_is_recorded_on_the_schedule(client, make_agent):
     slug = make_agent()["slug"]
     s = create(client, slug)
     make_due(s["id"])
-    got = wait_until(lambda: (lambda x: x if x["last_status"] not in (None, "running") else None)(
+    got = wait(lambda: (lambda x: x if x["last_status"] not in (None, "running") else None)(
         client.get(f"/agents/{slug}/schedules/{s['id']}").json()), timeout=30)
     assert got and got["last_status"] == "refused" and "not active" in got["last_error"]
     assert got["last_invocation_id"] is None and got["run_count"] == 1
@@ -238,11 +250,9 @@ def test_schedulers_racing_run_each_tick_once(client, agent):
         for rnd in range(1, 4):
             for s in scheds:
                 make_due(s["id"])
-            for s in scheds:
-                assert wait_until(lambda s=s: len(scheduled_runs(client, slug, s["id"])) >= rnd, timeout=40)
+            assert wait(lambda: all(n >= rnd for n in run_counts(client, slug, scheds)), timeout=60)
             time.sleep(1.5)  # time for a duplicate to show
-            for s in scheds:
-                assert len(scheduled_runs(client, slug, s["id"])) == rnd, (rnd, s["id"])
+            assert run_counts(client, slug, scheds) == [rnd] * len(scheds), rnd
         assert all(p.poll() is None for p in extra)  # none crashed
     finally:
         for p in extra:
@@ -273,3 +283,15 @@ def test_cli_create_list_pause_resume_delete(client, make_agent, tmp_path):
     assert r.returncode == 1 and "cron" in r.stderr
     assert run("schedules", "delete", slug, sid).returncode == 0
     assert client.get(f"/agents/{slug}/schedules").json() == []
+
+
+def test_a_failed_run_is_a_failed_invocation_and_says_why(client, agent):
+    slug = agent["slug"]
+    s = create(client, slug, prompt="!crash")
+    make_due(s["id"])
+    got = wait(lambda: (lambda x: x if x["last_status"] not in (None, "running") else None)(
+        client.get(f"/agents/{slug}/schedules/{s['id']}").json()), timeout=30)
+    assert got and got["last_status"] == "failed", got
+    [inv] = scheduled_runs(client, slug, s["id"])
+    assert inv["status"] == "failed" and got["last_invocation_id"] == inv["invocation_id"]
+    assert got["last_error"] == inv["error"] and "status 1" in got["last_error"]
