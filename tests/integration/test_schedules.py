@@ -295,3 +295,15 @@ def test_a_failed_run_is_a_failed_invocation_and_says_why(client, agent):
     [inv] = scheduled_runs(client, slug, s["id"])
     assert inv["status"] == "failed" and got["last_invocation_id"] == inv["invocation_id"]
     assert got["last_error"] == inv["error"] and "status 1" in got["last_error"]
+
+
+def test_a_run_uses_the_schedules_session_and_counts_in_usage(client, agent):
+    slug = agent["slug"]
+    before = client.get("/usage", params={"days": 1}).json()["total_invocations"]
+    s = create(client, slug, prompt="in a session", session_id="sched-session-1")
+    make_due(s["id"])
+    runs = wait(lambda: scheduled_runs(client, slug, s["id"]), timeout=30)
+    assert runs and runs[0]["session_id"] == "sched-session-1"
+    sessions = client.get(f"/agents/{slug}/sessions").json()
+    assert "sched-session-1" in [x["id"] for x in sessions]
+    assert client.get("/usage", params={"days": 1}).json()["total_invocations"] == before + 1
