@@ -41,6 +41,9 @@ typedef struct ah_invocation {
 	 * writes and reads): for the cost only, not recorded. */
 	long long model_cache_write_tokens, model_cache_read_tokens;
 	long long model_cache_write_1h_tokens; /* the part of the writes kept an hour */
+	/* The schedule that started it (its trigger is "schedule"); NULL: a
+	 * client's call ("api"). */
+	const char *schedule_id;
 } ah_invocation;
 
 /* The history's columns of invocations i, and one row of them as the
@@ -48,7 +51,8 @@ typedef struct ah_invocation {
 #define AH_HISTORY_COLS                                                                    \
 	"i.id, i.session_id, i.sandbox_id, i.prompt, i.response_content, i.input_tokens,"  \
 	" i.output_tokens, i.total_cost_usd, i.duration_ms, i.status, i.error, i.created_at," \
-	" i.model_input_tokens, i.model_output_tokens, i.prompt_sha256, i.response_sha256, i.files_error"
+	" i.model_input_tokens, i.model_output_tokens, i.prompt_sha256, i.response_sha256, i.files_error," \
+	" i.schedule_id"
 json_object *ah_invocation_row_json(ah_req *r, const ah_rows *rows, size_t i);
 
 /* The contract's invocation result; with_prompt adds "prompt" (history).
@@ -67,6 +71,11 @@ void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *
 /* The invocation's logs row, in the transaction of its history row
  * (invoke_record.c). (invocation_logs.c) */
 int ah_invocation_logs_put(ah_req *r, const ah_invocation *inv);
+
+/* POST /agents/{slug}/invoke with r's body, answered on r: a client's call
+ * (schedule_id NULL) or a schedule's tick. *inv_id: the invocation recorded,
+ * left alone when none was. (invoke.c) */
+int ah_invoke(ah_req *r, const char *schedule_id, const char **inv_id);
 
 /* "YYYY-MM-DD HH:MM:SS.mmm" (UTC) for DATETIME(3) columns. */
 char *ah_db_time(ah_arena *a, int64_t ms);

@@ -455,7 +455,9 @@ void ah_call_run(ah_req *r, ah_call *c)
 	ah_budget_finish(r, &c->budget, inv->cost, o->model_charged);
 }
 
-static int invoke(ah_req *r)
+/* The call as a client makes it and as the scheduler does (schedule_run.c):
+ * one path through admission, environment, secrets and recording. */
+int ah_invoke(ah_req *r, const char *schedule_id, const char **inv_id)
 {
 	const ah_agent *a;
 	ah_call c = {0};
@@ -485,6 +487,7 @@ static int invoke(ah_req *r)
 	c.inv = (ah_invocation){.id = ah_id_new(r->arena, "inv"), .created_at = ah_db_time(r->arena, c.start),
 	                        .prompt = in->prompt, .prompt_len = in->prompt_len};
 	c.inv.session_id = in->session_id ? in->session_id : ah_id_new(r->arena, "ses");
+	c.inv.schedule_id = schedule_id;
 	const char *state;
 	if (ah_tokenize_count(&c.in_tokens, in->prompt, in->prompt_len) != 0 ||
 	    build_env(r, a->id, in->session_id, &c.env, &state) != 0)
@@ -502,7 +505,14 @@ static int invoke(ah_req *r)
 		ah_header(r, "Retry-After", ah_sprintf(r->arena, "%lld", c.o.retry_after));
 		return ah_reply_error(r, 503, c.o.detail);
 	}
+	if (inv_id)
+		*inv_id = c.inv.id;
 	return ah_call_reply(r, &c);
+}
+
+static int invoke(ah_req *r)
+{
+	return ah_invoke(r, NULL, NULL);
 }
 
 const ah_route ah_invoke_routes[] = {

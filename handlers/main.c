@@ -6,10 +6,15 @@
  * mis-billing every invocation. The CRUD pool needs neither. Both open the
  * managed files' storage backend. */
 #include "api/api.h"
+#include "core/log.h"
+#include "crypto/crypto.h"
 #include "core/money.h"
 #include "tokenize/tokenize.h"
 #include "files.h"
 #include "routes.h"
+#include "schedules.h"
+
+#include <string.h>
 
 static int init_pool(const ah_config *cfg, int pool, ah_err *err)
 {
@@ -27,8 +32,29 @@ static int init_pool(const ah_config *cfg, int pool, ah_err *err)
 	return 0;
 }
 
+/* `agenthost-api --scheduler [CONFIG]`: the scheduler alone, in the
+ * foreground (a host that only runs schedules; tests race two of them). */
+static int scheduler_alone(int argc, char **argv)
+{
+	ah_config *cfg = NULL;
+	ah_err err = {0};
+	ah_log_set_program("agenthost-api[scheduler]");
+	if (ah_config_load(&cfg, argc > 2 ? argv[2] : NULL, &err) != 0 ||
+	    ah_log_configure(cfg, &err) != 0 || ah_crypto_init(cfg, 0, &err) != 0) {
+		ah_log_error("%s", err.msg);
+		ah_config_free(cfg);
+		return 1;
+	}
+	int rc = ah_scheduler_run(cfg);
+	ah_config_free(cfg);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
-	static const ah_api_app app = {.routes = ah_route_tables, .init_pool = init_pool};
+	static const ah_api_app app = {.routes = ah_route_tables, .init_pool = init_pool,
+	                               .background = ah_scheduler_run};
+	if (argc > 1 && strcmp(argv[1], "--scheduler") == 0)
+		return scheduler_alone(argc, argv);
 	return ah_api_main(argc, argv, &app);
 }

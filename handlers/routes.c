@@ -22,5 +22,6 @@ const ah_route *const ah_route_tables[] = {
 	ah_deploys_routes,
 	ah_invocation_logs_routes,
 	ah_invocation_routes,
+	ah_schedules_routes,
 	NULL,
 };

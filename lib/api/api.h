@@ -18,6 +18,10 @@ typedef struct ah_api_app {
 	/* Start-up work of one worker of a pool (AH_POOL_*), before it accepts:
 	 * a failure stops that worker with the message. NULL: none. */
 	int (*init_pool)(const ah_config *cfg, int pool, ah_err *err);
+	/* A process of the program's own the master keeps running beside the
+	 * workers (respawned, drained like them), e.g. the scheduler; its return
+	 * is the exit status. NULL: none. */
+	int (*background)(const ah_config *cfg);
 } ah_api_app;
 
 /* The master: reads the configuration (argv[1] or AGENTHOST_CONFIG), opens the

@@ -27,14 +27,14 @@
 #include <time.h>
 #include <unistd.h>
 
-/* crud_workers and invoke_workers (256 each at most), the metrics worker and
- * the JWKS refresher. */
-#define MAX_WORKERS (256 + 256 + 2)
+/* crud_workers and invoke_workers (256 each at most), the metrics worker,
+ * the JWKS refresher and the app's background process. */
+#define MAX_WORKERS (256 + 256 + 3)
 
 /* The metrics pool is one worker on a socket of its own: a scrape never waits
  * behind the API's requests, however busy the other pools are. */
 enum { POOL_CRUD = AH_POOL_CRUD, POOL_INVOKE = AH_POOL_INVOKE, POOL_METRICS = AH_POOL_METRICS,
-       POOL_JWKS, NPOOLS = POOL_JWKS };
+       POOL_JWKS, POOL_BACKGROUND, NPOOLS = POOL_JWKS };
 
 struct slot {
 	pid_t pid;
@@ -80,7 +80,9 @@ static pid_t spawn(const ah_config *cfg, int fd, int pool, int slot)
 		signal(SIGCHLD, SIG_DFL);
 		signal(SIGHUP, SIG_IGN); /* a reload is the master's business */
 		sigprocmask(SIG_SETMASK, &run_mask, NULL);
-		_exit(pool == POOL_JWKS ? ah_jwks_refresher_run(cfg) : ah_worker_run(cfg, fd, pool, app));
+		_exit(pool == POOL_JWKS         ? ah_jwks_refresher_run(cfg)
+		      : pool == POOL_BACKGROUND ? app->background(cfg)
+		                                : ah_worker_run(cfg, fd, pool, app));
 	}
 	if (pid < 0)
 		ah_log_error("fork failed: %s", strerror(errno));
@@ -105,7 +107,7 @@ static void respawn(const ah_config *cfg, const int fds[NPOOLS], pid_t dead, int
 		if (time(NULL) - slots[i].started < 1)
 			sleep(1);
 		int pool = slots[i].pool;
-		slots[i].pid = spawn(cfg, pool == POOL_JWKS ? -1 : fds[pool], pool, i);
+		slots[i].pid = spawn(cfg, pool >= NPOOLS ? -1 : fds[pool], pool, i);
 		slots[i].started = time(NULL);
 		return;
 	}
@@ -166,6 +168,11 @@ static void start_generation(const ah_config *cfg)
 		}
 	if (jwks && *jwks && shared_jwks) {
 		slots[nslots] = (struct slot){spawn(cfg, -1, POOL_JWKS, nslots), POOL_JWKS, time(NULL)};
+		nslots++;
+	}
+	if (app->background) { /* the scheduler: its ticks are claimed in the
+	                        * database, so an old generation's overlap is harmless */
+		slots[nslots] = (struct slot){spawn(cfg, -1, POOL_BACKGROUND, nslots), POOL_BACKGROUND, time(NULL)};
 		nslots++;
 	}
 	ah_log_info("listening on %s (%d workers), %s (%d workers) and %s (metrics)", paths[0],

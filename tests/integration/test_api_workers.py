@@ -159,10 +159,10 @@ def children(pid):
 
 def test_sigterm_stops_the_jwks_refresher_with_the_workers():
     """With an identity provider configured, the master also runs the JWKS
-    refresher (a fifth child, after 2 + 1 workers and the metrics worker); SIGTERM ends it with the workers, even while it
+    refresher (a sixth child, after 2 + 1 workers, the metrics worker and the scheduler); SIGTERM ends it with the workers, even while it
     waits to retry a provider that does not answer."""
     with PrivateApi(AGENTHOST_JWT_JWKS_URL="http://127.0.0.1:9/jwks.json") as api:
-        assert wait_until(lambda: len(children(api.proc.pid)) == 5, timeout=10)
+        assert wait_until(lambda: len(children(api.proc.pid)) == 6, timeout=10)
         kids = children(api.proc.pid)
         t0 = time.monotonic()
         api.proc.send_signal(signal.SIGTERM)
@@ -175,7 +175,7 @@ def test_sigterm_stops_the_jwks_refresher_with_the_workers():
 def test_sigterm_drains_and_busy_worker_finishes(private_api, client):
     proc, d = private_api
     sock_path = os.path.join(d, "api.sock")
-    assert wait_until(lambda: len(children(proc.pid)) == 4, timeout=10)
+    assert wait_until(lambda: len(children(proc.pid)) == 5, timeout=10)  # and the scheduler
     # a plain request works
     s = fcgi_begin(sock_path, {"REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/health",
                                "REMOTE_ADDR": "10.0.0.1", "REQUEST_ID": "drain-health"}, body=b"")
@@ -210,7 +210,7 @@ def test_sigterm_drains_and_busy_worker_finishes(private_api, client):
 
 def test_sigterm_on_idle_master_exits_quickly(private_api):
     proc, d = private_api
-    assert wait_until(lambda: len(children(proc.pid)) == 4, timeout=10)
+    assert wait_until(lambda: len(children(proc.pid)) == 5, timeout=10)  # and the scheduler
     workers = children(proc.pid)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)

@@ -19,7 +19,7 @@ from conftest import assert_422
 ID = r"[0-9A-Za-z]{22}"
 TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 RESULT_KEYS = {"invocation_id", "session_id", "sandbox_id", "response_content", "input_tokens", "files",
-               "output_tokens", "total_cost_usd", "duration_ms", "status", "error", "created_at"}
+               "output_tokens", "total_cost_usd", "duration_ms", "status", "error", "created_at", "trigger"}
 # Token counts pinned from cl100k_base (tests/unit/test_tokenize.c has the same rows).
 SENTENCE = "Hello, world! How are you today? Fine; thanks -- for asking..."
 SENTENCE_TOKENS = 16
@@ -37,6 +37,7 @@ def invoke(client, slug, prompt, **fields):
 
 def check_result(res, status="completed"):
     assert set(res) == RESULT_KEYS, res
+    assert res["trigger"] == "api"  # a client's call (issue 32: schedules say "schedule")
     assert re.fullmatch("inv_" + ID, res["invocation_id"])
     assert re.fullmatch(TIME, res["created_at"])
     assert res["status"] == status

@@ -1,10 +1,11 @@
 // One agent: status with live polling, deploy/stop/delete, edit, code upload,
-// the invoke console, secrets, sessions, invocation history and bucket mounts.
+// the invoke console, secrets, schedules, sessions, invocation history and bucket mounts.
 import { h, fill, clear, field, input, table, fmtDate, fmtUsd, badge, button } from './dom.js';
 import { api, apiStream, enc } from './api.js';
 import { errorSlot, act, pager, showError, confirmDialog, pollWithBackoff, notice, go } from './ui.js';
 import { mountsSection, attachmentsSection } from './storage.js';
 import { deploysSection } from './deploys.js';
+import { schedulesSection } from './schedules.js';
 
 export async function agentPage(main, [slug], ctx) {
   const path = `/agents/${enc(slug)}`;
@@ -33,7 +34,7 @@ export async function agentPage(main, [slug], ctx) {
   };
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/agents' }, '← Agents')), title, status,
     h('div', { class: 'grid' }, codeSection(page), invokeSection(page)),
-    secretsSection(page), deploysSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
+    secretsSection(page), schedulesSection(page), deploysSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
     attachmentsSection(page), mountsSection(page), editSection(page));
   renderStatus(page);
   if (agent.status === 'deploying') watch(page);
@@ -235,7 +236,7 @@ function historySection(page, kind) {
       const r = await api('GET', `${page.path}/${kind}`, { query: { limit: LIMIT, offset } });
       if (!page.ctx.alive()) return;
       const rows = kind === 'invocations'
-        ? r.data.map((i) => h('tr', {}, h('td', {}, h('a', { href: invocationHref(page, i.invocation_id), class: 'inv-link' }, fmtDate(i.created_at))), h('td', {}, badge(i.status)),
+        ? r.data.map((i) => h('tr', {}, h('td', {}, h('a', { href: invocationHref(page, i.invocation_id), class: 'inv-link' }, fmtDate(i.created_at))), h('td', {}, badge(i.status), i.trigger === 'schedule' ? h('small', { class: 'muted', title: i.schedule_id }, ' scheduled') : null),
           clip(i.prompt), clip(i.error || i.response_content),
           h('td', {}, `${i.input_tokens}/${i.output_tokens}` + (i.model_input_tokens != null ? ` (model ${i.model_input_tokens}/${i.model_output_tokens})` : '')), h('td', {}, fmtUsd(i.total_cost_usd)), h('td', {}, `${i.duration_ms} ms`)))
         : r.data.map((s) => {

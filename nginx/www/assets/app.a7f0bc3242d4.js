@@ -811,9 +811,71 @@ function deploysSection(page) {
     box, slot, logHead, log);
 }
 
+// ---- schedules.js
+// An agent's schedules (issue 32): runs at the times of a cron expression in a
+// time zone. The list with pause/resume and delete, and a form that creates
+// one and shows its next five run times.
+
+function localZone() {
+  try { return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC'; } catch (e) { return 'UTC'; }
+}
+
+function lastRun(s) {
+  if (!s.last_status) return 'never';
+  const text = `${s.last_status} ${fmtDate(s.last_run_at)}`;
+  return s.last_error ? h('span', { title: s.last_error }, text) : text;
+}
+
+function schedulesSection(page) {
+  const list = h('div', {});
+  const slot = errorSlot();
+  const next = h('div', { 'aria-live': 'polite' });
+  const cron = input('cron', { required: true, placeholder: '0 9 * * 1-5', autocomplete: 'off' });
+  const zone = input('timezone', { required: true, value: localZone(), autocomplete: 'off' });
+  const prompt = h('textarea', { name: 'prompt', required: true, rows: 2 });
+  const btn = h('button', { type: 'submit' }, 'Create schedule');
+  const base = `${page.path}/schedules`;
+  const load = async () => {
+    try {
+      const r = await api('GET', base, { query: { limit: 100 } });
+      fill(list, table(['Cron', 'Time zone', 'Prompt', 'Next run', 'Last run', ''], r.data.map((s) => {
+        const toggle = button(s.paused ? 'Resume' : 'Pause', () => act(toggle, slot, async () => {
+          await api('PATCH', `${base}/${enc(s.id)}`, { json: { paused: !s.paused } });
+          load();
+        }), 'small');
+        const del = button('Delete', async () => {
+          if (!await confirmDialog(`Delete the schedule “${s.cron}”?`)) return;
+          act(del, slot, async () => { await api('DELETE', `${base}/${enc(s.id)}`); load(); });
+        }, 'danger small');
+        return h('tr', {}, h('td', {}, h('code', {}, s.cron)), h('td', {}, s.timezone),
+          h('td', {}, s.prompt.length > 60 ? s.prompt.slice(0, 60) + '…' : s.prompt),
+          h('td', {}, s.paused ? badge('paused') : fmtDate(s.next_run_at)), h('td', {}, lastRun(s)),
+          h('td', {}, toggle, ' ', del));
+      }), 'Schedules'));
+    } catch (e) { showError(e, list); }
+  };
+  const form = h('form', { class: 'inline-form', id: 'schedule-form' },
+    field('Cron', cron, 'minute hour day month weekday'), field('Time zone', zone), field('Prompt', prompt), btn);
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    act(btn, slot, async () => {
+      const s = (await api('POST', base, { json: { cron: cron.value, timezone: zone.value, prompt: prompt.value } })).data;
+      fill(next, h('p', { class: 'muted' }, 'Next runs: ', s.next_runs.map(fmtDate).join(', ')));
+      cron.value = '';
+      prompt.value = '';
+      load();
+    });
+  });
+  load();
+  return h('section', { class: 'card', id: 'schedules', 'aria-labelledby': 'schedules-h' },
+    h('h2', { id: 'schedules-h' }, 'Schedules'),
+    h('p', { class: 'muted' }, 'Runs of the agent at the times of a cron expression; each is an ordinary invocation in the history.'),
+    list, form, next, slot);
+}
+
 // ---- agent.js
 // One agent: status with live polling, deploy/stop/delete, edit, code upload,
-// the invoke console, secrets, sessions, invocation history and bucket mounts.
+// the invoke console, secrets, schedules, sessions, invocation history and bucket mounts.
 
 async function agentPage(main, [slug], ctx) {
   const path = `/agents/${enc(slug)}`;
@@ -842,7 +904,7 @@ async function agentPage(main, [slug], ctx) {
   };
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/agents' }, '← Agents')), title, status,
     h('div', { class: 'grid' }, codeSection(page), invokeSection(page)),
-    secretsSection(page), deploysSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
+    secretsSection(page), schedulesSection(page), deploysSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
     attachmentsSection(page), mountsSection(page), editSection(page));
   renderStatus(page);
   if (agent.status === 'deploying') watch(page);
@@ -1044,7 +1106,7 @@ function historySection(page, kind) {
       const r = await api('GET', `${page.path}/${kind}`, { query: { limit: LIMIT, offset } });
       if (!page.ctx.alive()) return;
       const rows = kind === 'invocations'
-        ? r.data.map((i) => h('tr', {}, h('td', {}, h('a', { href: invocationHref(page, i.invocation_id), class: 'inv-link' }, fmtDate(i.created_at))), h('td', {}, badge(i.status)),
+        ? r.data.map((i) => h('tr', {}, h('td', {}, h('a', { href: invocationHref(page, i.invocation_id), class: 'inv-link' }, fmtDate(i.created_at))), h('td', {}, badge(i.status), i.trigger === 'schedule' ? h('small', { class: 'muted', title: i.schedule_id }, ' scheduled') : null),
           clip(i.prompt), clip(i.error || i.response_content),
           h('td', {}, `${i.input_tokens}/${i.output_tokens}` + (i.model_input_tokens != null ? ` (model ${i.model_input_tokens}/${i.model_output_tokens})` : '')), h('td', {}, fmtUsd(i.total_cost_usd)), h('td', {}, `${i.duration_ms} ms`)))
         : r.data.map((s) => {
