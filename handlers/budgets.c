@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define HELD_RETRY_S 5 /* a call in flight at the edge is usually over by then */
 
@@ -181,21 +182,35 @@ static int refuse(ah_req *r, const ah_budget_row *b, const periods *p, const cha
 	return ah_reply_json(r, 402, body) == 0 ? AH_EDONE : AH_EFAIL;
 }
 
-/* One transaction: every budgeted row locked, checked, and taken. Of
- * several spent budgets the one that resets last is named (a month's). */
+/* The budgeted rows made to exist, each its own statement before the
+ * transaction: an INSERT IGNORE that finds the row takes a shared lock on it,
+ * and two calls holding that and both asking for the exclusive one would be
+ * a deadlock. */
+static int make_rows(ah_req *r, const ah_budget_hold *h)
+{
+	for (int i = 0; i < h->n; i++) {
+		const ah_budget_row *b = &h->rows[i];
+		if (b->limit && ah_db_exec(r->db, NULL, SQL_ROW, "ssssssss", b->scope, b->id, b->period,
+		                           b->start, b->scope, b->id, b->period, b->start) != 0)
+			return AH_EFAIL;
+	}
+	return 0;
+}
+
+/* One transaction: every budgeted row locked (exclusively, in the fixed
+ * order), checked, and taken. Of several spent budgets the one that resets
+ * last is named (a month's). */
 static int admit_once(ah_req *r, long long timeout_s, const periods *p, ah_budget_hold *h)
 {
 	int bad = -1;
 	ah_rows st, worst = {0};
-	if (ah_db_begin(r->db) != 0)
+	if (make_rows(r, h) != 0 || ah_db_begin(r->db) != 0)
 		return AH_EFAIL;
 	for (int i = 0; i < h->n; i++) {
 		const ah_budget_row *b = &h->rows[i];
 		if (!b->limit)
 			continue;
-		if (ah_db_exec(r->db, NULL, SQL_ROW, "ssssssss", b->scope, b->id, b->period, b->start,
-		               b->scope, b->id, b->period, b->start) != 0 ||
-		    ah_db_query(r->db, r->arena, &st, SQL_LOCK, "ssssss", b->limit, b->limit, b->scope, b->id,
+		if (ah_db_query(r->db, r->arena, &st, SQL_LOCK, "ssssss", b->limit, b->limit, b->scope, b->id,
 		                b->period, b->start) != 0 || st.n != 1)
 			goto fail;
 		bool over = ah_cell_ll(st.v[0][0]) != 0, held = ah_cell_ll(st.v[0][1]) != 0;
@@ -237,10 +252,11 @@ int ah_budget_admit(ah_req *r, const char *agent_id, long long timeout_s, ah_bud
 	if (!any)
 		return 0; /* nothing to hold: the call is only charged */
 	int rc = AH_EFAIL;
-	for (int tries = 0; tries < 3; tries++) {
+	for (int tries = 0; tries < 4; tries++) {
 		rc = admit_once(r, timeout_s, &p, h);
 		if (rc != AH_EFAIL || !ah_db_deadlocked(r->db))
 			break;
+		usleep(10000u << tries); /* a cluster's certification conflict, say */
 	}
 	h->held = rc == 0;
 	return rc;

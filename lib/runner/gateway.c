@@ -109,7 +109,8 @@ static int refusal(struct exchange *x, const char **type, const char **msg)
 		if (gw_budget_spent(x->g->budget, x->g->tag, why, sizeof why))
 			gw_end_budget(x->g, why);
 	}
-	if (bad == 0 && atomic_load(&x->g->over_budget)) {
+	/* ended is stored last (gw_end_budget): once it is seen, so are the rest. */
+	if (bad == 0 && atomic_load(&x->g->ended) && atomic_load(&x->g->over_budget)) {
 		*type = "billing_error";
 		*msg = x->g->ended_why; /* our own words: no quote, no backslash */
 		return 402;
@@ -156,17 +157,20 @@ static void serve(struct exchange *x)
 	            x->status, x->usage.input_tokens, x->usage.output_tokens);
 }
 
+/* As gw_end_access, with the reason and the flag written before ended, so
+ * that a request that sees it ended is refused as over budget. */
 void gw_end_budget(ah_gateway *g, const char *why)
 {
-	char msg[AH_GATEWAY_WHY_LEN];
-	snprintf(msg, sizeof msg, "budget reached: %s", why);
 	pthread_mutex_lock(&g->mu);
 	bool first = !atomic_load(&g->ended);
-	if (first)
+	if (first) {
+		snprintf(g->ended_why, sizeof g->ended_why, "budget reached: %s", why);
 		atomic_store(&g->over_budget, 1);
+		atomic_store(&g->ended, 1);
+	}
 	pthread_mutex_unlock(&g->mu);
 	if (first)
-		gw_end_access(g, msg);
+		ah_log_warn("%s model gateway: model access ended: %s", g->tag, g->ended_why);
 }
 
 /* ---- connections ---- */

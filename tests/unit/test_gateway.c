@@ -8,6 +8,7 @@
 #include "runner/gateway.h"
 
 #include <arpa/inet.h>
+#include <json-c/json.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -223,6 +224,38 @@ static char *request(const char *tmpl, const char *token)
 	return r;
 }
 
+/* The run request's budget rows reach SQL only as bound parameters, but a
+ * row that is not the API's (odd characters, too many, no array) is refused
+ * before the gateway starts; good rows start it without a database. */
+static void budget_rows(const ah_config *cfg)
+{
+	static const struct { const char *json; int rc; } specs[] = {
+		{"[{\"scope\":\"agent\",\"id\":\"agt_1\",\"period\":\"day\",\"start\":\"2026-11-28\","
+		 "\"limit\":\"1.5\"},{\"scope\":\"agent\",\"id\":\"agt_1\",\"period\":\"month\","
+		 "\"start\":\"2026-11-01\",\"limit\":null}]", 0},
+		{"[]", AH_EINVALID},
+		{"{\"scope\":\"agent\"}", AH_EINVALID},
+		{"[{\"scope\":\"agent\",\"id\":\"agt'1\",\"period\":\"day\",\"start\":\"2026-11-28\"}]",
+		 AH_EINVALID},
+		{"[{\"scope\":\"agent\",\"id\":\"agt_1\",\"period\":\"day\",\"start\":\"2026-11-28\","
+		 "\"limit\":\"1;2\"}]", AH_EINVALID},
+		{"[{\"scope\":\"agent\",\"period\":\"day\",\"start\":\"2026-11-28\"}]", AH_EINVALID},
+		{"[1,2,3,4,5,6,7]", AH_EINVALID},
+	};
+	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+		int port, lfd = listen_loopback(&port);
+		char token[AH_GATEWAY_TOKEN_LEN + 1];
+		ah_gateway *g = NULL;
+		ah_err err = {0};
+		json_object *spec = json_tokener_parse(specs[i].json);
+		ah_gateway_new_token(token);
+		int rc = ah_gateway_start(&g, cfg, lfd, KEY, token, "test", 10000, spec, &err);
+		ok(rc == specs[i].rc, "budget rows %zu: %s (%s)", i, rc ? "refused" : "taken", rc ? err.msg : "");
+		ah_gateway_stop(rc == 0 ? g : NULL, NULL);
+		json_object_put(spec);
+	}
+}
+
 static void run_case(const ah_config *cfg, size_t i)
 {
 	int port, lfd = listen_loopback(&port);
@@ -362,6 +395,7 @@ int main(void)
 	idle_connection(cfg);
 	ended_access(cfg);
 	bad_policy();
+	budget_rows(cfg);
 	ah_config_free(cfg);
 	return tap_done();
 }
