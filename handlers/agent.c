@@ -39,6 +39,7 @@ static const ah_col AGENT_COLUMNS[] = {
 	AH_COL_S("a.code_sha256", ah_agent, code_sha256),
 	AH_COL_I("a.min_warm", ah_agent, min_warm, 0),
 	AH_COL_S("a.image_sha256", ah_agent, image_sha256),
+	AH_COL_S("a.webhook_url", ah_agent, webhook_url),
 };
 #define AGENT_NCOLS (sizeof(AGENT_COLUMNS) / sizeof(AGENT_COLUMNS[0]))
 
@@ -137,6 +138,7 @@ json_object *ah_agent_json(ah_req *r, const ah_agent *a)
 	ah_json_str(o, "git_branch", a->git_branch);
 	ah_json_int(o, "timeout_seconds", a->timeout_seconds);
 	ah_json_int(o, "min_warm", a->min_warm);
+	ah_json_str(o, "webhook_url", a->webhook_url);
 	ah_json_str(o, "status", ah_agent_status_names[a->status]);
 	ah_json_str(o, "status_message", runner_wait_note(r, a));
 	ah_json_str(o, "sandbox_id", a->sandbox_id);

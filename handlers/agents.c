@@ -13,6 +13,7 @@
 #include "core/plans.h"
 #include "core/util.h"
 #include "validate.h"
+#include "webhooks.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -34,11 +35,12 @@ static const char SQL_LIST_AFTER[] =
 static const char SQL_SLUG_TAKEN[] = "SELECT 1 FROM agents WHERE user_id = ? AND slug = ?";
 static const char SQL_INSERT[] =
 	"INSERT INTO agents (id, user_id, name, slug, description, source_type, git_repo_url,"
-	" git_branch, timeout_seconds, min_warm, status, needs_redeploy, created_at, updated_at)"
-	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'draft', 0, NOW(3), NOW(3))";
+	" git_branch, timeout_seconds, min_warm, webhook_url, status, needs_redeploy, created_at, updated_at)"
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'draft', 0, NOW(3), NOW(3))";
 static const char SQL_UPDATE[] =
 	"UPDATE agents SET name = ?, slug = ?, description = ?, source_type = ?, git_repo_url = ?,"
-	" git_branch = ?, timeout_seconds = ?, min_warm = ?, needs_redeploy = ?, updated_at = NOW(3)"
+	" git_branch = ?, timeout_seconds = ?, min_warm = ?, webhook_url = ?, needs_redeploy = ?,"
+	" updated_at = NOW(3)"
 	" WHERE id = ?";
 /* What the row held when it went: a deploy or an upload that changed them
  * after this request read the agent released the older ones itself. */
@@ -86,15 +88,15 @@ long long ah_agent_warm_cap(ah_req *r)
 }
 
 typedef struct agent_in {
-	const char *name, *slug, *description, *source_type, *git_repo_url, *git_branch;
+	const char *name, *slug, *description, *source_type, *git_repo_url, *git_branch, *webhook_url;
 	long long timeout, min_warm;
 	bool has_name, has_slug, has_description, has_source_type, has_repo, has_branch, has_timeout,
-	     has_min_warm;
+	     has_min_warm, has_webhook_url;
 } agent_in;
 
 static const char *const AGENT_FIELDS[] = {"name", "slug", "description", "source_type",
                                            "git_repo_url", "git_branch", "timeout_seconds", "min_warm",
-                                           NULL};
+                                           "webhook_url", NULL};
 
 static void check_agent_fields(ah_req *r, json_object *o, agent_in *in, bool create)
 {
@@ -116,6 +118,7 @@ static void check_agent_fields(ah_req *r, json_object *o, agent_in *in, bool cre
 		ah_verr(r, "body", "git_branch", "Input should be a valid branch or tag name", "value_error");
 	ah_field_int(r, o, "timeout_seconds", 0, 1, 600, &in->timeout, &in->has_timeout);
 	ah_field_int(r, o, "min_warm", 0, 0, ah_agent_warm_cap(r), &in->min_warm, &in->has_min_warm);
+	ah_webhook_url_field(r, o, &in->webhook_url, &in->has_webhook_url);
 }
 
 /* ---- handlers ---- */
@@ -153,9 +156,9 @@ static int create_agent(ah_req *r)
 	for (int attempt = 0; rc == AH_ECONFLICT && attempt < (in.slug ? 1 : 5); attempt++) {
 		if (!in.slug && ah_slug_free(r, SQL_SLUG_TAKEN, in.name, "agent", &slug) != 0)
 			return AH_EFAIL;
-		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssssii", id, r->user->id, in.name, slug,
+		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssssiis", id, r->user->id, in.name, slug,
 		                in.description, type, in.git_repo_url, in.git_branch, in.timeout,
-		                in.min_warm);
+		                in.min_warm, in.webhook_url);
 	}
 	if (rc == AH_ECONFLICT)
 		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Slug '%s' is already taken", slug));
@@ -200,11 +203,12 @@ static int patch_agent(ah_req *r)
 	bool redeploy = a->needs_redeploy ||
 	                (a->deployed_at && (strcmp(type, old_type) != 0 ||
 	                 str_changed(a->git_repo_url, repo) || str_changed(a->git_branch, branch)));
-	rc = ah_db_exec(r->db, NULL, SQL_UPDATE, "ssssssiiis",
+	rc = ah_db_exec(r->db, NULL, SQL_UPDATE, "ssssssiisis",
 	                in.has_name ? in.name : a->name, in.has_slug ? in.slug : a->slug,
 	                in.has_description ? in.description : a->description, type, repo, branch,
 	                in.has_timeout ? in.timeout : a->timeout_seconds,
-	                in.has_min_warm ? in.min_warm : a->min_warm, (long long)redeploy, a->id);
+	                in.has_min_warm ? in.min_warm : a->min_warm,
+	                in.has_webhook_url ? in.webhook_url : a->webhook_url, (long long)redeploy, a->id);
 	if (rc == AH_ECONFLICT)
 		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Slug '%s' is already taken", in.slug));
 	/* Fewer (or no) warm processes: the runner drops the extra ones now rather

@@ -39,6 +39,7 @@ typedef struct ah_agent {
 	const char *created_at, *updated_at, *deployed_at; /* DB DATETIME(3) text; NULL: never */
 	const char *image_path, *entrypoint, *runner_id, *code_sha256; /* NULL until deployed/uploaded */
 	const char *image_sha256;     /* the image in the file store (runner images.c), or NULL */
+	const char *webhook_url;      /* where its calls' records go by default (issue 28), or NULL */
 } ah_agent;
 
 /* The SELECT list of an agent, read from `agents a` (the alias lets the same
@@ -48,7 +49,7 @@ typedef struct ah_agent {
 	"a.id, a.name, a.slug, a.description, a.source_type, a.git_repo_url,"             \
 	" a.git_branch, a.timeout_seconds, a.status, a.status_message, a.sandbox_id,"     \
 	" a.needs_redeploy, a.created_at, a.updated_at, a.deployed_at, a.image_path,"     \
-	" a.entrypoint, a.runner_id, a.code_sha256, a.min_warm, a.image_sha256"
+	" a.entrypoint, a.runner_id, a.code_sha256, a.min_warm, a.image_sha256, a.webhook_url"
 
 /* The scope of routes under /agents/{slug} (ah_route.scope): the key's
  * columns, then AH_AGENT_COLS of the caller's agent named {slug}, filled into

@@ -17,6 +17,7 @@
 #include "invoke_files.h"
 #include "routes.h"
 #include "validate.h"
+#include "webhooks.h"
 #include "crypto/crypto.h"
 #include "runner_client/runner_client.h"
 #include "tokenize/tokenize.h"
@@ -64,6 +65,7 @@ typedef struct invoke_in {
 	size_t prompt_len;
 	const char *session_id; /* the client's; NULL for an ephemeral sandbox */
 	long long timeout_s;
+	const char *webhook_url; /* the call's own; NULL: the agent's default, if any */
 } invoke_in;
 
 
@@ -90,7 +92,9 @@ static void read_prompt(ah_req *r, json_object *o, invoke_in *in)
 
 static int read_input(ah_req *r, const ah_agent *a, invoke_in *in)
 {
-	static const char *const fields[] = {"prompt", "session_id", "timeout_seconds", NULL};
+	static const char *const fields[] = {"prompt", "session_id", "timeout_seconds", "webhook_url",
+	                                     NULL};
+	bool has_hook;
 	json_object *o;
 	int rc = ah_body_object(r, &o, fields);
 	if (rc != 0)
@@ -104,6 +108,7 @@ static int read_input(ah_req *r, const ah_agent *a, invoke_in *in)
 	ah_field_int(r, o, "timeout_seconds", AH_F_NULLABLE, 1, 600, &in->timeout_s, NULL);
 	if (in->timeout_s == 0)
 		in->timeout_s = a->timeout_seconds;
+	ah_webhook_url_field(r, o, &in->webhook_url, &has_hook);
 	return ah_verr_reply(r);
 }
 
@@ -398,10 +403,14 @@ static void note_logs(ah_req *r, const ah_agent *a, const char *inv_id, ah_run_o
 		o->detail = ah_sprintf(r->arena, "Invocation failed: %s", o->error);
 }
 
-static int reply(ah_req *r, const ah_run_out *o, const ah_invocation *inv)
+/* hook: where the finished record goes as well (webhooks.c), or NULL. */
+static int reply(ah_req *r, const ah_run_out *o, const ah_invocation *inv, const char *agent_id,
+                 const char *hook)
 {
 	json_object *res = ah_invocation_json(r, inv, false);
 	json_object_object_add(res, "files", o->files ? json_object_get(o->files) : json_object_new_array());
+	if (hook)
+		ah_webhook_queue(r, agent_id, inv->id, hook, res);
 	if (o->http == 200)
 		return ah_reply_json(r, 200, res);
 	json_object *body = json_object_new_object();
@@ -465,7 +474,7 @@ static int invoke(ah_req *r)
 	inv.err_log = o.err_log, inv.err_log_len = o.err_log_len;
 	inv.err_log_truncated = o.err_log_truncated;
 	ah_invocation_record(r, a->id, &inv);
-	return reply(r, &o, &inv);
+	return reply(r, &o, &inv, a->id, in.webhook_url ? in.webhook_url : a->webhook_url);
 }
 
 const ah_route ah_invoke_routes[] = {

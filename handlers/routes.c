@@ -21,5 +21,6 @@ const ah_route *const ah_route_tables[] = {
 	ah_mounts_routes,
 	ah_deploys_routes,
 	ah_invocation_logs_routes,
+	ah_webhooks_routes,
 	NULL,
 };
