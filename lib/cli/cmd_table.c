@@ -9,6 +9,7 @@ extern const struct ah_cli_cmd ah_cli_auth_cmds[], ah_cli_init_cmds[], ah_cli_de
 extern const struct ah_cli_cmd ah_cli_buckets_cmds[], ah_cli_mounts_cmds[];
 extern const struct ah_cli_cmd ah_cli_deploys_cmds[];
 extern const struct ah_cli_cmd ah_cli_logs_cmds[];
+extern const struct ah_cli_cmd ah_cli_webhooks_cmds[];
 
 const struct ah_cli_cmd *const ah_cli_tables[] = {
 	ah_cli_auth_cmds,
@@ -21,6 +22,7 @@ const struct ah_cli_cmd *const ah_cli_tables[] = {
 	ah_cli_secrets_cmds,
 	ah_cli_sessions_cmds,
 	ah_cli_logs_cmds,
+	ah_cli_webhooks_cmds,
 	ah_cli_files_cmds,
 	ah_cli_keys_cmds,
 	ah_cli_usage_cmds,

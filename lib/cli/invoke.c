@@ -48,6 +48,9 @@ static int invoke_body(struct ah_cli *c, const struct ah_cli_args *a, json_objec
 		json_object_object_add(body, "session_id", json_object_new_string(session));
 	if (*timeout)
 		json_object_object_add(body, "timeout_seconds", json_object_new_int64(*timeout));
+	const char *hook = ah_cli_opt(a, "webhook");
+	if (hook)
+		json_object_object_add(body, "webhook_url", json_object_new_string(hook));
 	*out = body;
 	return 0;
 }
@@ -117,6 +120,7 @@ const struct ah_cli_cmd ah_cli_invoke_cmds[] = {
 	 1, 2, false, run_invoke,
 	 {{"input", 'i', "FILE", "read the prompt from FILE (- for stdin)"},
 	  {"session", 's', "SESSION", "run in this session (created on first use, its sandbox kept)"},
-	  {"timeout", 't', "SECONDS", "give up after this long, 1-600 (default: the agent's)"}}},
+	  {"timeout", 't', "SECONDS", "give up after this long, 1-600 (default: the agent's)"},
+	  {"webhook", 0, "URL", "POST the finished record there too, signed (default: the agent's)"}}},
 	{0},
 };

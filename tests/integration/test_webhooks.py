@@ -354,3 +354,28 @@ def test_two_daemons_never_send_one_attempt_twice(user, receivers, tmp_path):
         second.wait(15)
     done = [e["delivery"] for e in rcv.events("done")]
     assert len(done) == 201 and len(set(done)) == 201
+
+
+def test_cli(receivers, tmp_path):
+    from test_cli import cli_env, run
+    c = new_client()
+    env = cli_env(tmp_path, c.key)
+    p = run(env, "webhooks", "secret", "rotate")
+    assert p.returncode == 0, p.stderr
+    secret = p.stdout.strip()
+    assert secret.startswith("whsec_") and "shown only this once" in p.stderr
+    c.agent = deployed_agent(c, js=ECHO_JS)
+    slug, rcv = c.agent["slug"], receivers()
+    p = run(env, "agents", "update", slug, "--webhook-url", rcv.url)
+    assert p.returncode == 0 and rcv.url in p.stdout, p.stderr
+    p = run(env, "invoke", slug, "from the cli", "--webhook", rcv.url)
+    assert p.returncode == 0 and p.stdout == "from the cli", p.stderr
+    assert wait_until(lambda: rcv.events("done"), 20, 0.1)
+    assert verify(secret, rcv.events("done")[0])
+    settled(c)
+    p = run(env, "webhooks", "deliveries", slug)
+    assert p.returncode == 0 and "delivered" in p.stdout and "200" in p.stdout, p.stdout + p.stderr
+    assert run(env, "agents", "update", slug, "--webhook-url", "").returncode == 0
+    assert c.get(f"/agents/{slug}").json()["webhook_url"] is None
+    p = run(env, "invoke", slug, "x", "--webhook", "ftp://example.com/")
+    assert p.returncode != 0 and "webhook_url" in p.stderr
