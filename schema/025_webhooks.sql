@@ -27,7 +27,7 @@ CREATE TABLE webhook_deliveries (
   agent_id         VARCHAR(32)   NOT NULL,
   invocation_id    VARCHAR(32)   NOT NULL,
   url              VARCHAR(2048) NOT NULL,
-  payload          MEDIUMBLOB    NOT NULL,
+  payload          LONGBLOB      NOT NULL,
   state            ENUM('pending','delivered','failed') NOT NULL DEFAULT 'pending',
   attempts         INT           NOT NULL DEFAULT 0,
   last_status_code INT           NULL,

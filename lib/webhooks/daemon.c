@@ -20,6 +20,8 @@
 #define CLAIM_SLACK_S 60
 #define POLL_MS 200
 #define SHUTDOWN_GRACE_MS 5000
+#define PURGE_EVERY_MS (3600 * 1000)
+#define PURGE_BATCH 10000
 
 static const char SQL_CLAIM[] =
 	"UPDATE webhook_deliveries SET claim_token = ?, claimed_until = NOW(3) + INTERVAL ? SECOND"
@@ -37,6 +39,11 @@ static const char SQL_FINISH[] =
 	" next_attempt_at = NOW(3) + INTERVAL ? MICROSECOND,"
 	" delivered_at = IF(? = 'delivered', NOW(3), NULL), updated_at = NOW(3),"
 	" claim_token = NULL, claimed_until = NULL WHERE id = ? AND claim_token = ?";
+/* Finished deliveries go with the history they belong to: the same
+ * retention (history_retention_days), in batches that hold no lock long. */
+static const char SQL_PURGE[] =
+	"DELETE FROM webhook_deliveries WHERE state <> 'pending'"
+	" AND created_at < NOW(3) - INTERVAL ? DAY LIMIT ?";
 static const char SQL_RELEASE[] =
 	"UPDATE webhook_deliveries SET claim_token = NULL, claimed_until = NULL"
 	" WHERE id = ? AND claim_token = ?";
@@ -216,9 +223,21 @@ static void release_all(ah_whd *d)
 	}
 }
 
+static void purge(ah_whd *d)
+{
+	long long days = ah_cfg_int(d->cfg, AH_CFG_HISTORY_RETENTION_DAYS);
+	unsigned long long n = PURGE_BATCH;
+	while (days > 0 && n == PURGE_BATCH && !*d->stop) {
+		if (ah_db_exec(d->db, &n, SQL_PURGE, "ii", days, (long long)PURGE_BATCH) != 0) {
+			ah_log_error("cannot purge old deliveries: %s", ah_db_error(d->db));
+			return;
+		}
+	}
+}
+
 int ah_whd_run(ah_whd *d)
 {
-	int64_t next_claim = 0, stop_at = 0;
+	int64_t next_claim = 0, stop_at = 0, next_purge = 0;
 	int running;
 	for (;;) {
 		int64_t now = ah_now_ms();
@@ -226,6 +245,10 @@ int ah_whd_run(ah_whd *d)
 			stop_at = now + SHUTDOWN_GRACE_MS;
 		if (stop_at && (d->inflight == 0 || now >= stop_at))
 			break;
+		if (!stop_at && now >= next_purge) {
+			purge(d);
+			next_purge = now + PURGE_EVERY_MS;
+		}
 		if (!stop_at && d->inflight < d->capacity && now >= next_claim) {
 			size_t want = (size_t)(d->capacity - d->inflight);
 			want = want > CLAIM_BATCH ? CLAIM_BATCH : want;

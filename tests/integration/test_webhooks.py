@@ -388,3 +388,22 @@ def test_cli(receivers, tmp_path):
     assert c.get(f"/agents/{slug}").json()["webhook_url"] is None
     p = run(env, "invoke", slug, "x", "--webhook", "ftp://example.com/")
     assert p.returncode != 0 and "webhook_url" in p.stderr
+
+
+def test_old_finished_deliveries_go_with_the_history(user, receivers):
+    rcv = receivers()
+    user.post(f"/agents/{user.agent['slug']}/invoke", json={"prompt": "x", "webhook_url": rcv.url})
+    [d] = settled(user)
+    # Older than history_retention_days (90 here): purged when the daemon starts;
+    # a pending one of the same age is still owed to its receiver and stays.
+    db_query("UPDATE webhook_deliveries SET created_at = NOW(3) - INTERVAL 91 DAY"
+             f" WHERE id = '{d['id']}'")
+    old_pending = "whd_" + uuid.uuid4().hex[:22]
+    db_query("INSERT INTO webhook_deliveries (id, user_id, agent_id, invocation_id, url, payload, state,"
+             " next_attempt_at, created_at, updated_at) SELECT"
+             f" '{old_pending}', user_id, agent_id, invocation_id, url, payload, 'pending',"
+             " NOW(3) + INTERVAL 1 DAY, NOW(3) - INTERVAL 91 DAY, NOW(3)"
+             f" FROM webhook_deliveries WHERE id = '{d['id']}'")
+    restart_daemon(**FAST)
+    assert wait_until(lambda: deliveries(user).json()[0]["id"] == old_pending
+                      and len(deliveries(user).json()) == 1, 20, 0.5)
