@@ -5,6 +5,7 @@ import { api, enc } from './api.js';
 import { errorSlot, act, pager, showError, confirmDialog, pollWithBackoff, notice, go } from './ui.js';
 import { mountsSection, attachmentsSection } from './storage.js';
 import { deploysSection } from './deploys.js';
+import { webhooksSection } from './webhooks.js';
 
 export async function agentPage(main, [slug], ctx) {
   const path = `/agents/${enc(slug)}`;
@@ -34,7 +35,7 @@ export async function agentPage(main, [slug], ctx) {
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/agents' }, '← Agents')), title, status,
     h('div', { class: 'grid' }, codeSection(page), invokeSection(page)),
     secretsSection(page), deploysSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
-    attachmentsSection(page), mountsSection(page), editSection(page));
+    webhooksSection(page), attachmentsSection(page), mountsSection(page), editSection(page));
   renderStatus(page);
   if (agent.status === 'deploying') watch(page);
 }
@@ -245,11 +246,13 @@ function editSection(page) {
   const warm = input('min_warm', { type: 'number', min: 0, max: 50, value: String(a.min_warm || 0) });
   const url = input('git_repo_url', { type: 'url', value: a.git_repo_url || '' });
   const branch = input('git_branch', { value: a.git_branch || '' });
+  const hook = input('webhook_url', { type: 'url', value: a.webhook_url || '', placeholder: 'https://…' });
   const slot = errorSlot();
   const btn = h('button', { type: 'submit' }, 'Save changes');
   const form = h('form', { class: 'card', id: 'edit' }, h('h2', {}, 'Settings'), field('Name', name), field('Description', desc),
     field('Default timeout (seconds)', timeout),
     field('Warm processes', warm, 'Kept started between calls, so a call does not wait for node to start; each holds its memory while it waits. 0: none.'),
+    field('Webhook URL', hook, 'Each finished call is POSTed there, signed with your webhook secret (API keys page). Empty: none.'),
     a.source_type === 'git' ? [field('Git repository URL', url), field('Branch or tag', branch)] : null, slot, btn);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
@@ -258,6 +261,7 @@ function editSection(page) {
       if (a.source_type === 'git') { body.git_repo_url = url.value; body.git_branch = branch.value || null; }
       // Only a change: setting min_warm retires the warm processes there are.
       if (Number(warm.value) !== (a.min_warm || 0)) body.min_warm = Number(warm.value);
+      if (hook.value !== (a.webhook_url || '')) body.webhook_url = hook.value || null;
       const r = await api('PATCH', page.path, { json: body });
       page.refresh(r.data);
       notice('Saved.', 'info');
