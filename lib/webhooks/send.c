@@ -90,8 +90,8 @@ void ah_whd_outcome(const ah_whd_job *j, CURLcode rc, long *status, const char *
 		*error = "refused: the host resolves to a loopback, private or CGNAT address "
 		         "(an operator can allow one with webhook_allow_hosts)";
 	} else if (rc != CURLE_OK) {
-		*error = ah_sprintf(j->a, "%s%s%s", curl_easy_strerror(rc), j->errbuf[0] ? ": " : "",
-		                    j->errbuf);
+		/* curl's own detail when it has one: it names the host and port. */
+		*error = j->errbuf[0] ? ah_strdup(j->a, j->errbuf) : curl_easy_strerror(rc);
 	} else {
 		curl_easy_getinfo(j->h, CURLINFO_RESPONSE_CODE, status);
 		if (*status < 200 || *status > 299)
