@@ -407,3 +407,20 @@ def test_old_finished_deliveries_go_with_the_history(user, receivers):
     restart_daemon(**FAST)
     assert wait_until(lambda: deliveries(user).json()[0]["id"] == old_pending
                       and len(deliveries(user).json()) == 1, 20, 0.5)
+
+
+def test_backlog_is_a_runner_metric(user):
+    import requests
+    from test_metrics import promtool_check, runner_metrics_url, sample
+    nobody = f"http://127.0.0.1:{HOOK_PORT + 9}/hook"  # allowed, nothing listens: it stays pending
+    r = user.post(f"/agents/{user.agent['slug']}/invoke", json={"prompt": "x", "webhook_url": nobody})
+    assert r.status_code == 200
+
+    def backlog():
+        text = requests.get(runner_metrics_url(), timeout=10).text
+        n = sample(text, "agenthost_webhook_backlog_deliveries")
+        return text if n is not None and n >= 1 else None
+    text = wait_until(backlog, 40, 1)  # read on each runner heartbeat
+    assert text, "no backlog gauge"
+    assert sample(text, "agenthost_webhook_backlog_late_seconds") is not None
+    promtool_check(text)
