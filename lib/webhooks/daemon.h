@@ -34,6 +34,11 @@ struct ah_whd_job {
 	const ah_addr_policy *policy;
 	int refused; /* the address the connection reached: 1 private, 2 forbidden */
 	char errbuf[CURL_ERROR_SIZE];
+	/* The attempt's outcome as it is written back (daemon.c's decide). */
+	struct {
+		const char *state, *code, *error, *at;
+		long long elapsed_ms, wait_us;
+	} out;
 };
 
 /* Runs until *stop, then lets attempts in flight finish for a few seconds
