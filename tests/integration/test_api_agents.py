@@ -13,7 +13,7 @@ RFC3339_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 AGENT_ID = re.compile(r"^agt_[0-9A-Za-z]{22}$")
 AGENT_KEYS = {"id", "name", "slug", "description", "source_type", "git_repo_url", "git_branch",
               "timeout_seconds", "min_warm", "status", "status_message", "sandbox_id", "needs_redeploy",
-              "created_at", "updated_at", "deployed_at"}
+              "created_at", "updated_at", "deployed_at", "webhook_url"}
 REPO = "https://example.com/acme/agent.git"
 
 
