@@ -19,6 +19,9 @@
 #define CLAIM_BATCH 200
 #define CLAIM_SLACK_S 60
 #define POLL_MS 200
+/* Payloads held in memory at once: a record can be 10 MB and more (the
+ * output cap, escaped), so a thousand in flight must not all be big. */
+#define BYTES_IN_FLIGHT_MAX (256LL << 20)
 #define SHUTDOWN_GRACE_MS 5000
 #define PURGE_EVERY_MS (3600 * 1000)
 #define PURGE_BATCH 10000
@@ -28,9 +31,11 @@ static const char SQL_CLAIM[] =
 	" WHERE state = 'pending' AND next_attempt_at <= NOW(3)"
 	" AND (claimed_until IS NULL OR claimed_until < NOW(3)) ORDER BY next_attempt_at LIMIT ?";
 static const char SQL_CLAIMED[] =
-	"SELECT id, user_id, url, invocation_id, payload, attempts,"
+	"SELECT id, user_id, url, invocation_id, LENGTH(payload), attempts,"
 	" TIMESTAMPDIFF(MICROSECOND, created_at, NOW(3)) DIV 1000"
 	" FROM webhook_deliveries WHERE claim_token = ?";
+static const char SQL_PAYLOAD[] =
+	"SELECT payload FROM webhook_deliveries WHERE id = ? AND claim_token = ?";
 static const char SQL_FINISH[] =
 	"UPDATE webhook_deliveries SET state = ?, attempts = attempts + 1,"
 	" last_status_code = CAST(? AS SIGNED), last_error = LEFT(?, 512),"
@@ -69,6 +74,7 @@ static void job_link(ah_whd *d, ah_whd_job *j)
 		d->jobs->prev = j;
 	d->jobs = j;
 	d->inflight++;
+	d->bytes += (long long)j->len;
 }
 
 static void job_unlink(ah_whd *d, ah_whd_job *j)
@@ -80,6 +86,7 @@ static void job_unlink(ah_whd *d, ah_whd_job *j)
 	if (j->next)
 		j->next->prev = j->prev;
 	d->inflight--;
+	d->bytes -= (long long)j->len;
 }
 
 static void job_free(ah_whd_job *j)
@@ -169,8 +176,7 @@ static const char *secret_of(ah_whd *d, ah_arena *a, secret_cache *c, const char
 	return s;
 }
 
-static ah_whd_job *job_from_row(ah_whd *d, char *const *row, const unsigned long *len,
-                                const char *token)
+static ah_whd_job *job_from_row(ah_whd *d, char *const *row, const char *token)
 {
 	ah_whd_job *j = calloc(1, sizeof(*j));
 	if (!j)
@@ -180,8 +186,7 @@ static ah_whd_job *job_from_row(ah_whd *d, char *const *row, const unsigned long
 	j->user_id = ah_strdup(j->a, row[1]);
 	j->url = ah_strdup(j->a, row[2]);
 	j->invocation_id = ah_strdup(j->a, row[3]);
-	j->payload = ah_strndup(j->a, row[4], len[4]);
-	j->len = len[4];
+	j->len = (size_t)ah_cell_ll(row[4]);
 	j->attempts = ah_cell_ll(row[5]);
 	j->age_ms = ah_cell_ll(row[6]);
 	j->token = ah_strdup(j->a, token);
@@ -189,7 +194,25 @@ static ah_whd_job *job_from_row(ah_whd *d, char *const *row, const unsigned long
 	return j;
 }
 
-/* Claims up to n due rows and starts their requests; how many it claimed. */
+/* The row's payload into the job's arena (only now: see BYTES_IN_FLIGHT_MAX). */
+static int load_payload(ah_whd *d, ah_whd_job *j)
+{
+	ah_rows rows;
+	if (ah_db_query(d->db, j->a, &rows, SQL_PAYLOAD, "ss", j->id, j->token) != 0 || rows.n != 1)
+		return AH_EFAIL;
+	j->payload = rows.v[0][0];
+	j->len = rows.len[0][0];
+	return 0;
+}
+
+static void release(ah_whd *d, const ah_whd_job *j)
+{
+	if (ah_db_exec(d->db, NULL, SQL_RELEASE, "ss", j->id, j->token) != 0)
+		ah_log_error("delivery %s: cannot release its claim", j->id);
+}
+
+/* Claims up to n due rows and starts their requests; how many it started
+ * (fewer than n: nothing more is due, or the memory budget is spent). */
 static size_t claim(ah_whd *d, size_t n)
 {
 	char token[23];
@@ -198,6 +221,7 @@ static size_t claim(ah_whd *d, size_t n)
 	long long lease = ah_cfg_int(d->cfg, AH_CFG_WEBHOOK_TIMEOUT_SECONDS) + CLAIM_SLACK_S;
 	ah_base62_random(token, 22);
 	ah_arena *a = ah_arena_new();
+	size_t started = 0;
 	if (ah_db_exec(d->db, NULL, SQL_CLAIM, "sii", token, lease, (long long)n) != 0 ||
 	    ah_db_query(d->db, a, &rows, SQL_CLAIMED, "s", token) != 0) {
 		ah_log_error("cannot claim deliveries: %s", ah_db_error(d->db));
@@ -205,12 +229,18 @@ static size_t claim(ah_whd *d, size_t n)
 		return 0;
 	}
 	for (size_t i = 0; i < rows.n; i++) {
-		ah_whd_job *j = job_from_row(d, rows.v[i], rows.len[i], token);
-		const char *secret = j ? secret_of(d, a, &cache, j->user_id) : NULL;
+		ah_whd_job *j = job_from_row(d, rows.v[i], token);
 		if (!j)
 			continue; /* its claim expires: sent later */
-		if (secret && ah_whd_send(d, j, secret) == 0) {
+		if (d->inflight > 0 && d->bytes + (long long)j->len > BYTES_IN_FLIGHT_MAX) {
+			release(d, j); /* over the memory budget: another round takes it */
+			free_all(j);
+			continue;
+		}
+		const char *secret = secret_of(d, a, &cache, j->user_id);
+		if (secret && load_payload(d, j) == 0 && ah_whd_send(d, j, secret) == 0) {
 			job_link(d, j);
+			started++;
 			continue;
 		}
 		j->start_us = ah_mono_us();
@@ -220,7 +250,7 @@ static size_t claim(ah_whd *d, size_t n)
 		free_all(j);
 	}
 	ah_arena_destroy(a);
-	return rows.n;
+	return started;
 }
 
 static void reap(ah_whd *d)
@@ -255,8 +285,7 @@ static void release_all(ah_whd *d)
 		ah_whd_job *j = d->jobs;
 		job_unlink(d, j);
 		curl_multi_remove_handle(d->multi, j->h);
-		if (ah_db_exec(d->db, NULL, SQL_RELEASE, "ss", j->id, j->token) != 0)
-			ah_log_error("delivery %s: cannot release its claim", j->id);
+		release(d, j);
 		job_free(j);
 		free(j);
 	}

@@ -17,6 +17,7 @@ typedef struct ah_whd {
 	CURLM *multi;
 	ah_addr_policy policy;
 	int inflight, capacity;
+	long long bytes; /* payload bytes in flight */
 	ah_whd_job *jobs; /* in flight, for the release at shutdown */
 	volatile sig_atomic_t *stop;
 } ah_whd;
