@@ -429,3 +429,21 @@ def test_backlog_is_a_runner_metric(user):
     assert text, "no backlog gauge"
     assert sample(text, "agenthost_webhook_backlog_late_seconds") is not None
     promtool_check(text)
+
+
+def test_daemon_stopped_mid_delivery_hands_it_back(user, receivers):
+    """SIGTERM while a receiver holds the request: after the grace the claim
+    goes back to the queue, and the next daemon delivers it (the table is
+    what survives, not the process)."""
+    rcv = receivers("hang")
+    user.post(f"/agents/{user.agent['slug']}/invoke", json={"prompt": "x", "webhook_url": rcv.url})
+    assert wait_until(lambda: rcv.events("start"), 20, 0.1)
+    stop_daemon(daemon_pid())
+    [d] = deliveries(user).json()
+    assert d["status"] == "pending" and d["attempt_count"] == 0  # handed back, not failed
+    rcv.kill()
+    rcv.start("ok")
+    start_daemon(FAST)
+    [d] = settled(user)
+    assert d["status"] == "delivered" and d["attempt_count"] == 1
+    assert len(rcv.events("done")) == 1
