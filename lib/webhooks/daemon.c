@@ -224,7 +224,10 @@ static size_t claim(ah_whd *d, size_t n)
 	size_t started = 0;
 	if (ah_db_exec(d->db, NULL, SQL_CLAIM, "sii", token, lease, (long long)n) != 0 ||
 	    ah_db_query(d->db, a, &rows, SQL_CLAIMED, "s", token) != 0) {
-		ah_log_error("cannot claim deliveries: %s", ah_db_error(d->db));
+		/* Two daemons' claims (or a claim and an outcome) may meet as a
+		 * deadlock: the server rolled this one back, the next poll claims. */
+		if (!ah_db_deadlocked(d->db))
+			ah_log_error("cannot claim deliveries: %s", ah_db_error(d->db));
 		ah_arena_destroy(a);
 		return 0;
 	}
