@@ -43,6 +43,7 @@ static const ah_col AGENT_COLUMNS[] = {
 	AH_COL_S("a.max_cost_usd_per_day", ah_agent, max_day),
 	AH_COL_S("a.max_cost_usd_per_month", ah_agent, max_month),
 	AH_COL_S("a.network", ah_agent, network),
+	AH_COL_S("a.webhook_url", ah_agent, webhook_url),
 };
 #define AGENT_NCOLS (sizeof(AGENT_COLUMNS) / sizeof(AGENT_COLUMNS[0]))
 
@@ -142,6 +143,7 @@ json_object *ah_agent_json(ah_req *r, const ah_agent *a)
 	ah_json_int(o, "timeout_seconds", a->timeout_seconds);
 	ah_json_int(o, "min_warm", a->min_warm);
 	json_object_object_add(o, "network", ah_agent_network_json(a->network));
+	ah_json_str(o, "webhook_url", a->webhook_url);
 	ah_json_str(o, "status", ah_agent_status_names[a->status]);
 	ah_json_str(o, "status_message", runner_wait_note(r, a));
 	ah_json_str(o, "sandbox_id", a->sandbox_id);

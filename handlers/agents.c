@@ -14,6 +14,7 @@
 #include "core/plans.h"
 #include "core/util.h"
 #include "validate.h"
+#include "webhooks.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -35,13 +36,14 @@ static const char SQL_LIST_AFTER[] =
 static const char SQL_SLUG_TAKEN[] = "SELECT 1 FROM agents WHERE user_id = ? AND slug = ?";
 static const char SQL_INSERT[] =
 	"INSERT INTO agents (id, user_id, name, slug, description, source_type, git_repo_url,"
-	" git_branch, timeout_seconds, min_warm, network, status, needs_redeploy, created_at, updated_at,"
-	" max_cost_usd_per_day, max_cost_usd_per_month)"
-	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'draft', 0, NOW(3), NOW(3), ?, ?)";
+	" git_branch, timeout_seconds, min_warm, network, webhook_url, status, needs_redeploy, created_at,"
+	" updated_at, max_cost_usd_per_day, max_cost_usd_per_month)"
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'draft', 0, NOW(3), NOW(3), ?, ?)";
 static const char SQL_UPDATE[] =
 	"UPDATE agents SET name = ?, slug = ?, description = ?, source_type = ?, git_repo_url = ?,"
-	" git_branch = ?, timeout_seconds = ?, min_warm = ?, network = ?, needs_redeploy = ?,"
-	" updated_at = NOW(3), max_cost_usd_per_day = ?, max_cost_usd_per_month = ? WHERE id = ?";
+	" git_branch = ?, timeout_seconds = ?, min_warm = ?, network = ?, webhook_url = ?,"
+	" needs_redeploy = ?, updated_at = NOW(3), max_cost_usd_per_day = ?, max_cost_usd_per_month = ?"
+	" WHERE id = ?";
 /* What the row held when it went: a deploy or an upload that changed them
  * after this request read the agent released the older ones itself. */
 static const char SQL_DELETE[] = "DELETE FROM agents WHERE id = ? RETURNING code_sha256, image_sha256";
@@ -89,15 +91,16 @@ long long ah_agent_warm_cap(ah_req *r)
 
 typedef struct agent_in {
 	const char *name, *slug, *description, *source_type, *git_repo_url, *git_branch, *network;
+	const char *webhook_url;
 	long long timeout, min_warm;
 	bool has_name, has_slug, has_description, has_source_type, has_repo, has_branch, has_timeout,
-	     has_min_warm, has_network;
+	     has_min_warm, has_network, has_webhook_url;
 	ah_budget_in budget;
 } agent_in;
 
 static const char *const AGENT_FIELDS[] = {"name", "slug", "description", "source_type",
                                            "git_repo_url", "git_branch", "timeout_seconds", "min_warm",
-                                           "network", AH_BUDGET_FIELDS, NULL};
+                                           "network", "webhook_url", AH_BUDGET_FIELDS, NULL};
 
 static void check_agent_fields(ah_req *r, json_object *o, agent_in *in, bool create)
 {
@@ -121,6 +124,7 @@ static void check_agent_fields(ah_req *r, json_object *o, agent_in *in, bool cre
 	ah_field_int(r, o, "min_warm", 0, 0, ah_agent_warm_cap(r), &in->min_warm, &in->has_min_warm);
 	ah_budget_fields(r, o, &in->budget);
 	ah_agent_network_field(r, o, &in->network, &in->has_network);
+	ah_webhook_url_field(r, o, &in->webhook_url, &in->has_webhook_url);
 }
 
 /* ---- handlers ---- */
@@ -158,9 +162,9 @@ static int create_agent(ah_req *r)
 	for (int attempt = 0; rc == AH_ECONFLICT && attempt < (in.slug ? 1 : 5); attempt++) {
 		if (!in.slug && ah_slug_free(r, SQL_SLUG_TAKEN, in.name, "agent", &slug) != 0)
 			return AH_EFAIL;
-		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssssiisss", id, r->user->id, in.name, slug,
+		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "ssssssssiissss", id, r->user->id, in.name, slug,
 		                in.description, type, in.git_repo_url, in.git_branch, in.timeout,
-		                in.min_warm, in.network, in.budget.day, in.budget.month);
+		                in.min_warm, in.network, in.webhook_url, in.budget.day, in.budget.month);
 	}
 	if (rc == AH_ECONFLICT)
 		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Slug '%s' is already taken", slug));
@@ -206,11 +210,12 @@ static int patch_agent(ah_req *r)
 	                (a->deployed_at && (strcmp(type, old_type) != 0 ||
 	                 str_changed(a->git_repo_url, repo) || str_changed(a->git_branch, branch)));
 	const char *network = in.has_network ? in.network : a->network;
-	rc = ah_db_exec(r->db, NULL, SQL_UPDATE, "ssssssiisisss",
+	rc = ah_db_exec(r->db, NULL, SQL_UPDATE, "ssssssiississs",
 	                in.has_name ? in.name : a->name, in.has_slug ? in.slug : a->slug,
 	                in.has_description ? in.description : a->description, type, repo, branch,
 	                in.has_timeout ? in.timeout : a->timeout_seconds,
-	                in.has_min_warm ? in.min_warm : a->min_warm, network, (long long)redeploy,
+	                in.has_min_warm ? in.min_warm : a->min_warm, network,
+	                in.has_webhook_url ? in.webhook_url : a->webhook_url, (long long)redeploy,
 	                in.budget.has_day ? in.budget.day : a->max_day,
 	                in.budget.has_month ? in.budget.month : a->max_month, a->id);
 	if (rc == AH_ECONFLICT)

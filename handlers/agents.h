@@ -41,6 +41,7 @@ typedef struct ah_agent {
 	const char *image_sha256;     /* the image in the file store (runner images.c), or NULL */
 	const char *max_day, *max_month; /* budgets (budgets.h): decimal text, NULL: none */
 	const char *network;          /* canonical JSON of an allow-list (agent_network.c); NULL: open */
+	const char *webhook_url;      /* where its calls' records go by default (issue 28), or NULL */
 } ah_agent;
 
 /* The SELECT list of an agent, read from `agents a` (the alias lets the same
@@ -51,7 +52,7 @@ typedef struct ah_agent {
 	" a.git_branch, a.timeout_seconds, a.status, a.status_message, a.sandbox_id,"     \
 	" a.needs_redeploy, a.created_at, a.updated_at, a.deployed_at, a.image_path,"     \
 	" a.entrypoint, a.runner_id, a.code_sha256, a.min_warm, a.image_sha256,"            \
-	" a.max_cost_usd_per_day, a.max_cost_usd_per_month, a.network"
+	" a.max_cost_usd_per_day, a.max_cost_usd_per_month, a.network, a.webhook_url"
 
 /* The scope of routes under /agents/{slug} (ah_route.scope): the key's
  * columns, then AH_AGENT_COLS of the caller's agent named {slug}, filled into

@@ -19,6 +19,7 @@
 #include "invoke_files.h"
 #include "routes.h"
 #include "validate.h"
+#include "webhooks.h"
 #include "crypto/crypto.h"
 #include "runner_client/runner_client.h"
 #include "tokenize/tokenize.h"
@@ -88,7 +89,8 @@ static void read_prompt(ah_req *r, json_object *o, invoke_in *in)
 static int read_input(ah_req *r, const ah_agent *a, invoke_in *in)
 {
 	static const char *const fields[] = {"prompt", "session_id", "timeout_seconds", "async", "stream",
-	                                     NULL};
+	                                     "webhook_url", NULL};
+	bool has_hook;
 	json_object *o;
 	int rc = ah_body_object(r, &o, fields);
 	if (rc != 0)
@@ -108,6 +110,7 @@ static int read_input(ah_req *r, const ah_agent *a, invoke_in *in)
 	if (in->async && in->stream)
 		ah_verr(r, "body", "stream", "stream and async cannot both be true: a stream is answered"
 		        " as the call runs, an asynchronous call at once", "stream_async_conflict");
+	ah_webhook_url_field(r, o, &in->webhook_url, &has_hook);
 	return ah_verr_reply(r);
 }
 
@@ -359,47 +362,6 @@ static void failed_output(ah_run_out *o)
 	o->out_len = n;
 }
 
-/* The exact cost of the model's own counts (the model gateway): uncached
- * input, cache writes (5-minute and 1-hour) and cache reads each at their
- * price, and output. */
-static int model_cost(ah_req *r, const ah_invocation *inv, long long pout, long long *pico)
-{
-	long long pin = 0, pcw = 0, pcw1h = 0, pcr = 0;
-	long long cw = inv->model_cache_write_tokens, cr = inv->model_cache_read_tokens;
-	long long cw1h = inv->model_cache_write_1h_tokens;
-	ah_price_parse(&pin, ah_cfg_str(r->cfg, AH_CFG_PRICE_INPUT_PER_MTOK));
-	ah_price_parse(&pcw, ah_cfg_str(r->cfg, AH_CFG_PRICE_CACHE_WRITE_PER_MTOK));
-	ah_price_parse(&pcw1h, ah_cfg_str(r->cfg, AH_CFG_PRICE_CACHE_WRITE_1H_PER_MTOK));
-	ah_price_parse(&pcr, ah_cfg_str(r->cfg, AH_CFG_PRICE_CACHE_READ_PER_MTOK));
-	*pico = 0;
-	if (ah_cost_add(pico, ah_cell_ll(inv->model_input_tokens) - cw - cr, pin) != 0 ||
-	    ah_cost_add(pico, cw - cw1h, pcw) != 0 || ah_cost_add(pico, cw1h, pcw1h) != 0 ||
-	    ah_cost_add(pico, cr, pcr) != 0)
-		return AH_EINVALID;
-	return ah_cost_add(pico, ah_cell_ll(inv->model_output_tokens), pout);
-}
-
-/* Tokens and exact cost of what the caller receives: the prompt and the
- * response as returned (for a failure, what failed_output left), or, through
- * the model gateway, what the provider counted. Prices are checked at
- * start-up (pool_init.c). */
-void ah_invocation_account(ah_req *r, ah_invocation *inv)
-{
-	long long pin = 3000000, pout = 15000000, pico = 0;
-	size_t n = 0;
-	ah_price_parse(&pin, ah_cfg_str(r->cfg, AH_CFG_PRICE_INPUT_PER_MTOK));
-	ah_price_parse(&pout, ah_cfg_str(r->cfg, AH_CFG_PRICE_OUTPUT_PER_MTOK));
-	if (inv->response && ah_tokenize_count(&n, inv->response, inv->response_len) != 0)
-		ah_log_error("inv=%s: cannot count output tokens", inv->id);
-	inv->output_tokens = (long long)n;
-	int rc = inv->model_input_tokens && inv->model_output_tokens
-	             ? model_cost(r, inv, pout, &pico)
-	             : ah_cost_pico(&pico, inv->input_tokens, inv->output_tokens, pin, pout);
-	if (rc != 0)
-		ah_log_error("inv=%s: cost overflows", inv->id);
-	inv->cost = ah_money_text(r->arena, pico);
-}
-
 /* A failure of an agent that wrote to stderr says where that is (issue 29:
  * a user otherwise has no way to learn why it failed). */
 static void note_logs(ah_req *r, const ah_agent *a, const char *inv_id, ah_run_out *o)
@@ -412,11 +374,19 @@ static void note_logs(ah_req *r, const ah_agent *a, const char *inv_id, ah_run_o
 		o->detail = ah_sprintf(r->arena, "Invocation failed: %s", o->error);
 }
 
-int ah_call_reply(ah_req *r, const ah_call *c)
+/* The finished call's record as its caller receives it (and a webhook). */
+static json_object *call_json(ah_req *r, const ah_call *c)
 {
 	const ah_run_out *o = &c->o;
 	json_object *res = ah_invocation_json(r, &c->inv, false);
 	json_object_object_add(res, "files", o->files ? json_object_get(o->files) : json_object_new_array());
+	return res;
+}
+
+int ah_call_reply(ah_req *r, const ah_call *c)
+{
+	const ah_run_out *o = &c->o;
+	json_object *res = call_json(r, c);
 	if (o->http == 200)
 		return ah_reply_json(r, 200, res);
 	json_object *body = json_object_new_object();
@@ -453,6 +423,11 @@ void ah_call_run(ah_req *r, ah_call *c)
 	inv->err_log_truncated = o->err_log_truncated;
 	ah_invocation_record(r, c->a->id, inv);
 	ah_budget_finish(r, &c->budget, inv->cost, o->model_charged);
+	/* The call's own webhook, else its agent's: every way a call finishes
+	 * (plain, streamed, asynchronous, a schedule's) passes here. */
+	const char *hook = c->in.webhook_url ? c->in.webhook_url : c->a->webhook_url;
+	if (hook)
+		ah_webhook_queue(r, c->a->id, inv->id, hook, call_json(r, c));
 }
 
 /* The call as a client makes it and as the scheduler does (schedule_run.c):

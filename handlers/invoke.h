@@ -18,6 +18,7 @@ typedef struct ah_invoke_in {
 	const char *session_id; /* the client's; NULL for an ephemeral sandbox */
 	long long timeout_s;
 	bool async, stream;
+	const char *webhook_url; /* the call's own; NULL: the agent's default, if any */
 } ah_invoke_in;
 
 typedef struct ah_call {

@@ -23,5 +23,6 @@ const ah_route *const ah_route_tables[] = {
 	ah_invocation_logs_routes,
 	ah_invocation_routes,
 	ah_schedules_routes,
+	ah_webhooks_routes,
 	NULL,
 };

@@ -25,6 +25,7 @@ extern const ah_route ah_deploys_routes[];
 extern const ah_route ah_invocation_logs_routes[];
 extern const ah_route ah_invocation_routes[];
 extern const ah_route ah_schedules_routes[];
+extern const ah_route ah_webhooks_routes[];
 
 /* Seconds since any runner's last heartbeat (-1: none ever); health.c. */
 int ah_runner_heartbeat_age(ah_req *r, long long *out);

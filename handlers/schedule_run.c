@@ -109,11 +109,11 @@ static const char *run_error(ah_req *r, answer *an, const char *inv_id)
 	return ah_sprintf(r->arena, "HTTP %d", r->status);
 }
 
-/* Hook for webhooks (issue 28): a schedule's run has ended. status is
- * "completed", "failed" (the invocation inv_id was recorded) or "refused"
- * (nothing ran: agent not active, session limit, runner away; detail says
- * why). Delivery to webhook_url is the webhooks module's; until it exists,
- * the outcome is only logged. */
+/* A schedule's run has ended. status is "completed", "failed" (the
+ * invocation inv_id was recorded) or "refused" (nothing ran: agent not
+ * active, session limit, runner away; detail says why). A recorded run's
+ * webhook was queued by the call itself (the body carries webhook_url); a
+ * refused one is only logged. */
 void ah_schedule_run_finished(ah_req *r, const char *schedule_id, const char *webhook_url,
                               const char *status, const char *inv_id, const char *detail);
 void ah_schedule_run_finished(ah_req *r, const char *schedule_id, const char *webhook_url,
@@ -138,6 +138,8 @@ static void run_tick(ah_req *r, const char *id)
 	json_object_object_add(body, "prompt", json_object_new_string_len(v[0], (int)rows.len[0][0]));
 	if (v[1])
 		ah_json_str(body, "session_id", v[1]);
+	if (v[2]) /* delivered by the call's own path (invoke.c, webhooks.c) */
+		ah_json_str(body, "webhook_url", v[2]);
 	size_t len;
 	const char *text = ah_json_body(body, &len);
 	answer_init(an);

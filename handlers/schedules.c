@@ -13,6 +13,7 @@
 #include "list.h"
 #include "routes.h"
 #include "schedules.h"
+#include "webhooks.h"
 #include "validate.h"
 #include "core/util.h"
 #include "cron/cron.h"
@@ -21,7 +22,6 @@
 #include <string.h>
 
 #define NEXT_RUNS 5
-#define WEBHOOK_URL_MAX 2048
 /* A schedule's prompt is kept and sent again at every tick: 64 KiB at most
  * (and never more than max_prompt_bytes, which its runs must pass). */
 #define PROMPT_MAX (64 * 1024)
@@ -154,18 +154,6 @@ static int load(ah_req *r, const ah_agent *a, const ah_schedule **out)
 
 /* ---- input ---- */
 
-/* http(s)://host… with no space or control byte; delivery is the webhooks'. */
-static bool webhook_url_ok(const char *u)
-{
-	const char *host = strncmp(u, "https://", 8) == 0 ? u + 8 : strncmp(u, "http://", 7) == 0 ? u + 7 : NULL;
-	if (!host || !*host || *host == '/' || *host == ':' || *host == '?' || *host == '#')
-		return false;
-	for (const unsigned char *p = (const unsigned char *)u; *p; p++)
-		if (*p <= 0x20 || *p == 0x7f)
-			return false;
-	return true;
-}
-
 /* Reads the fields present in o over *s (which holds the current values, or
  * the defaults of a new schedule); 422 entries for what is wrong. */
 static void read_fields(ah_req *r, json_object *o, ah_schedule *s, bool create)
@@ -201,12 +189,10 @@ static void read_fields(ah_req *r, json_object *o, ah_schedule *s, bool create)
 			        "string_pattern_mismatch");
 		s->session_id = v;
 	}
-	if (ah_field_str(r, o, "webhook_url", AH_F_NULLABLE, 1, WEBHOOK_URL_MAX, &v, &present) == 0 &&
-	    present) {
-		if (v && !webhook_url_ok(v))
-			ah_verr(r, "body", "webhook_url", "URL should be http:// or https:// with a host", "url_parsing");
+	/* The rules of a call's webhook_url (webhooks.h): each run passes it on. */
+	ah_webhook_url_field(r, o, &v, &present);
+	if (present)
 		s->webhook_url = v;
-	}
 	if (ah_field_bool(r, o, "paused", 0, &b, &present) == 0 && present)
 		s->paused = b;
 }

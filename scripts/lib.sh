@@ -216,6 +216,10 @@ git_allow_hosts = 127.0.0.1:$((PORT + 320))-$((PORT + 339))
 # PORT + 340 to PORT + 379: only those may be reached by bucket connections (an
 # endpoint that redirects elsewhere on loopback is refused, as in production).
 storage_allow_hosts = 127.0.0.1:$((PORT + 340))-$((PORT + 379))
+# Webhooks: the tests' receivers listen on loopback, on ports PORT + 390 to
+# PORT + 399, over plain http: only those may be reached by deliveries.
+webhook_allow_hosts = 127.0.0.1:$((PORT + 390))-$((PORT + 399))
+webhook_allow_http = true
 sandbox_root = $VAR/data/sandboxes
 # Smaller than the defaults (2 GiB, 10 GiB) so that the concurrency tests' ten
 # sandboxes, the pool and the spares fit the host's sandbox budget (README) with
@@ -248,6 +252,17 @@ start_runner() {
     AGENTHOST_CONFIG="$VAR/agenthost.conf" with_oom_adj -200 setsid "$cmd" \
         </dev/null >>"$VAR/log/runner.log" 2>&1 &
     echo $! >"$VAR/run/runner.pid"
+}
+
+# agenthost-webhooks, the webhook delivery daemon. Its command line is kept
+# (run/webhooks.cmd) so tests can restart it with other settings.
+start_webhooks() {
+    pid_alive "$VAR/run/webhooks.pid" && return 0
+    local cmd="$BUILD/lib/webhooks/agenthost-webhooks"
+    printf 'AGENTHOST_CONFIG=%q %q\n' "$VAR/agenthost.conf" "$cmd" >"$VAR/run/webhooks.cmd"
+    private_log "$VAR/log/webhooks.log"
+    AGENTHOST_CONFIG="$VAR/agenthost.conf" setsid "$cmd" </dev/null >>"$VAR/log/webhooks.log" 2>&1 &
+    echo $! >"$VAR/run/webhooks.pid"
 }
 
 start_api() {
@@ -355,12 +370,14 @@ start_stack() {
     admin migrate >/dev/null || die "migrations failed"
     start_runner
     start_api
+    start_webhooks
     start_nginx
 }
 
 stop_stack() {
     stop_pid "$VAR/run/nginx.pid" 10
     stop_pid "$VAR/run/api.pid" 30
+    stop_pid "$VAR/run/webhooks.pid" 10
     stop_pid "$VAR/run/runner.pid" 30
     stop_pid "$VAR/run/mysql.pid" 60
 }

@@ -23,6 +23,7 @@ const struct ah_cli_col ah_cli_agent_cols[] = {
 	{"timeout s", "timeout_seconds", AH_COL_NUM},
 	{"min warm", "min_warm", AH_COL_NUM},
 	{"network", "network", AH_COL_NETWORK},
+	{"webhook", "webhook_url", AH_COL_TEXT},
 	{"status", "status", AH_COL_STATUS},
 	{"message", "status_message", AH_COL_TEXT},
 	{"sandbox", "sandbox_id", AH_COL_TEXT},
@@ -111,6 +112,7 @@ static int agent_fields(struct ah_cli *c, const struct ah_cli_args *a, json_obje
 	static const char *const map[][2] = {
 		{"slug", "slug"}, {"description", "description"}, {"git-url", "git_repo_url"},
 		{"branch", "git_branch"}, {"source", "source_type"}, {"name", "name"},
+		{"webhook-url", "webhook_url"},
 	};
 	long long t = 0;
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
@@ -132,6 +134,10 @@ static int agent_fields(struct ah_cli *c, const struct ah_cli_args *a, json_obje
 	ah_cli_budget_fields(a, body);
 	if (!rc)
 		rc = network_field(c, a, body, err);
+	/* "" clears the default (null): a flag of its own would be one option too many. */
+	json_object *hook;
+	if (json_object_object_get_ex(body, "webhook_url", &hook) && !json_object_get_string_len(hook))
+		json_object_object_add(body, "webhook_url", NULL);
 	return rc;
 }
 
@@ -205,7 +211,8 @@ static int run_stop(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	{"min-warm", 0, "N", "processes kept started for the next calls (0: none; capped by plan)"}, \
 	AH_CLI_BUDGET_OPTS, \
 	{"allow", 0, "LIST", "egress only to these hosts or CIDRs[:port], comma separated (\"\": none)"}, \
-	{"open-network", 0, NULL, "egress open again (the default)"}
+	{"open-network", 0, NULL, "egress open again (the default)"}, \
+	{"webhook-url", 0, "URL", "where finished calls' records are POSTed, signed (\"\": none)"}
 
 const struct ah_cli_cmd ah_cli_agents_cmds[] = {
 	{"agents list", NULL, "list your agents", 0, 0, false, run_list,

@@ -11,6 +11,7 @@ extern const struct ah_cli_cmd ah_cli_deploys_cmds[];
 extern const struct ah_cli_cmd ah_cli_logs_cmds[];
 extern const struct ah_cli_cmd ah_cli_invocations_cmds[];
 extern const struct ah_cli_cmd ah_cli_schedules_cmds[];
+extern const struct ah_cli_cmd ah_cli_webhooks_cmds[];
 
 const struct ah_cli_cmd *const ah_cli_tables[] = {
 	ah_cli_auth_cmds,
@@ -25,6 +26,7 @@ const struct ah_cli_cmd *const ah_cli_tables[] = {
 	ah_cli_sessions_cmds,
 	ah_cli_logs_cmds,
 	ah_cli_schedules_cmds,
+	ah_cli_webhooks_cmds,
 	ah_cli_files_cmds,
 	ah_cli_keys_cmds,
 	ah_cli_usage_cmds,

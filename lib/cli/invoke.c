@@ -56,6 +56,9 @@ static int invoke_body(struct ah_cli *c, const struct ah_cli_args *a, json_objec
 		return ah_cli_usage(err, "invoke: --async and --stream do not go together");
 	if (ah_cli_opt(a, "async"))
 		json_object_object_add(body, "async", json_object_new_boolean(1));
+	const char *hook = ah_cli_opt(a, "webhook");
+	if (hook)
+		json_object_object_add(body, "webhook_url", json_object_new_string(hook));
 	*out = body;
 	return 0;
 }
@@ -239,6 +242,8 @@ const struct ah_cli_cmd ah_cli_invoke_cmds[] = {
 	  {"timeout", 't', "SECONDS", "give up after this long, 1-600 (default: the agent's)"},
 	  {"stream", 0, NULL, "print the response as the agent writes it (the default on a terminal)"},
 	  {"no-stream", 0, NULL, "wait for the whole response"},
-	  {"async", 0, NULL, "start the call and print its id (see invocations get, cancel)"}}},
+	  {"async", 0, NULL, "start the call and print its id (see invocations get, cancel)"},
+
+	  {"webhook", 0, "URL", "POST the finished record there too, signed (default: the agent's)"}}},
 	{0},
 };

@@ -85,6 +85,13 @@
 	X(GIT_TIMEOUT_SECONDS, "git_timeout_seconds", INT, "120", 1, 3600, "clone time cap") \
 	X(STORAGE_ALLOW_HOSTS, "storage_allow_hosts", STR, "", 0, 0, "private addresses (and ports) bucket connections may reach") \
 	X(STORAGE_ALLOW_PRIVATE, "storage_allow_private", BOOL, "false", 0, 0, "development only: bucket endpoints may be private addresses") \
+	X(WEBHOOK_ALLOW_HOSTS, "webhook_allow_hosts", STR, "", 0, 0, "private addresses (and ports) webhook deliveries may reach") \
+	X(WEBHOOK_ALLOW_HTTP, "webhook_allow_http", BOOL, "false", 0, 0, "webhook URLs may be http:// (development; production: https only)") \
+	X(WEBHOOK_RETRY_BASE_MS, "webhook_retry_base_ms", INT, "10000", 1, 3600000, "first retry of a failed webhook delivery after about this long, doubling each time") \
+	X(WEBHOOK_RETRY_MAX_MS, "webhook_retry_max_ms", INT, "3600000", 1, 86400000, "longest wait between two attempts of a webhook delivery") \
+	X(WEBHOOK_GIVE_UP_SECONDS, "webhook_give_up_seconds", INT, "86400", 1, 604800, "a webhook delivery not accepted this long after its call is given up (failed)") \
+	X(WEBHOOK_TIMEOUT_SECONDS, "webhook_timeout_seconds", INT, "10", 1, 120, "one webhook attempt's time limit, connection included") \
+	X(WEBHOOK_CONCURRENCY, "webhook_concurrency", INT, "1000", 1, 10000, "webhook deliveries agenthost-webhooks has in flight at once") \
 	X(MOUNT_RCLONE, "mount_rclone", PATH, "/usr/bin/rclone", 0, 0, "the rclone binary bucket mounts run") \
 	X(MOUNT_IDLE_SECONDS, "mount_idle_seconds", INT, "600", 10, 86400, "an agent's bucket mounts unused this long are stopped") \
 	X(MODEL_KEY_NAME, "model_key_name", STR, "ANTHROPIC_API_KEY", 0, 0, "variable carrying the model key") \

@@ -32,7 +32,8 @@ static struct {
 	int64_t last_beat_ms;
 	int64_t queued, running, oldest_queued_ms;
 	int queue_known;
-} st;
+	int64_t hooks_pending, hooks_late_ms; /* webhook_deliveries; -1: not read */
+} st = {.hooks_pending = -1};
 
 void ah_metrics_beat(bool ok)
 {
@@ -69,6 +70,15 @@ void ah_metrics_read_queue(ah_db *db)
 		__atomic_store_n(&st.running, running, __ATOMIC_RELAXED);
 		__atomic_store_n(&st.oldest_queued_ms, oldest, __ATOMIC_RELAXED);
 		__atomic_store_n(&st.queue_known, 1, __ATOMIC_RELAXED);
+	}
+	/* The webhook backlog (issue 28), read here since agenthost-webhooks
+	 * serves no HTTP: pending deliveries, and how late the most overdue one
+	 * is (a range read of webhook_deliveries_due). */
+	if (ah_db_query(db, a, &rows, "SELECT COUNT(*), COALESCE(GREATEST(0, TIMESTAMPDIFF(MICROSECOND,"
+	                " MIN(next_attempt_at), NOW(3)) DIV 1000), 0) FROM webhook_deliveries"
+	                " WHERE state = 'pending'", "") == 0 && rows.n == 1) {
+		__atomic_store_n(&st.hooks_pending, ah_cell_ll(rows.v[0][0]), __ATOMIC_RELAXED);
+		__atomic_store_n(&st.hooks_late_ms, ah_cell_ll(rows.v[0][1]), __ATOMIC_RELAXED);
 	}
 	ah_arena_destroy(a);
 }
@@ -154,6 +164,14 @@ static void write_beats_and_queue(FILE *f, const struct ah_runner *r)
 	gauge(f, "agenthost_deploy_queue_oldest_age_seconds",
 	      "Age of the oldest queued deploy job (0: none queued), as of the last heartbeat.", "",
 	      (double)__atomic_load_n(&st.oldest_queued_ms, __ATOMIC_RELAXED) / 1000.0);
+	int64_t hooks = __atomic_load_n(&st.hooks_pending, __ATOMIC_RELAXED);
+	if (hooks < 0)
+		return;
+	gauge(f, "agenthost_webhook_backlog_deliveries",
+	      "Webhook deliveries pending (cluster-wide), as of the last heartbeat.", "", (double)hooks);
+	gauge(f, "agenthost_webhook_backlog_late_seconds",
+	      "How long the most overdue pending webhook delivery has been due (0: none).", "",
+	      (double)__atomic_load_n(&st.hooks_late_ms, __ATOMIC_RELAXED) / 1000.0);
 }
 
 /* The request's head, until its blank line, within 4 KiB and 2 s in all: the

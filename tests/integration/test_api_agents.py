@@ -15,7 +15,7 @@ AGENT_KEYS = {"id", "name", "slug", "description", "source_type", "git_repo_url"
               "timeout_seconds", "min_warm", "network", "status", "status_message", "sandbox_id", "needs_redeploy",
               "created_at", "updated_at", "deployed_at",
               # spend limits (issue 32, test_budgets.py)
-              "max_cost_usd_per_day", "max_cost_usd_per_month"}
+              "max_cost_usd_per_day", "max_cost_usd_per_month", "webhook_url"}
 REPO = "https://example.com/acme/agent.git"
 
 

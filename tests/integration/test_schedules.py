@@ -66,6 +66,8 @@ def agent(client):
 
 def test_create_returns_the_next_five_runs_in_the_zone(client, make_agent):
     slug = make_agent()["slug"]
+    # A webhook_url follows a call's rules (webhooks.c): the user signs with a secret first.
+    assert client.post("/users/me/webhook-secret").status_code == 201
     s = create(client, slug, cron="30 9 * * 1-5", timezone="America/New_York",
                prompt="standup notes", session_id="daily-1", webhook_url="https://hooks.example.com/x")
     assert s["id"].startswith("sch_") and s["paused"] is False

@@ -41,7 +41,8 @@ URL = f"http://127.0.0.1:{PORT}"
 SHARE = "/usr/share/agenthost"
 CONF = "/etc/agenthost/agenthost.conf"
 STATE = "/var/lib/agenthost"
-UNITS = ["agenthost-api.service", "agenthost-runner.service", "agenthost-migrate.service"]
+UNITS = ["agenthost-api.service", "agenthost-runner.service", "agenthost-migrate.service",
+         "agenthost-webhooks.service"]
 # What building, checking and installing need beyond scripts/lib.sh's packages
 # (systemd for systemd-analyze, adduser for the postinst).
 NEEDS = ["debhelper", "lintian", "fakeroot", "dpkg-dev", "python3-yaml", "systemd", "adduser"]
@@ -260,7 +261,7 @@ def test_install(host):
     open(MARKER, "w").close()
     dpkg("-i", *host.debs)
     for prog in ("/usr/sbin/agenthost-api", "/usr/sbin/agenthost-runner", "/usr/sbin/agenthost-admin",
-                 "/usr/libexec/agenthost/agenthost-keeper", "/usr/bin/agenthost"):
+                 "/usr/sbin/agenthost-webhooks", "/usr/libexec/agenthost/agenthost-keeper", "/usr/bin/agenthost"):
         assert os.access(prog, os.X_OK), prog
         # The build's tree is gone once installed: nothing may point into it.
         assert host.src.encode() not in open(prog, "rb").read(), f"{prog} names the build tree"

@@ -126,6 +126,26 @@ export function keysPage(main, _p, ctx) {
       load(0);
     });
   });
-  main.append(h('h1', {}, 'API keys'), list, form);
+  main.append(h('h1', {}, 'API keys'), list, form, webhookSecretForm());
   load(0);
+}
+
+// The webhook signing secret: made or replaced here, shown once.
+function webhookSecretForm() {
+  const shown = h('div', { id: 'new-webhook-secret', 'aria-live': 'polite' });
+  const slot = errorSlot();
+  const btn = h('button', { type: 'submit' }, 'New webhook secret');
+  const form = h('form', { class: 'card', id: 'webhook-secret' }, h('h2', {}, 'Webhook signing secret'),
+    h('p', {}, 'Webhooks are signed with it (Agenthost-Signature). A new one replaces the one before at once.'), slot, btn, shown);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    if (!await confirmDialog('Make a new webhook secret? The current one stops being used at once.', 'Replace')) return;
+    act(btn, slot, async () => {
+      const r = await api('POST', '/users/me/webhook-secret');
+      const out = h('input', { type: 'text', readonly: true, value: r.data.secret, id: 'new-webhook-secret-value', class: 'mono' });
+      fill(shown, h('p', { role: 'status' }, 'Your new webhook secret. Copy it now: it is not shown again.'),
+        field('Webhook secret', out), copyButton(() => r.data.secret));
+    });
+  });
+  return form;
 }

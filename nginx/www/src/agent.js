@@ -6,6 +6,7 @@ import { errorSlot, act, pager, showError, confirmDialog, pollWithBackoff, notic
 import { mountsSection, attachmentsSection } from './storage.js';
 import { deploysSection } from './deploys.js';
 import { schedulesSection } from './schedules.js';
+import { webhooksSection } from './webhooks.js';
 
 export async function agentPage(main, [slug], ctx) {
   const path = `/agents/${enc(slug)}`;
@@ -35,7 +36,7 @@ export async function agentPage(main, [slug], ctx) {
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/agents' }, '← Agents')), title, status,
     h('div', { class: 'grid' }, codeSection(page), invokeSection(page)),
     secretsSection(page), schedulesSection(page), deploysSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
-    attachmentsSection(page), mountsSection(page), editSection(page));
+    webhooksSection(page), attachmentsSection(page), mountsSection(page), editSection(page));
   renderStatus(page);
   if (agent.status === 'deploying') watch(page);
 }
@@ -282,6 +283,7 @@ function editSection(page) {
   netAllow.value = (net.allow || []).join('\n');
   const url = input('git_repo_url', { type: 'url', value: a.git_repo_url || '' });
   const branch = input('git_branch', { value: a.git_branch || '' });
+  const hook = input('webhook_url', { type: 'url', value: a.webhook_url || '', placeholder: 'https://…' });
   const slot = errorSlot();
   const btn = h('button', { type: 'submit' }, 'Save changes');
   const form = h('form', { class: 'card', id: 'edit' }, h('h2', {}, 'Settings'), field('Name', name), field('Description', desc),
@@ -289,6 +291,7 @@ function editSection(page) {
     field('Warm processes', warm, 'Kept started between calls, so a call does not wait for node to start; each holds its memory while it waits. 0: none.'),
     field('Network', netMode, 'Where the agent may connect. The model gateway is always reachable.'),
     field('Allowed hosts', netAllow, 'With "only the hosts listed": one host name, IPv4 address or CIDR a line, each with an optional :port. Names are resolved when a sandbox is made.'),
+    field('Webhook URL', hook, 'Each finished call is POSTed there, signed with your webhook secret (API keys page). Empty: none.'),
     a.source_type === 'git' ? [field('Git repository URL', url), field('Branch or tag', branch)] : null, slot, btn);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
@@ -301,6 +304,7 @@ function editSection(page) {
       const allow = netAllow.value.split('\n').map((s) => s.trim()).filter((s) => s);
       const network = netMode.value === 'open' ? { mode: 'open', allow: [] } : { mode: 'allow', allow };
       if (JSON.stringify(network) !== JSON.stringify({ mode: net.mode, allow: net.allow || [] })) body.network = network;
+      if (hook.value !== (a.webhook_url || '')) body.webhook_url = hook.value || null;
       const r = await api('PATCH', page.path, { json: body });
       page.refresh(r.data);
       notice('Saved.', 'info');

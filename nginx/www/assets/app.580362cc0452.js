@@ -873,6 +873,34 @@ function schedulesSection(page) {
     list, form, next, slot);
 }
 
+// ---- webhooks.js
+// An agent's webhook deliveries: each finished call sent to a webhook_url,
+// its status, attempts and the receiver's last answer.
+
+function webhooksSection(page) {
+  const LIMIT = 10;
+  const box = h('div', {});
+  const slot = errorSlot();
+  const load = async (offset) => {
+    try {
+      const r = await api('GET', `${page.path}/webhook-deliveries`, { query: { limit: LIMIT, offset } });
+      if (!page.ctx.alive()) return;
+      const rows = r.data.map((d) => h('tr', {}, h('td', {}, fmtDate(d.created_at)), h('td', {}, badge(d.status)),
+        h('td', {}, h('code', {}, d.invocation_id)), h('td', {}, String(d.attempt_count)),
+        h('td', {}, d.last_status_code === null ? '—' : String(d.last_status_code)),
+        h('td', {}, d.next_attempt_at ? fmtDate(d.next_attempt_at) : '—'),
+        h('td', { class: 'clip' }, d.last_error || '')));
+      fill(box, r.data.length ? table(['When', 'Status', 'Invocation', 'Attempts', 'Last code', 'Next try', 'Error'], rows, 'Webhook deliveries')
+        : h('p', {}, 'No deliveries yet: set a webhook URL below, or pass webhook_url to a call.'),
+        pager(r.total, offset, LIMIT, load));
+    } catch (e) { showError(e, box); }
+  };
+  load(0);
+  return h('section', { class: 'card', id: 'webhooks', 'aria-labelledby': 'webhooks-h' },
+    h('div', { class: 'page-head' }, h('h2', { id: 'webhooks-h' }, 'Webhook deliveries'), button('Refresh', () => load(0), 'small')),
+    box, slot);
+}
+
 // ---- agent.js
 // One agent: status with live polling, deploy/stop/delete, edit, code upload,
 // the invoke console, secrets, schedules, sessions, invocation history and bucket mounts.
@@ -905,7 +933,7 @@ async function agentPage(main, [slug], ctx) {
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/agents' }, '← Agents')), title, status,
     h('div', { class: 'grid' }, codeSection(page), invokeSection(page)),
     secretsSection(page), schedulesSection(page), deploysSection(page), historySection(page, 'invocations'), historySection(page, 'sessions'),
-    attachmentsSection(page), mountsSection(page), editSection(page));
+    webhooksSection(page), attachmentsSection(page), mountsSection(page), editSection(page));
   renderStatus(page);
   if (agent.status === 'deploying') watch(page);
 }
@@ -1152,6 +1180,7 @@ function editSection(page) {
   netAllow.value = (net.allow || []).join('\n');
   const url = input('git_repo_url', { type: 'url', value: a.git_repo_url || '' });
   const branch = input('git_branch', { value: a.git_branch || '' });
+  const hook = input('webhook_url', { type: 'url', value: a.webhook_url || '', placeholder: 'https://…' });
   const slot = errorSlot();
   const btn = h('button', { type: 'submit' }, 'Save changes');
   const form = h('form', { class: 'card', id: 'edit' }, h('h2', {}, 'Settings'), field('Name', name), field('Description', desc),
@@ -1159,6 +1188,7 @@ function editSection(page) {
     field('Warm processes', warm, 'Kept started between calls, so a call does not wait for node to start; each holds its memory while it waits. 0: none.'),
     field('Network', netMode, 'Where the agent may connect. The model gateway is always reachable.'),
     field('Allowed hosts', netAllow, 'With "only the hosts listed": one host name, IPv4 address or CIDR a line, each with an optional :port. Names are resolved when a sandbox is made.'),
+    field('Webhook URL', hook, 'Each finished call is POSTed there, signed with your webhook secret (API keys page). Empty: none.'),
     a.source_type === 'git' ? [field('Git repository URL', url), field('Branch or tag', branch)] : null, slot, btn);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
@@ -1171,6 +1201,7 @@ function editSection(page) {
       const allow = netAllow.value.split('\n').map((s) => s.trim()).filter((s) => s);
       const network = netMode.value === 'open' ? { mode: 'open', allow: [] } : { mode: 'allow', allow };
       if (JSON.stringify(network) !== JSON.stringify({ mode: net.mode, allow: net.allow || [] })) body.network = network;
+      if (hook.value !== (a.webhook_url || '')) body.webhook_url = hook.value || null;
       const r = await api('PATCH', page.path, { json: body });
       page.refresh(r.data);
       notice('Saved.', 'info');
@@ -1370,8 +1401,28 @@ function keysPage(main, _p, ctx) {
       load(0);
     });
   });
-  main.append(h('h1', {}, 'API keys'), list, form);
+  main.append(h('h1', {}, 'API keys'), list, form, webhookSecretForm());
   load(0);
+}
+
+// The webhook signing secret: made or replaced here, shown once.
+function webhookSecretForm() {
+  const shown = h('div', { id: 'new-webhook-secret', 'aria-live': 'polite' });
+  const slot = errorSlot();
+  const btn = h('button', { type: 'submit' }, 'New webhook secret');
+  const form = h('form', { class: 'card', id: 'webhook-secret' }, h('h2', {}, 'Webhook signing secret'),
+    h('p', {}, 'Webhooks are signed with it (Agenthost-Signature). A new one replaces the one before at once.'), slot, btn, shown);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    if (!await confirmDialog('Make a new webhook secret? The current one stops being used at once.', 'Replace')) return;
+    act(btn, slot, async () => {
+      const r = await api('POST', '/users/me/webhook-secret');
+      const out = h('input', { type: 'text', readonly: true, value: r.data.secret, id: 'new-webhook-secret-value', class: 'mono' });
+      fill(shown, h('p', { role: 'status' }, 'Your new webhook secret. Copy it now: it is not shown again.'),
+        field('Webhook secret', out), copyButton(() => r.data.secret));
+    });
+  });
+  return form;
 }
 
 // ---- app.js
