@@ -29,6 +29,8 @@ typedef struct ah_invocation {
 	/* What the model provider reported through the model gateway (decimal
 	 * text); NULL when not measured (the gateway is off). */
 	const char *model_input_tokens, *model_output_tokens;
+	/* Its phases as a JSON object's text (invoke_timing.h), or NULL. */
+	const char *timing;
 	/* Why some files the agent wrote were not kept (invoke_files.c), or NULL. */
 	const char *files_error;
 	/* Its logs: the redacted end of its stderr (invocation_logs.c), written

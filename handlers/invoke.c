@@ -15,6 +15,7 @@
 #include "invocations.h"
 #include "invoke_answer.h"
 #include "invoke_files.h"
+#include "invoke_timing.h"
 #include "routes.h"
 #include "validate.h"
 #include "crypto/crypto.h"
@@ -302,12 +303,15 @@ static long long max_output(json_object *q)
 }
 
 static void run_agent(ah_req *r, const ah_agent *a, const invoke_in *in, const ah_invocation *inv,
-                      json_object *env, ah_run_out *o)
+                      json_object *env, ah_run_out *o, ah_inv_timing *tm)
 {
 	json_object *q = run_request(r, a, in, inv->id, env), *ans;
 	long long out_cap = max_output(q);
-	int rc = ah_invoke_files_request(r, a, inv->session_id, q) ? AH_EFAIL
-	         : ah_runner_call(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS));
+	int rc = ah_invoke_files_request(r, a, inv->session_id, q) ? AH_EFAIL : 0;
+	tm->t_call = ah_mono_us();
+	if (rc == 0)
+		rc = ah_runner_call(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS));
+	tm->t_answer = ah_mono_us();
 	if (rc == AH_ETIMEOUT) {
 		ah_log_error("inv=%s: no answer from the runner in time", inv->id);
 		ah_run_timed_out(r, o, in->timeout_s);
@@ -321,6 +325,7 @@ static void run_agent(ah_req *r, const ah_agent *a, const invoke_in *in, const a
 		ah_run_failed(r, o, "sandbox runner unavailable");
 	} else {
 		ah_run_answer(r, ans, in->timeout_s, out_cap, o);
+		ah_inv_timing_runner(tm, ans);
 		o->files = ah_invoke_files_record(r, a, inv->session_id, ans, &o->files_error);
 	}
 }
@@ -416,6 +421,7 @@ static int invoke(ah_req *r)
 	invoke_in in = {0};
 	json_object *env;
 	ah_run_out o = {0};
+	ah_inv_timing tm = {.t_req = r->start_us};
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0 || (rc = read_input(r, a, &in)) != 0)
 		return rc;
@@ -442,13 +448,14 @@ static int invoke(ah_req *r)
 		return AH_EFAIL;
 	if (in.session_id && (rc = claim_session(r, a->id, in.session_id, state)) != 0)
 		return rc;
-	run_agent(r, a, &in, &inv, env, &o);
+	run_agent(r, a, &in, &inv, env, &o, &tm);
 	if (o.http == 503) { /* nothing ran: no history entry, no usage */
 		ah_header(r, "Retry-After", ah_sprintf(r->arena, "%lld", o.retry_after));
 		return ah_reply_error(r, 503, o.detail);
 	}
 	failed_output(&o);
 	note_logs(r, a, inv.id, &o);
+	ah_inv_timing_phases(&tm, tm.t_ran = ah_mono_us());
 	inv.duration_ms = ah_now_ms() - start;
 	inv.sandbox_id = o.sandbox_id;
 	inv.response = o.out;
@@ -464,7 +471,11 @@ static int invoke(ah_req *r)
 	ah_invocation_account(r, &inv);
 	inv.err_log = o.err_log, inv.err_log_len = o.err_log_len;
 	inv.err_log_truncated = o.err_log_truncated;
+	tm.us[AH_MX_PH_RECORD] = ah_mono_us() - tm.t_ran; /* kept: up to the write */
+	inv.timing = ah_inv_timing_text(r, &tm);
 	ah_invocation_record(r, a->id, &inv);
+	tm.us[AH_MX_PH_RECORD] = ah_mono_us() - tm.t_ran;
+	ah_inv_timing_header(r, &tm);
 	return reply(r, &o, &inv);
 }
 
