@@ -1,7 +1,6 @@
 /* See invoke_timing.h. */
 #include "invoke_timing.h"
 #include "core/util.h"
-#include "core/log.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -58,7 +57,6 @@ void ah_inv_timing_phases(ah_inv_timing *t, int64_t now)
 	t->us[AH_MX_PH_RUN] = r[3];
 	t->us[AH_MX_PH_COLLECT] = r[4] + after;
 	t->us[AH_MX_PH_RECORD] = 0;
-	ah_log_info("DBGT before=%lld rq=%lld wire=%lld call=%lld", (long long)before, (long long)r[0], (long long)wire, (long long)call);
 }
 
 const char *ah_inv_timing_text(ah_req *r, const ah_inv_timing *t)
