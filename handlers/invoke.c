@@ -35,11 +35,13 @@
 #define RUNNER_AWAY_RETRY_S 5
 #define MODEL_KEY_MAX 4096
 
-/* The agent's secrets and, for a call in a session, the session's state (the
- * row whose name is NULL): one round trip for both. */
+/* The agent's secrets ('e'), for a call in a session the session's state
+ * ('x'), and what the run request's files are made of (invoke_files.h): one
+ * round trip for all. */
 static const char SQL_SECRETS_SESSION[] =
-	"SELECT name, nonce, ciphertext FROM secrets WHERE agent_id = ?"
-	" UNION ALL SELECT NULL, NULL, state FROM sessions WHERE agent_id = ? AND id = ?";
+	"SELECT 'e', name, nonce, ciphertext, NULL FROM secrets WHERE agent_id = ?"
+	" UNION ALL SELECT 'x', NULL, NULL, state, NULL FROM sessions WHERE agent_id = ? AND id = ?"
+	" UNION ALL " AH_INVOKE_FILES_SQL;
 static const char SQL_SESSION_LOCK[] =
 	"SELECT state FROM sessions WHERE agent_id = ? AND id = ? FOR UPDATE";
 static const char SQL_SESSION_CREATE[] =
@@ -132,31 +134,37 @@ static const char *model_key_value(ah_req *r)
 }
 
 /* The agent's secrets as they are now, plus the model key; never logged. With
- * a session id, *state is that session's state (NULL: no such session yet). */
+ * a session id, *state is that session's state (NULL: no such session yet).
+ * The files' rows are left at the start of rows->v, rows->n of them. */
 static int build_env(ah_req *r, const char *agent_id, const char *sid, json_object **out,
-                     const char **state)
+                     const char **state, ah_rows *rows)
 {
-	ah_rows rows;
 	*state = NULL;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_SECRETS_SESSION, "sss", agent_id, agent_id,
-	                sid ? sid : "") != 0)
+	if (ah_db_query(r->db, r->arena, rows, SQL_SECRETS_SESSION, "sssssss", agent_id, agent_id,
+	                sid ? sid : "", agent_id, agent_id, sid ? sid : "", r->user->id) != 0)
 		return AH_EFAIL;
 	json_object *env = json_object_new_object();
-	for (size_t i = 0; i < rows.n; i++) {
-		char *plain;
+	size_t nfiles = 0;
+	for (size_t i = 0; i < rows->n; i++) {
+		char kind = rows->v[i][0][0], **v = rows->v[i] + 1, *plain;
 		size_t len;
-		if (!rows.v[i][0]) {
-			*state = rows.v[i][2];
+		if (kind == 'x') {
+			*state = v[2];
 			continue;
 		}
-		if (rows.len[i][1] != AH_NONCE_BYTES ||
-		    ah_crypto_open(r->arena, &plain, &len, (const unsigned char *)rows.v[i][1],
-		                   (const unsigned char *)rows.v[i][2], rows.len[i][2]) != 0) {
-			ah_log_error("secret %s of agent %s does not decrypt; left out", rows.v[i][0], agent_id);
+		if (kind != 'e') { /* the files' (invoke_files.h) */
+			rows->v[nfiles++] = rows->v[i];
 			continue;
 		}
-		json_object_object_add(env, rows.v[i][0], json_object_new_string_len(plain, (int)len));
+		if (rows->len[i][2] != AH_NONCE_BYTES ||
+		    ah_crypto_open(r->arena, &plain, &len, (const unsigned char *)v[1],
+		                   (const unsigned char *)v[2], rows->len[i][3]) != 0) {
+			ah_log_error("secret %s of agent %s does not decrypt; left out", v[0], agent_id);
+			continue;
+		}
+		json_object_object_add(env, v[0], json_object_new_string_len(plain, (int)len));
 	}
+	rows->n = nfiles;
 	/* With the model gateway on, the runner keeps the key and hands out a token. */
 	bool gateway = ah_cfg_bool(r->cfg, AH_CFG_MODEL_GATEWAY);
 	const char *key = gateway ? "" : model_key_value(r);
@@ -303,14 +311,13 @@ static long long max_output(json_object *q)
 }
 
 static void run_agent(ah_req *r, const ah_agent *a, const invoke_in *in, const ah_invocation *inv,
-                      json_object *env, ah_run_out *o, ah_inv_timing *tm)
+                      json_object *env, const ah_rows *files, ah_run_out *o, ah_inv_timing *tm)
 {
 	json_object *q = run_request(r, a, in, inv->id, env), *ans;
 	long long out_cap = max_output(q);
-	int rc = ah_invoke_files_request(r, a, inv->session_id, q) ? AH_EFAIL : 0;
+	ah_invoke_files_request(r, files->v, files->n, q);
 	tm->t_call = ah_mono_us();
-	if (rc == 0)
-		rc = ah_runner_call(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS));
+	int rc = ah_runner_call(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS));
 	tm->t_answer = ah_mono_us();
 	if (rc == AH_ETIMEOUT) {
 		ah_log_error("inv=%s: no answer from the runner in time", inv->id);
@@ -443,12 +450,13 @@ static int invoke(ah_req *r)
 	                     .prompt = in.prompt, .prompt_len = in.prompt_len};
 	inv.session_id = in.session_id ? in.session_id : ah_id_new(r->arena, "ses");
 	const char *state;
+	ah_rows files;
 	if (ah_tokenize_count(&in_tokens, in.prompt, in.prompt_len) != 0 ||
-	    build_env(r, a->id, in.session_id, &env, &state) != 0)
+	    build_env(r, a->id, in.session_id, &env, &state, &files) != 0)
 		return AH_EFAIL;
 	if (in.session_id && (rc = claim_session(r, a->id, in.session_id, state)) != 0)
 		return rc;
-	run_agent(r, a, &in, &inv, env, &o, &tm);
+	run_agent(r, a, &in, &inv, env, &files, &o, &tm);
 	if (o.http == 503) { /* nothing ran: no history entry, no usage */
 		ah_header(r, "Retry-After", ah_sprintf(r->arena, "%lld", o.retry_after));
 		return ah_reply_error(r, 503, o.detail);

@@ -13,15 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* What a run request carries, in one round trip (issue 31: an agent without
- * files costs its calls one statement, not three): the attachments ('a'),
- * the session's files ('s') and the user's free quota ('q'). */
-static const char SQL_FILES[] =
-	"SELECT 'a', f.id, f.sha256, af.mount_path, af.read_only FROM agent_files af"
-	" JOIN files f ON f.id = af.file_id WHERE af.agent_id = ? AND f.status = 'confirmed'"
-	" UNION ALL SELECT 's', filename, sha256, size_bytes, NULL FROM files WHERE agent_id = ?"
-	" AND session_id = ? AND scope = 'session' AND status = 'confirmed'"
-	" UNION ALL SELECT 'q', quota_bytes - storage_used_bytes, NULL, NULL, NULL FROM users WHERE id = ?";
 static const char SQL_SESSION_FILE[] =
 	"SELECT " AH_FILE_COLS AH_FILE_FROM " WHERE f.agent_id = ? AND f.session_id = ?"
 	" AND f.filename = ? AND f.scope = 'session' FOR UPDATE";
@@ -40,18 +31,14 @@ static json_object *entry(const char *k1, const char *v1, const char *k2, const 
 	return o;
 }
 
-int ah_invoke_files_request(ah_req *r, const ah_agent *a, const char *session_id, json_object *q)
+void ah_invoke_files_request(ah_req *r, char ***rows, size_t n, json_object *q)
 {
-	ah_rows rows;
 	long long left = 0;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_FILES, "ssss", a->id, a->id,
-	                session_id ? session_id : "", r->user->id) != 0)
-		return AH_EFAIL;
 	json_object *files = json_object_new_object(), *al = json_object_new_array(),
 	            *sl = json_object_new_array();
-	for (size_t i = 0; i < rows.n; i++) {
-		char **v = rows.v[i] + 1, kind = rows.v[i][0][0];
-		json_object *e = NULL;
+	for (size_t i = 0; i < n; i++) {
+		char **v = rows[i] + 1, kind = rows[i][0][0];
+		json_object *e;
 		if (kind == 'q') {
 			left = ah_cell_ll(v[0]);
 		} else if (kind == 'a') {
@@ -74,7 +61,6 @@ int ah_invoke_files_request(ah_req *r, const ah_agent *a, const char *session_id
 	json_object_object_add(files, "max_files",
 	                       json_object_new_int64(ah_cfg_int(r->cfg, AH_CFG_SESSION_OUTPUT_MAX_FILES)));
 	json_object_object_add(q, "files", files);
-	return 0;
 }
 
 /* A few common types by extension; the rest is application/octet-stream. */
