@@ -37,9 +37,11 @@
 
 /* The agent's secrets ('e'), for a call in a session the session's state
  * ('x'), and what the run request's files are made of (invoke_files.h): one
- * round trip for all. */
+ * round trip for all. A secret's nonce and ciphertext are one cell: the
+ * union would make a column of the nonce's BINARY(24) and the files' text a
+ * wider BINARY, padded. */
 static const char SQL_SECRETS_SESSION[] =
-	"SELECT 'e', name, nonce, ciphertext, NULL FROM secrets WHERE agent_id = ?"
+	"SELECT 'e', name, NULL, CONCAT(nonce, ciphertext), NULL FROM secrets WHERE agent_id = ?"
 	" UNION ALL SELECT 'x', NULL, NULL, state, NULL FROM sessions WHERE agent_id = ? AND id = ?"
 	" UNION ALL " AH_INVOKE_FILES_SQL;
 static const char SQL_SESSION_LOCK[] =
@@ -156,9 +158,10 @@ static int build_env(ah_req *r, const char *agent_id, const char *sid, json_obje
 			rows->v[nfiles++] = rows->v[i];
 			continue;
 		}
-		if (rows->len[i][2] != AH_NONCE_BYTES ||
-		    ah_crypto_open(r->arena, &plain, &len, (const unsigned char *)v[1],
-		                   (const unsigned char *)v[2], rows->len[i][3]) != 0) {
+		if (rows->len[i][3] <= AH_NONCE_BYTES ||
+		    ah_crypto_open(r->arena, &plain, &len, (const unsigned char *)v[2],
+		                   (const unsigned char *)v[2] + AH_NONCE_BYTES,
+		                   rows->len[i][3] - AH_NONCE_BYTES) != 0) {
 			ah_log_error("secret %s of agent %s does not decrypt; left out", v[0], agent_id);
 			continue;
 		}
