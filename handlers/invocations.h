@@ -30,6 +30,8 @@ typedef struct ah_invocation {
 	/* What the model provider reported through the model gateway (decimal
 	 * text); NULL when not measured (the gateway is off). */
 	const char *model_input_tokens, *model_output_tokens;
+	/* Its phases as a JSON object's text (invoke_timing.h), or NULL. */
+	const char *timing;
 	/* Why some files the agent wrote were not kept (invoke_files.c), or NULL. */
 	const char *files_error;
 	/* Its logs: the redacted end of its stderr (invocation_logs.c), written
@@ -52,7 +54,7 @@ typedef struct ah_invocation {
 	"i.id, i.session_id, i.sandbox_id, i.prompt, i.response_content, i.input_tokens,"  \
 	" i.output_tokens, i.total_cost_usd, i.duration_ms, i.status, i.error, i.created_at," \
 	" i.model_input_tokens, i.model_output_tokens, i.prompt_sha256, i.response_sha256, i.files_error," \
-	" i.schedule_id"
+	" i.schedule_id, i.timing"
 json_object *ah_invocation_row_json(ah_req *r, const ah_rows *rows, size_t i);
 
 /* The contract's invocation result; with_prompt adds "prompt" (history).

@@ -17,6 +17,7 @@
 #include "budgets.h"
 #include "invoke.h"
 #include "invoke_files.h"
+#include "invoke_timing.h"
 #include "routes.h"
 #include "validate.h"
 #include "webhooks.h"
@@ -37,11 +38,15 @@
 #define RUNNER_AWAY_RETRY_S 5
 #define MODEL_KEY_MAX 4096
 
-/* The agent's secrets and, for a call in a session, the session's state (the
- * row whose name is NULL): one round trip for both. */
+/* The agent's secrets ('e'), for a call in a session the session's state
+ * ('x'), and what the run request's files are made of (invoke_files.h): one
+ * round trip for all. A secret's nonce and ciphertext are one cell: the
+ * union would make a column of the nonce's BINARY(24) and the files' text a
+ * wider BINARY, padded. */
 static const char SQL_SECRETS_SESSION[] =
-	"SELECT name, nonce, ciphertext FROM secrets WHERE agent_id = ?"
-	" UNION ALL SELECT NULL, NULL, state FROM sessions WHERE agent_id = ? AND id = ?";
+	"SELECT 'e', name, NULL, CONCAT(nonce, ciphertext), NULL FROM secrets WHERE agent_id = ?"
+	" UNION ALL SELECT 'x', NULL, NULL, state, NULL FROM sessions WHERE agent_id = ? AND id = ?"
+	" UNION ALL " AH_INVOKE_FILES_SQL;
 static const char SQL_SESSION_LOCK[] =
 	"SELECT state FROM sessions WHERE agent_id = ? AND id = ? FOR UPDATE";
 static const char SQL_SESSION_CREATE[] =
@@ -138,31 +143,38 @@ static const char *model_key_value(ah_req *r)
 }
 
 /* The agent's secrets as they are now, plus the model key; never logged. With
- * a session id, *state is that session's state (NULL: no such session yet). */
+ * a session id, *state is that session's state (NULL: no such session yet).
+ * The files' rows are left at the start of rows->v, rows->n of them. */
 static int build_env(ah_req *r, const char *agent_id, const char *sid, json_object **out,
-                     const char **state)
+                     const char **state, ah_rows *rows)
 {
-	ah_rows rows;
 	*state = NULL;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_SECRETS_SESSION, "sss", agent_id, agent_id,
-	                sid ? sid : "") != 0)
+	if (ah_db_query(r->db, r->arena, rows, SQL_SECRETS_SESSION, "sssssss", agent_id, agent_id,
+	                sid ? sid : "", agent_id, agent_id, sid ? sid : "", r->user->id) != 0)
 		return AH_EFAIL;
 	json_object *env = json_object_new_object();
-	for (size_t i = 0; i < rows.n; i++) {
-		char *plain;
+	size_t nfiles = 0;
+	for (size_t i = 0; i < rows->n; i++) {
+		char kind = rows->v[i][0][0], **v = rows->v[i] + 1, *plain;
 		size_t len;
-		if (!rows.v[i][0]) {
-			*state = rows.v[i][2];
+		if (kind == 'x') {
+			*state = v[2];
 			continue;
 		}
-		if (rows.len[i][1] != AH_NONCE_BYTES ||
-		    ah_crypto_open(r->arena, &plain, &len, (const unsigned char *)rows.v[i][1],
-		                   (const unsigned char *)rows.v[i][2], rows.len[i][2]) != 0) {
-			ah_log_error("secret %s of agent %s does not decrypt; left out", rows.v[i][0], agent_id);
+		if (kind != 'e') { /* the files' (invoke_files.h) */
+			rows->v[nfiles++] = rows->v[i];
 			continue;
 		}
-		json_object_object_add(env, rows.v[i][0], json_object_new_string_len(plain, (int)len));
+		if (rows->len[i][3] <= AH_NONCE_BYTES ||
+		    ah_crypto_open(r->arena, &plain, &len, (const unsigned char *)v[2],
+		                   (const unsigned char *)v[2] + AH_NONCE_BYTES,
+		                   rows->len[i][3] - AH_NONCE_BYTES) != 0) {
+			ah_log_error("secret %s of agent %s does not decrypt; left out", v[0], agent_id);
+			continue;
+		}
+		json_object_object_add(env, v[0], json_object_new_string_len(plain, (int)len));
 	}
+	rows->n = nfiles;
 	/* With the model gateway on, the runner keeps the key and hands out a token. */
 	bool gateway = ah_cfg_bool(r->cfg, AH_CFG_MODEL_GATEWAY);
 	const char *key = gateway ? "" : model_key_value(r);
@@ -313,7 +325,7 @@ static long long max_output(json_object *q)
 	return json_object_object_get_ex(q, "max_output_bytes", &v) ? json_object_get_int64(v) : 0;
 }
 
-static void run_agent(ah_req *r, const ah_call *c, ah_run_out *o)
+static void run_agent(ah_req *r, ah_call *c, ah_run_out *o)
 {
 	const ah_agent *a = c->a;
 	const invoke_in *in = &c->in;
@@ -322,9 +334,11 @@ static void run_agent(ah_req *r, const ah_call *c, ah_run_out *o)
 	long long out_cap = max_output(q);
 	if (c->on_chunk)
 		ah_json_bool(q, "stream", true);
-	int rc = ah_invoke_files_request(r, a, inv->session_id, q) ? AH_EFAIL
-	         : ah_runner_call_stream(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS),
-	                                 c->on_chunk, c->chunk_ctx);
+	ah_invoke_files_request(r, c->files.v, c->files.n, q);
+	c->tm.t_call = ah_mono_us();
+	int rc = ah_runner_call_stream(r, q, &ans, (int)(in->timeout_s * 1000 + RUNNER_SLACK_MS),
+	                               c->on_chunk, c->chunk_ctx);
+	c->tm.t_answer = ah_mono_us();
 	if (rc == AH_ETIMEOUT) {
 		ah_log_error("inv=%s: no answer from the runner in time", inv->id);
 		ah_run_timed_out(r, o, in->timeout_s);
@@ -338,6 +352,7 @@ static void run_agent(ah_req *r, const ah_call *c, ah_run_out *o)
 		ah_run_failed(r, o, "sandbox runner unavailable");
 	} else {
 		ah_run_answer(r, ans, in->timeout_s, out_cap, o);
+		ah_inv_timing_runner(&c->tm, ans);
 		o->files = ah_invoke_files_record(r, a, inv->session_id, ans, &o->files_error);
 	}
 }
@@ -406,6 +421,7 @@ void ah_call_run(ah_req *r, ah_call *c)
 	}
 	failed_output(o);
 	note_logs(r, c->a, inv->id, o);
+	ah_inv_timing_phases(&c->tm, c->tm.t_ran = ah_mono_us());
 	inv->duration_ms = ah_now_ms() - c->start;
 	inv->sandbox_id = o->sandbox_id;
 	inv->response = o->out;
@@ -421,7 +437,10 @@ void ah_call_run(ah_req *r, ah_call *c)
 	ah_invocation_account(r, inv);
 	inv->err_log = o->err_log, inv->err_log_len = o->err_log_len;
 	inv->err_log_truncated = o->err_log_truncated;
+	c->tm.us[AH_MX_PH_RECORD] = ah_mono_us() - c->tm.t_ran; /* kept: up to the write */
+	inv->timing = ah_inv_timing_text(r, &c->tm);
 	ah_invocation_record(r, c->a->id, inv);
+	c->tm.us[AH_MX_PH_RECORD] = ah_mono_us() - c->tm.t_ran;
 	ah_budget_finish(r, &c->budget, inv->cost, o->model_charged);
 	/* The call's own webhook, else its agent's: every way a call finishes
 	 * (plain, streamed, asynchronous, a schedule's) passes here. */
@@ -435,7 +454,7 @@ void ah_call_run(ah_req *r, ah_call *c)
 int ah_invoke(ah_req *r, const char *schedule_id, const char **inv_id)
 {
 	const ah_agent *a;
-	ah_call c = {0};
+	ah_call c = {.tm = {.t_req = r->start_us}};
 	invoke_in *in = &c.in;
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0 || (rc = read_input(r, a, in)) != 0)
@@ -465,7 +484,7 @@ int ah_invoke(ah_req *r, const char *schedule_id, const char **inv_id)
 	c.inv.schedule_id = schedule_id;
 	const char *state;
 	if (ah_tokenize_count(&c.in_tokens, in->prompt, in->prompt_len) != 0 ||
-	    build_env(r, a->id, in->session_id, &c.env, &state) != 0)
+	    build_env(r, a->id, in->session_id, &c.env, &state, &c.files) != 0)
 		return AH_EFAIL;
 	if (in->session_id && (rc = claim_session(r, a->id, in->session_id, state)) != 0)
 		return rc;
@@ -482,6 +501,7 @@ int ah_invoke(ah_req *r, const char *schedule_id, const char **inv_id)
 	}
 	if (inv_id)
 		*inv_id = c.inv.id;
+	ah_inv_timing_header(r, &c.tm);
 	return ah_call_reply(r, &c);
 }
 

@@ -10,6 +10,7 @@
 #include "budgets.h"
 #include "invocations.h"
 #include "invoke_answer.h"
+#include "invoke_timing.h"
 #include "runner_client/runner_client.h"
 
 typedef struct ah_invoke_in {
@@ -30,6 +31,8 @@ typedef struct ah_call {
 	size_t in_tokens;
 	ah_run_out o;
 	ah_budget_hold budget;  /* the spend limits' hold, taken at admission (budgets.h) */
+	ah_rows files;          /* what the run request's files are made of (invoke_files.h) */
+	ah_inv_timing tm;       /* where the call's time goes (invoke_timing.h) */
 	/* Streaming: each piece of the agent's stdout as the runner sends it. */
 	ah_runner_chunk_fn on_chunk;
 	void *chunk_ctx;

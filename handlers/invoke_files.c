@@ -13,13 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char SQL_ATTACHED[] =
-	"SELECT f.id, f.sha256, af.mount_path, af.read_only FROM agent_files af"
-	" JOIN files f ON f.id = af.file_id WHERE af.agent_id = ? AND f.status = 'confirmed'";
-static const char SQL_SESSION[] =
-	"SELECT filename, sha256, size_bytes FROM files WHERE agent_id = ? AND session_id = ? AND scope = 'session'"
-	" AND status = 'confirmed'";
-static const char SQL_FREE[] = "SELECT quota_bytes - storage_used_bytes FROM users WHERE id = ?";
 static const char SQL_SESSION_FILE[] =
 	"SELECT " AH_FILE_COLS AH_FILE_FROM " WHERE f.agent_id = ? AND f.session_id = ?"
 	" AND f.filename = ? AND f.scope = 'session' FOR UPDATE";
@@ -38,29 +31,29 @@ static json_object *entry(const char *k1, const char *v1, const char *k2, const 
 	return o;
 }
 
-int ah_invoke_files_request(ah_req *r, const ah_agent *a, const char *session_id, json_object *q)
+void ah_invoke_files_request(ah_req *r, char ***rows, size_t n, json_object *q)
 {
-	ah_rows att, ses, fr;
-	if (ah_db_query(r->db, r->arena, &att, SQL_ATTACHED, "s", a->id) != 0 ||
-	    ah_db_query(r->db, r->arena, &ses, SQL_SESSION, "ss", a->id, session_id ? session_id : "") != 0 ||
-	    ah_db_query(r->db, r->arena, &fr, SQL_FREE, "s", r->user->id) != 0)
-		return AH_EFAIL;
+	long long left = 0;
 	json_object *files = json_object_new_object(), *al = json_object_new_array(),
 	            *sl = json_object_new_array();
-	for (size_t i = 0; i < att.n; i++) {
-		json_object *e = entry("file_id", att.v[i][0], "sha", att.v[i][1]);
-		json_object_object_add(e, "path", json_object_new_string(att.v[i][2]));
-		json_object_object_add(e, "ro", json_object_new_boolean(ah_cell_ll(att.v[i][3]) != 0));
-		json_object_array_add(al, e);
-	}
-	for (size_t i = 0; i < ses.n; i++) {
-		json_object *e = entry("name", ses.v[i][0], "sha", ses.v[i][1]);
-		json_object_object_add(e, "size", json_object_new_int64(ah_cell_ll(ses.v[i][2])));
-		json_object_array_add(sl, e);
+	for (size_t i = 0; i < n; i++) {
+		char **v = rows[i] + 1, kind = rows[i][0][0];
+		json_object *e;
+		if (kind == 'q') {
+			left = ah_cell_ll(v[0]);
+		} else if (kind == 'a') {
+			e = entry("file_id", v[0], "sha", v[1]);
+			json_object_object_add(e, "path", json_object_new_string(v[2]));
+			json_object_object_add(e, "ro", json_object_new_boolean(ah_cell_ll(v[3]) != 0));
+			json_object_array_add(al, e);
+		} else {
+			e = entry("name", v[0], "sha", v[1]);
+			json_object_object_add(e, "size", json_object_new_int64(ah_cell_ll(v[2])));
+			json_object_array_add(sl, e);
+		}
 	}
 	json_object_object_add(files, "attach", al);
 	json_object_object_add(files, "session", sl);
-	long long left = ah_cell_ll(ah_cell(&fr, 0, 0));
 	json_object_object_add(files, "collect_max", json_object_new_int64(left > 0 ? left : 0));
 	/* The call's caps (the runner also caps the bytes by the sandbox's disk). */
 	json_object_object_add(files, "max_bytes",
@@ -68,7 +61,6 @@ int ah_invoke_files_request(ah_req *r, const ah_agent *a, const char *session_id
 	json_object_object_add(files, "max_files",
 	                       json_object_new_int64(ah_cfg_int(r->cfg, AH_CFG_SESSION_OUTPUT_MAX_FILES)));
 	json_object_object_add(q, "files", files);
-	return 0;
 }
 
 /* A few common types by extension; the rest is application/octet-stream. */

@@ -63,8 +63,8 @@ static const char SQL_RECORD[] =
 	"INSERT INTO invocations (id, agent_id, user_id, session_id, sandbox_id, prompt,"
 	" response_content, input_tokens, output_tokens, total_cost_usd, duration_ms, status, error,"
 	" created_at, model_input_tokens, model_output_tokens, prompt_sha256, response_sha256, files_error,"
-	" trigger_type, schedule_id)"
-	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, IF(? IS NULL, 'api', 'schedule'), ?)";
+	" trigger_type, schedule_id, timing)"
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, IF(? IS NULL, 'api', 'schedule'), ?, ?)";
 /* Only for an invocation whose history row cannot be written (its agent was
  * deleted during the call); otherwise the invocations_rollup trigger (schema/
  * 004) counts the usage and touches the session within SQL_RECORD itself. */
@@ -93,12 +93,12 @@ typedef struct spilled {
 
 static int record_row(ah_req *r, const char *agent_id, const ah_invocation *v, const spilled *s)
 {
-	return ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisissssssssss", v->id, agent_id, r->user->id,
+	return ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisisssssssssss", v->id, agent_id, r->user->id,
 	                  v->session_id, v->sandbox_id, v->prompt, v->prompt_len, v->response,
 	                  v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
 	                  ah_invocation_status_names[v->status], v->error, v->created_at, v->model_input_tokens,
 	                  v->model_output_tokens, s->prompt, s->response, v->files_error, v->schedule_id,
-	                  v->schedule_id);
+	                  v->schedule_id, v->timing);
 }
 
 /* The history row and, when the agent wrote to stderr, its logs row: one

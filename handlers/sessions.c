@@ -78,7 +78,7 @@ static const char SQL_HISTORY_AFTER[] =
 
 enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_DURATION,
        H_STATUS, H_ERROR, H_CREATED, H_MODEL_IN, H_MODEL_OUT, H_PROMPT_SHA, H_RESPONSE_SHA,
-       H_FILES_ERROR, H_SCHEDULE };
+       H_FILES_ERROR, H_SCHEDULE, H_TIMING };
 
 /* ---- the invocation result ---- */
 
@@ -126,6 +126,10 @@ json_object *ah_invocation_json(ah_req *r, const ah_invocation *inv, bool with_p
 	if (inv->schedule_id)
 		ah_json_str(o, "schedule_id", inv->schedule_id);
 	ah_json_time(r, o, "created_at", inv->created_at);
+	/* Recorded since issue 31: older rows have none. */
+	json_object *timing = inv->timing ? json_tokener_parse(inv->timing) : NULL;
+	if (timing)
+		json_object_object_add(o, "timing", timing);
 	if (with_prompt) {
 		/* Prompts arrived as JSON strings, so they are valid UTF-8 already. */
 		size_t n;
@@ -223,7 +227,7 @@ static json_object *history_json(ah_req *r, const ah_rows *rows, size_t i)
 		.input_tokens = ah_cell_ll(v[H_IN]), .output_tokens = ah_cell_ll(v[H_OUT]),
 		.duration_ms = ah_cell_ll(v[H_DURATION]),
 		.model_input_tokens = v[H_MODEL_IN], .model_output_tokens = v[H_MODEL_OUT],
-		.files_error = v[H_FILES_ERROR], .schedule_id = v[H_SCHEDULE],
+		.files_error = v[H_FILES_ERROR], .schedule_id = v[H_SCHEDULE], .timing = v[H_TIMING],
 	};
 	if (v[H_PROMPT_SHA])
 		unspill(r, v[H_PROMPT_SHA], &inv.prompt, &inv.prompt_len);

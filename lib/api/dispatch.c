@@ -139,6 +139,7 @@ static int route_and_run(ah_req *r, const ah_route *const *routes, const ah_rout
 void ah_dispatch(ah_req *r, const ah_route *const *routes)
 {
 	int64_t start = ah_now_ms(), start_us = ah_mono_us();
+	r->start_us = start_us;
 	init_req(r);
 	const ah_route *rt = NULL;
 	int rc = route_and_run(r, routes, &rt);

@@ -1,8 +1,9 @@
 /* The worker's loop: wait for a request on one of the connections nginx keeps
  * to this worker or on a new one, answer it, keep the connection if nginx
- * does. SIGTERM is blocked while a request is handled and unblocked only while
- * waiting, so a drain never cuts a response in half: an idle worker exits at
- * once, a busy one right after it answers. */
+ * does. SIGTERM is blocked except while waiting (ppoll unblocks it for its
+ * wait alone: no two sigprocmask calls a request), so a drain never cuts a
+ * response in half: an idle worker exits at once, a busy one right after it
+ * answers. */
 #include "api/worker.h"
 #include "api/dispatch.h"
 #include "core/log.h"
@@ -121,7 +122,7 @@ static void keep(kept *k, int fd)
  * took the new connection, or nginx closed a kept one; -2 when accepting
  * fails for good (out of descriptors, say): the worker exits, and the master
  * starts a new one, as when libfcgi's own accept failed. */
-static int next_connection(int listen_fd, kept *k)
+static int next_connection(int listen_fd, kept *k, const sigset_t *waiting)
 {
 	static unsigned turn;
 	struct pollfd pf[MAX_KEPT + 1];
@@ -129,7 +130,7 @@ static int next_connection(int listen_fd, kept *k)
 	for (int i = 0; i < k->n; i++)
 		pf[i] = (struct pollfd){.fd = k->fd[i], .events = POLLIN};
 	pf[k->n] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
-	if (poll(pf, (nfds_t)n, -1) <= 0)
+	if (ppoll(pf, (nfds_t)n, NULL, waiting) <= 0)
 		return -1;
 	for (int j = 0; j < n; j++) {
 		int i = (int)((turn + (unsigned)j) % (unsigned)n);
@@ -174,17 +175,17 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool, const ah_api_ap
 	FCGX_Request fcgi;
 	FCGX_InitRequest(&fcgi, listen_fd, 0);
 	ah_arena *arena = ah_arena_new();
-	sigset_t term;
+	sigset_t term, waiting;
 	sigemptyset(&term);
 	sigaddset(&term, SIGTERM);
 	struct sigaction sa = {.sa_handler = on_term};
 	sigaction(SIGTERM, &sa, NULL);
+	sigprocmask(SIG_BLOCK, &term, &waiting);
+	sigdelset(&waiting, SIGTERM);
 	long long pruned = 0;
 	kept k = {.n = 0};
 	for (;;) {
-		sigprocmask(SIG_UNBLOCK, &term, NULL);
-		int fd = next_connection(listen_fd, &k);
-		sigprocmask(SIG_BLOCK, &term, NULL);
+		int fd = next_connection(listen_fd, &k, &waiting);
 		if (fd == -2) {
 			ah_log_error("accept failed: %s", strerror(errno));
 			break;

@@ -63,6 +63,23 @@ static int invoke_body(struct ah_cli *c, const struct ah_cli_args *a, json_objec
 	return 0;
 }
 
+/* Where the call's time went (issue 31): the result's timing, one dim line. */
+static void print_timing(struct ah_cli *c, json_object *res)
+{
+	static const char *const phases[] = {"queue", "take", "start", "run", "collect", "record"};
+	json_object *t, *v;
+	char line[256];
+	size_t n = 0;
+	if (!json_object_object_get_ex(res, "timing", &t) || !json_object_is_type(t, json_type_object))
+		return;
+	for (size_t i = 0; i < sizeof phases / sizeof phases[0] && n < sizeof line; i++)
+		if (json_object_object_get_ex(t, ah_sprintf(c->a, "%s_ms", phases[i]), &v))
+			n += (size_t)snprintf(line + n, sizeof line - n, "%s%s %.2f", n ? " · " : "", phases[i],
+			                      json_object_get_double(v));
+	if (n && n < sizeof line)
+		fprintf(stderr, "%s\n", ah_cli_paint(c, stderr, "2", ah_sprintf(c->a, "time (ms): %s", line)));
+}
+
 /* printed: the response went out already (streamed). */
 static void print_result(struct ah_cli *c, json_object *res, bool printed)
 {
@@ -92,6 +109,7 @@ static void print_result(struct ah_cli *c, json_object *res, bool printed)
 	                   ah_cli_text(c, res, "total_cost_usd", AH_COL_NUM),
 	                   ah_cli_text(c, res, "duration_ms", AH_COL_NUM),
 	                   ah_cli_text(c, res, "session_id", AH_COL_TEXT))));
+	print_timing(c, res);
 	/* Some of the files the agent wrote were not kept (caps, quota, time). */
 	if (json_object_object_get_ex(res, "files_error", &v) && v)
 		ah_cli_note(c, "files: %s", json_object_get_string(v));

@@ -16,6 +16,12 @@ static const double http_bounds[AH_MX_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.
                                                   0.25, 0.5, 1, 2.5, 5, 10, 60};
 static const double inv_bounds[AH_MX_BUCKETS] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60,
                                                  120, 300, 600};
+/* An invocation's phases: 50 µs to a minute (a run is up to 600 s: +Inf). */
+static const double phase_bounds[AH_MX_BUCKETS] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001,
+                                                   0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5,
+                                                   10, 60};
+const char *const ah_mx_phase_names[AH_MX_PH_N] = {"queue", "take", "start", "run", "collect",
+                                                   "record"};
 
 /* The statuses counted apart (index 0: any other). */
 static const int codes[AH_MX_CODES] = {0, 200, 201, 202, 204, 206, 301, 302, 304, 400, 401, 403,
@@ -94,6 +100,12 @@ void ah_mx_invocation(int status, int64_t elapsed_ms, long long in_tok, long lon
 	add(&cur->tokens[AH_MX_TOK_INPUT], in_tok > 0 ? (uint64_t)in_tok : 0);
 	add(&cur->tokens[AH_MX_TOK_OUTPUT], out_tok > 0 ? (uint64_t)out_tok : 0);
 	add(&cur->cost_pico, pico_of(cost));
+}
+
+void ah_mx_phases(const int64_t *us)
+{
+	for (unsigned i = 0; i < AH_MX_PH_N; i++)
+		observe(&cur->phase_time[i], phase_bounds, us[i]);
 }
 
 void ah_mx_db_error(void)
@@ -192,6 +204,15 @@ void ah_mx_write_invocations(FILE *f, const ah_mx_slot *t)
 	             "Duration of recorded invocations (the history's duration_ms).");
 	ah_mx_write_hist(f, "agenthost_invocation_duration_seconds", "", &t->invocation_time,
 	                 inv_bounds);
+	ah_mx_family(f, "agenthost_invocation_phase_seconds", "histogram",
+	             "Each phase of an invocation (its Server-Timing): queue, take, start, run,"
+	             " collect, record.");
+	for (unsigned i = 0; i < AH_MX_PH_N; i++) {
+		char labels[32];
+		snprintf(labels, sizeof labels, "phase=\"%s\"", ah_mx_phase_names[i]);
+		ah_mx_write_hist(f, "agenthost_invocation_phase_seconds", labels, &t->phase_time[i],
+		                 phase_bounds);
+	}
 	ah_mx_family(f, "agenthost_invocation_tokens_total", "counter",
 	             "Tokens of recorded invocations, by kind (as billed: input, output).");
 	fprintf(f, "agenthost_invocation_tokens_total{kind=\"input\"} %llu\n",

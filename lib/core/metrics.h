@@ -30,12 +30,17 @@ typedef struct ah_mx_hist {
 enum { AH_MX_INV_COMPLETED, AH_MX_INV_FAILED, AH_MX_INV_N };
 enum { AH_MX_TOK_INPUT, AH_MX_TOK_OUTPUT, AH_MX_TOK_N };
 enum { AH_MX_RETRY_LOST, AH_MX_RETRY_DEADLOCK, AH_MX_RETRY_N };
+/* An invocation's phases (issue 31), in the order of its Server-Timing. */
+enum { AH_MX_PH_QUEUE, AH_MX_PH_TAKE, AH_MX_PH_START, AH_MX_PH_RUN, AH_MX_PH_COLLECT,
+       AH_MX_PH_RECORD, AH_MX_PH_N };
+extern const char *const ah_mx_phase_names[AH_MX_PH_N];
 
 typedef struct ah_mx_slot {
 	uint64_t requests[AH_MX_ROUTES][AH_MX_CODES];
 	ah_mx_hist request_time[AH_MX_ROUTES];
 	uint64_t invocations[AH_MX_INV_N];
 	ah_mx_hist invocation_time;
+	ah_mx_hist phase_time[AH_MX_PH_N];
 	uint64_t tokens[AH_MX_TOK_N];
 	uint64_t cost_pico;        /* USD × 1e12, as core/money.h */
 	uint64_t db_errors;
@@ -52,6 +57,8 @@ void ah_mx_use(unsigned i);
 void ah_mx_request(unsigned route, int status, int64_t elapsed_us);
 void ah_mx_invocation(int status, int64_t elapsed_ms, long long in_tok, long long out_tok,
                       const char *cost);
+/* One invocation's phases, us[AH_MX_PH_N] in microseconds. */
+void ah_mx_phases(const int64_t *us);
 void ah_mx_db_error(void);
 void ah_mx_db_retry(int kind);
 

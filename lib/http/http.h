@@ -61,6 +61,7 @@ typedef struct ah_req {
 	 * blob): it is not to be kept for later requests. */
 	bool partial;
 	ah_rate rate;
+	int64_t start_us;         /* its arrival at the worker (ah_mono_us) */
 
 	/* response state */
 	bool responded;

@@ -41,6 +41,9 @@ struct run_out {
 	ah_gateway_usage usage;
 	bool metered;              /* the model gateway served the run */
 	json_object *files;        /* managed files out of the run (run_collect.c), or NULL */
+	/* Its phases' marks (ah_mono_us): the request in, a slot taken, the
+	 * sandbox ready for the exec, the exec over (issue 31). */
+	int64_t t_in, t_slot, t_ready, t_ran;
 };
 
 /* ---- answers ------------------------------------------------------------- */
@@ -97,6 +100,21 @@ static void add_stderr(json_object *ans, const ah_sandbox_result *res)
 	free(b64);
 }
 
+/* The run's phases in microseconds, for the API's Server-Timing and the
+ * invocation's record: queue (checks and a wait for a slot), take (the
+ * sandbox leased, the gateway and the call's files placed), start, run (the
+ * sandbox's split of the exec) and collect (files out, the answer encoded). */
+static void add_timing(json_object *ans, const struct run_out *o)
+{
+	static const char *const k[] = {"queue_us", "take_us", "start_us", "run_us", "collect_us"};
+	int64_t v[] = {o->t_slot - o->t_in, o->t_ready - o->t_slot, o->res.start_us, o->res.run_us,
+	               ah_mono_us() - o->t_ran};
+	json_object *t = json_object_new_object();
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+		json_object_object_add(t, k[i], json_object_new_int64(v[i]));
+	json_object_object_add(ans, "timing", t);
+}
+
 static json_object *run_answer(const struct run_out *o)
 {
 	const ah_sandbox_result *res = &o->res;
@@ -132,6 +150,7 @@ static json_object *run_answer(const struct run_out *o)
 	add_stderr(ans, res);
 	if (res->cancelled)
 		json_object_object_add(ans, "cancelled", json_object_new_boolean(1));
+	add_timing(ans, o);
 	if (o->files) {
 		json_object_object_foreach(o->files, k, v)
 			json_object_object_add(ans, k, json_object_get(v));
@@ -314,6 +333,7 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 	int rc = q->files && !out->warm ? ah_run_files_in(r->cfg, sb, q->files, deadline, &why) : 0;
 	int64_t left = deadline - ah_rf_now();
 	x.timeout_ms = (int)(left > 0 ? left : 1);
+	out->t_ready = ah_mono_us();
 	if (rc == AH_ETIMEOUT) { /* its files took all of its time: it timed out */
 		ah_log_warn("%s agent=%s: files: %s", tag, q->agent_id, why.msg);
 		out->res = (ah_sandbox_result){.exit_code = -1, .signal = 9, .timed_out = true};
@@ -328,6 +348,7 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 		               : ah_sandbox_exec(sb, &x, &out->res, &why);
 		ah_run_slot_remove(&slot);
 	}
+	out->t_ran = ah_mono_us();
 	ah_gateway_stop(g, &out->usage); /* the token dies with the run */
 	out->metered = gw != NULL;
 	/* Stopped (systemctl restart or stop): the grace is over and its sandbox
@@ -437,6 +458,7 @@ static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q
 		return ah_err_set(err, AH_EBUSY, "the runner is restarting or stopping");
 	if ((rc = take_slot(r, err)) != 0)
 		return rc;
+	out->t_slot = ah_mono_us();
 	rc = execute(r, q, fp, use_gw ? gw : NULL, out, after, err);
 	give_slot();
 	return rc;
@@ -446,7 +468,7 @@ json_object *ah_op_run(struct ah_runner *r, json_object *req, ah_op_after *after
 {
 	struct ah_run_req q = {0};
 	struct gw_plan gw = {0};
-	struct run_out out = {0};
+	struct run_out out = {.t_in = ah_mono_us()};
 	ah_err err = {0};
 	int rc = run_steps(r, req, &q, &gw, &out, after, &err);
 	json_object *ans = rc ? error_answer(rc, &err) : run_answer(&out);

@@ -16,18 +16,19 @@
 #include <string.h>
 
 /* The runner this worker last found alive, and when: an invocation does not
- * ask the database again within a second. A runner is "gone" only after three
- * missed heartbeats (15 s by default), so the second costs a takeover nothing
- * that matters, and spares every call a round trip. Workers are single threaded. */
-#define ALIVE_FOR_MS 1000
+ * ask the database again within one heartbeat period. A runner is "gone"
+ * only after three missed heartbeats (15 s by default), so a period (5 s)
+ * delays a takeover by no more than that, and spares calls a round trip
+ * (issue 31: at one second, calls a second apart each paid it). Workers are
+ * single threaded. */
 static struct {
 	char id[80];
 	int64_t at;
 } seen_alive;
 
-static bool known_alive(const char *runner_id)
+static bool known_alive(const char *runner_id, int64_t for_ms)
 {
-	return strcmp(seen_alive.id, runner_id) == 0 && ah_now_ms() - seen_alive.at < ALIVE_FOR_MS;
+	return strcmp(seen_alive.id, runner_id) == 0 && ah_now_ms() - seen_alive.at < for_ms;
 }
 
 static void note_alive(const char *runner_id)
@@ -51,11 +52,11 @@ static const char SQL_NOW[] = "SELECT runner_id FROM agents WHERE id = ?";
 const char *ah_runner_takeover(ah_req *r, const char *agent_id, const char *runner_id,
                                bool movable)
 {
-	long long grace = 3 * ah_cfg_int(r->cfg, AH_CFG_RUNNER_HEARTBEAT_SECONDS);
+	long long period = ah_cfg_int(r->cfg, AH_CFG_RUNNER_HEARTBEAT_SECONDS), grace = 3 * period;
 	char local[80] = "";
 	ah_rows rows;
 	unsigned long long n = 0;
-	if (!runner_id || !movable || !r->db || known_alive(runner_id) ||
+	if (!runner_id || !movable || !r->db || known_alive(runner_id, period * 1000) ||
 	    ah_db_query(r->db, r->arena, &rows, SQL_DEAD, "is", grace, runner_id) != 0)
 		return runner_id; /* alive (or unknown: the call says what is wrong) */
 	if (rows.n == 1 && strcmp(ah_cell(&rows, 0, 0), "0") == 0) {

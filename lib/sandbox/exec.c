@@ -420,7 +420,7 @@ static int exec_common(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox
 	 * with its pid namespace): the count after the last one is the count now. */
 	long long oom_before = held ? sb->held.oom_before
 	                     : sb->oom_kills >= 0 ? sb->oom_kills : sb_cgroup_oom_count(sb);
-	long long t0 = sb_mono_ms();
+	long long t0 = sb_mono_ms(), u0 = ah_mono_us(), u1 = 0;
 	/* Out of memory: stderr is logged as before, none is kept. */
 	if (x->nredact || x->keep_stderr)
 		s.rd = ah_redact_new(x->redact, x->nredact, x->keep_stderr, to_stderr, &s);
@@ -442,11 +442,14 @@ static int exec_common(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox
 		sb_io_feed_stdin(&s);
 		rc = start(sb, x, p, err);
 	}
+	u1 = ah_mono_us();
 	if (rc == 0)
 		rc = io_loop(sb, &s, x->timeout_ms, &status, &out->timed_out, err);
 	if (rc == 0) {
 		fill_result(out, &s, status);
 		out->cancelled = s.cancelled;
+		out->start_us = u1 - u0;
+		out->run_us = ah_mono_us() - u1;
 		sb->oom_kills = sb_cgroup_oom_count(sb);
 		out->oom_killed = sb->oom_kills > oom_before;
 		out->duration_ms = sb_mono_ms() - t0;

@@ -174,6 +174,11 @@ typedef struct ah_sandbox_result {
 	size_t err_log_len;
 	bool err_log_truncated;    /* stderr was longer than err_log */
 	long long duration_ms;
+	/* Its phases (issue 31), in microseconds: the start (pipes made and the
+	 * spawner told to exec, or a held program handed its stdin) and the
+	 * run (from there to its end and its output read; the program's own
+	 * start-up, node's included, counts here). */
+	long long start_us, run_us;
 } ah_sandbox_result;
 
 /* Once per process, as root: checks cgroups (v1 or v2), installs the network

@@ -2,7 +2,8 @@
 // the real stack: a failed call's result links to it, it shows the record and
 // the agent's stderr with a secret redacted, the history links to it, the
 // agent's markup in its stderr stays text, and another user's invocation
-// shows the API's 404. Run like dashboard.test.mjs.
+// shows the API's 404; the record's facts include where its time went.
+// Run like dashboard.test.mjs.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -53,6 +54,9 @@ test('a failed call links to its detail view: the record and its stderr, secret 
   assert.equal(await page.locator('#invocation-prompt').textContent(), 'hello');
   assert.equal(await page.locator('#invocation-response').textContent(), 'partial');
   assert.match(await page.locator('#invocation-error').textContent(), /status 4/);
+  // Where its time went (issue 31), phase by phase.
+  assert.match(await page.locator('#invocation-timing').textContent(),
+    /^queue [0-9.]+ · take [0-9.]+ · start [0-9.]+ · run [0-9.]+ · collect [0-9.]+ · record [0-9.]+ ms$/);
   await shot(page, 'invocation-detail');
   // Back on the agent, the history's row links to the same view.
   await page.getByRole('link', { name: '← logger' }).click();

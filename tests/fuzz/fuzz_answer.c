@@ -3,9 +3,11 @@
  * itself: fuzz_wire). Input: the answer's JSON text. Property: whatever the
  * runner sends, the outcome is 200, 500, 503 or 504; a failure has an error
  * and a detail; a 503's Retry-After is 1..600 s; the decoded stdout is no
- * longer than its base64 allows. */
+ * longer than its base64 allows; the phases read from its "timing" are
+ * none negative, and fit in the call however it lies. */
 #include "fake_req.h"
 #include "invoke_answer.h"
+#include "invoke_timing.h"
 
 #include <json-c/json.h>
 
@@ -43,6 +45,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ah_run_out o = { 0 };
 	ah_run_answer(&f.r, ans, 30, 1 << 20, &o);
 	check(&o, ans);
+	ah_inv_timing t = {.t_req = 1000, .t_call = 2000, .t_answer = 3000};
+	ah_inv_timing_runner(&t, ans);
+	ah_inv_timing_phases(&t, 4000);
+	for (int i = 0; i < AH_MX_PH_N; i++)
+		if (t.us[i] < 0 || (!t.runner && t.us[i] > 3000))
+			__builtin_trap();
 	json_object_put(ans);
 	fake_req_done(&f);
 	return 0;

@@ -6,6 +6,7 @@ the 429 wait, and the deploy's status line on a terminal and not in a pipe."""
 import json
 import os
 import pty
+import re
 import select
 import shlex
 import signal
@@ -166,6 +167,9 @@ def test_init_deploy_invoke_sessions_usage(user, tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout == "You said: hi there\n"
     assert "tokens" in r.stderr and "$" in r.stderr
+    # Where its time went (issue 31): the result's timing, phase by phase.
+    assert re.search(r"time \(ms\): queue [0-9.]+ · take [0-9.]+ · start [0-9.]+ · run [0-9.]+"
+                     r" · collect [0-9.]+ · record [0-9.]+\n", r.stderr), r.stderr
     r = run(env, "invoke", "hello-agent", "-s", "s1", "--json", stdin="from stdin")
     res = json.loads(r.stdout)
     assert res["status"] == "completed" and res["session_id"] == "s1"

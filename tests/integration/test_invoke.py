@@ -18,8 +18,11 @@ from conftest import assert_422
 
 ID = r"[0-9A-Za-z]{22}"
 TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+# The contract's, plus the call's files and its phases (timing: issue 31;
+# tests/integration/test_invoke_timing.py checks them).
 RESULT_KEYS = {"invocation_id", "session_id", "sandbox_id", "response_content", "input_tokens", "files",
-               "output_tokens", "total_cost_usd", "duration_ms", "status", "error", "created_at", "trigger"}
+               "output_tokens", "total_cost_usd", "duration_ms", "status", "error", "created_at", "trigger",
+               "timing"}
 # Token counts pinned from cl100k_base (tests/unit/test_tokenize.c has the same rows).
 SENTENCE = "Hello, world! How are you today? Fine; thanks -- for asking..."
 SENTENCE_TOKENS = 16

@@ -1236,10 +1236,18 @@ function recordView(r) {
       h('dt', {}, 'Tokens'), h('dd', {}, `${r.input_tokens} in, ${r.output_tokens} out`),
       h('dt', {}, 'Cost'), h('dd', {}, fmtUsd(r.total_cost_usd)),
       h('dt', {}, 'Duration'), h('dd', {}, `${r.duration_ms} ms`),
+      r.timing ? [h('dt', {}, 'Time'), h('dd', { id: 'invocation-timing' }, timingText(r.timing))] : null,
       h('dt', {}, 'Session'), h('dd', {}, h('code', {}, r.session_id || '—'))),
     h('h3', {}, 'Prompt'), h('pre', { id: 'invocation-prompt' }, r.prompt || ''),
     h('h3', {}, 'Response'), h('pre', { id: 'invocation-response' }, r.response_content || ''),
   ];
+}
+
+// Where the call's time went (issue 31), as its Server-Timing header said.
+const PHASES = ['queue', 'take', 'start', 'run', 'collect', 'record'];
+function timingText(t) {
+  return PHASES.filter((p) => typeof t[`${p}_ms`] === 'number')
+    .map((p) => `${p} ${t[`${p}_ms`].toFixed(2)}`).join(' · ') + ' ms';
 }
 
 function logsView(l) {
