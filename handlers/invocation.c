@@ -23,9 +23,13 @@
 
 static const char SQL_FINISHED[] =
 	"SELECT " AH_HISTORY_COLS " FROM invocations i WHERE i.agent_id = ? AND i.id = ?";
+/* The owner column: its lock held (the call runs), or not. A Galera node
+ * sees only its own clients' locks: there an unheld lock means a lost owner
+ * only once the longest call (600 s) and its slack are over. */
 static const char SQL_RUNNING[] =
 	"SELECT id, session_id, prompt, input_tokens, created_at, runner_id, cancel_requested,"
-	" IS_USED_LOCK(CONCAT('" AH_RUNNING_LOCK "', id)),"
+	" IS_USED_LOCK(CONCAT('" AH_RUNNING_LOCK "', id)) IS NOT NULL OR (@@wsrep_on = 1 AND"
+	" created_at > NOW(3) - INTERVAL 700 SECOND),"
 	" TIMESTAMPDIFF(MICROSECOND, created_at, NOW(3)) DIV 1000"
 	" FROM invocations_running WHERE agent_id = ? AND id = ?";
 static const char SQL_RUNNING_DEL[] = "DELETE FROM invocations_running WHERE id = ?";
@@ -81,7 +85,7 @@ static int lookup(ah_req *r, const ah_agent *a, const char *id, json_object **ou
 {
 	if (ah_db_query(r->db, r->arena, run, SQL_RUNNING, "ss", a->id, id) != 0)
 		return AH_EFAIL;
-	if (run->n == 1 && run->v[0][R_OWNER]) {
+	if (run->n == 1 && run->v[0][R_OWNER] && strcmp(run->v[0][R_OWNER], "1") == 0) {
 		*out = running_json(r, run->v[0]);
 		return RUNNING;
 	}

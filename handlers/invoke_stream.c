@@ -135,14 +135,15 @@ int ah_invoke_stream(ah_req *r, ah_call *c)
 	ah_header(r, "X-Accel-Buffering", "no");
 	if (ah_stream_begin(r, 200, "text/event-stream; charset=utf-8") != 0)
 		s.gone = true;
+	/* Seen by GET …/invocations/{id} and cancellable while it streams: from
+	 * before the start event names it. */
+	bool tracked = ah_running_begin(r, c) == 0;
 	json_object *start = json_object_new_object();
 	ah_json_str(start, "invocation_id", c->inv.id);
 	ah_json_str(start, "session_id", c->inv.session_id);
 	sse_event(&s, "start", start);
 	c->on_chunk = on_chunk;
 	c->chunk_ctx = &s;
-	/* Seen by GET …/invocations/{id} and cancellable while it streams. */
-	bool tracked = ah_running_begin(r, c) == 0;
 	ah_call_run(r, c);
 	if (tracked)
 		ah_running_end(r, c);

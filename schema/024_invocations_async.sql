@@ -8,7 +8,8 @@ ALTER TABLE invocations MODIFY status ENUM('completed','failed','cancelled') NOT
 -- 'agenthost_inv_<id>' on its own connection until it has recorded the call
 -- in invocations and removed this row. A row whose lock nobody holds has
 -- lost its owner (the API's host or process died): whoever reads it next
--- records it as failed with that reason (handlers/invocation.c). The prompt
+-- records it as failed with that reason (handlers/invocation.c; on Galera,
+-- whose nodes see only their own clients' locks, once 700 s have passed). The prompt
 -- is kept for that record; the row goes with its agent.
 CREATE TABLE invocations_running (
   id                VARCHAR(32)  NOT NULL PRIMARY KEY,
