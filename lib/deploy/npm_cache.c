@@ -89,6 +89,19 @@ static int sha512_file(const char *path, char out[129])
 	return n == 0 ? 0 : -1;
 }
 
+/* Package tarballs are gzip'd; npm's HTTP cache also keeps registry
+ * metadata in content-v2 (reachable only through its index, never shared),
+ * which has no business in the shared cache. */
+static bool is_gzip(const char *path)
+{
+	unsigned char m[2] = {0};
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	bool gz = fd >= 0 && read(fd, m, 2) == 2 && m[0] == 0x1f && m[1] == 0x8b;
+	if (fd >= 0)
+		close(fd);
+	return gz;
+}
+
 static int mkdirs_0755(char *path)
 {
 	for (char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
@@ -121,7 +134,7 @@ static int harvest_one(const char *path, const struct stat *st, int flag, struct
 {
 	(void)f;
 	char claimed[129], got[129], dest[4400];
-	if (flag != FTW_F || !S_ISREG(st->st_mode) || !claimed_digest(path, claimed))
+	if (flag != FTW_F || !S_ISREG(st->st_mode) || !claimed_digest(path, claimed) || !is_gzip(path))
 		return 0;
 	snprintf(dest, sizeof dest, "%s/content-v2/sha512/%.2s/%.2s/%s", walk_cache, claimed,
 	         claimed + 2, claimed + 4);

@@ -113,16 +113,17 @@ const put = (hex, data) => {
   try { fs.chmodSync(p, 0o644); } catch (e) {}
   fs.writeFileSync(p, data);
 };
-put(process.argv[2], 'poisoned is-number');
-put('ab'.repeat(64), 'not the bytes of this name');
-const honest = 'honest bytes ' + process.argv[3];
+const gz = s => Buffer.concat([Buffer.from([0x1f, 0x8b]), Buffer.from(s)]);  // as tarballs start
+put(process.argv[2], gz('poisoned is-number'));
+put('ab'.repeat(64), gz('not the bytes of this name'));
+const honest = gz('honest bytes ' + process.argv[3]);
 put(crypto.createHash('sha512').update(honest).digest('hex'), honest);
 """
 
 
 def test_install_scripts_cannot_change_what_other_builds_get(client, cached):
     mark = uuid.uuid4().hex
-    honest = hashlib.sha512(f"honest bytes {mark}".encode()).hexdigest()
+    honest = hashlib.sha512(b"\x1f\x8b" + f"honest bytes {mark}".encode()).hexdigest()
     agent = local_agent(client, tgz(package({"postinstall": f"node poison.js {HEX} {mark}"}) +
                                     [("poison.js", "f", POISON_JS)]))
     log = deploy_log(client, agent)
