@@ -47,6 +47,11 @@ void ah_call_run(ah_req *r, ah_call *c);
  * status with {"detail", "invocation"}. (invoke.c) */
 int ah_call_reply(ah_req *r, const ah_call *c);
 
+/* Makes the session sid of the agent exist and be active before its call
+ * (state: what the call read of it, NULL when there is none): 0, AH_EDONE
+ * (429 at the plan's cap, answered) or AH_EFAIL. (invoke_session.c) */
+int ah_invoke_claim_session(ah_req *r, const char *agent_id, const char *sid, const char *state);
+
 /* "async": true — 202 {invocation_id, status: "running"}; the call runs in a
  * process of its own, not in the worker. (invoke_async.c) */
 int ah_invoke_async(ah_req *r, ah_call *c);
