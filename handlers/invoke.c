@@ -340,11 +340,9 @@ int ah_invoke(ah_req *r, const char *schedule_id, const char **inv_id)
 	int rc = ah_agent_load(r, &a);
 	if (rc != 0 || (rc = read_input(r, a, in)) != 0)
 		return rc;
-	/* A redeploy under way or failed leaves the previous image the agent's
-	 * (the runner switches only to a finished one): it keeps serving. */
-	bool has_image = a->image_path && a->entrypoint;
-	if (a->status != AH_AGENT_ACTIVE && !(has_image && (a->status == AH_AGENT_DEPLOYING ||
-	                                                    a->status == AH_AGENT_ERROR)))
+	/* The contract: 409 unless active. A redeploy that failed leaves an agent
+	 * with an image active on it (runner/jobs.c), so the old image serves. */
+	if (a->status != AH_AGENT_ACTIVE)
 		return ah_reply_error(r, 409, ah_sprintf(r->arena, "Agent is not active (status: %s)",
 		                      ah_agent_status_names[a->status]));
 	if (!a->image_path || !a->entrypoint)

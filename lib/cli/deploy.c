@@ -129,7 +129,9 @@ static int finish(struct deploy *d, json_object *rec, ah_err *err)
 	ah_cli_status_end(d->c);
 	if (d->c->json)
 		ah_cli_print_json(d->c, rec);
-	if (st && !strcmp(st, "active")) {
+	/* Active with a message: the deploy failed and the previous one serves on. */
+	const char *msg = ah_json_get_str(rec, "status_message");
+	if (st && !strcmp(st, "active") && (!msg || !*msg)) {
 		if (!d->c->json)
 			printf("%s is %s (deployed in %.1f s)\n", d->slug, ah_cli_paint(d->c, stdout, "32", "active"),
 			       elapsed(d));

@@ -25,6 +25,15 @@
 
 enum { CLAIMED = 0, NOTHING = 1, AGAIN = 2 };
 
+/* A deploy that failed: an agent that had an image stays active on it (the
+ * runner switches an agent only to a finished image), its status_message
+ * saying so (the CLI and dashboard show it; the deploy's record has the
+ * error); an agent that never had one is in error (API.md: invoke answers 409). */
+static const char SQL_AGENT_FAILED[] =
+	"UPDATE agents SET status = IF(image_path IS NULL, 'error', 'active'),"
+	" status_message = IF(image_path IS NULL, ?, CONCAT(?, '; the previous deploy keeps serving')),"
+	" updated_at = NOW(3) WHERE id = ?";
+
 static bool has_newer_job(ah_db *db, ah_arena *a, const char *agent_id, long long id)
 {
 	ah_rows rows;
@@ -53,8 +62,7 @@ static int give_up(ah_db *db, const struct ah_job *j, const char *last_error, lo
 	if (n == 0)
 		return 0;
 	ah_log_warn("job=%lld agent=%s: giving up: %s", j->id, j->agent_id, msg);
-	return ah_db_exec(db, NULL, "UPDATE agents SET status = 'error', status_message = ?, "
-	                  "updated_at = NOW(3) WHERE id = ?", "ss", msg, j->agent_id);
+	return ah_db_exec(db, NULL, SQL_AGENT_FAILED, "sss", msg, msg, j->agent_id);
 }
 
 /* One candidate row: CLAIMED, AGAIN (it was settled otherwise: superseded,
@@ -124,8 +132,7 @@ static int fail_job(ah_db *db, const struct ah_runner *r, const struct ah_job *j
 		                "AND state = 'running'", "sis", msg, j->id, r->id);
 	/* A newer deploy of the agent decides its status; a lost lease decides nothing. */
 	if (rc == 0 && n == 1 && !has_newer_job(db, a, j->agent_id, j->id))
-		rc = ah_db_exec(db, NULL, "UPDATE agents SET status = 'error', status_message = ?, "
-		                "updated_at = NOW(3) WHERE id = ?", "ss", msg, j->agent_id);
+		rc = ah_db_exec(db, NULL, SQL_AGENT_FAILED, "sss", msg, msg, j->agent_id);
 	if (rc == 0)
 		rc = ah_db_commit(db);
 	else

@@ -265,6 +265,20 @@ def test_failed_deploy_exits_1_with_the_status_message(user, tmp_path):
     assert "failed" in r.stderr and "version" in r.stderr
 
 
+@needs_runner
+def test_a_failed_redeploy_exits_1_and_the_previous_deploy_keeps_serving(user, tmp_path):
+    _e, _k, env = user
+    d = project(tmp_path, "process.stdin.on('data', () => {}).on('end', () => process.stdout.write('v1'));")
+    assert run(env, "deploy", str(d), "--create").returncode == 0
+    m = json.loads((d / "agent.json").read_text())
+    (d / "agent.json").write_text(json.dumps(dict(m, version="not-semver")))
+    r = run(env, "deploy", str(d))
+    assert r.returncode == 1, r.stdout
+    assert "version" in r.stderr and "the previous deploy keeps serving" in r.stderr, r.stderr
+    r = run(env, "invoke", slug_of(d), "hi", "--no-stream")
+    assert r.returncode == 0 and r.stdout.strip() == "v1", r.stderr
+
+
 
 def test_agent_network_allow_list(user):
     """--allow sets an egress allow-list (issue 32), --open-network drops it;

@@ -21,6 +21,13 @@ from test_deploy import (create_agent, deploy, deploy_and_wait, git, local_agent
 MARK = "install-script-says-" + uuid.uuid4().hex[:8]
 
 
+
+def assert_redeploy_failed(rec):
+    """A redeploy that failed leaves the agent active on its previous image,
+    its status_message saying so (runner/jobs.c)."""
+    assert rec["status"] == "active", rec
+    assert rec["status_message"].endswith("the previous deploy keeps serving"), rec
+
 def version_js(v):
     return ("let d = ''; process.stdin.on('data', c => d += c)"
             f".on('end', () => process.stdout.write('{v}:' + d));\n")
@@ -159,7 +166,7 @@ def test_a_git_deploy_records_the_commit_built(client, tmp_path):
         # A build that fails after the clone still says which commit it was.
         git(path, "rm", "-q", "agent.json")
         git(path, "commit", "-qm", "break it")
-        assert deploy_and_wait(client, agent)["status"] == "error"
+        assert_redeploy_failed(deploy_and_wait(client, agent))
     failed, d = deploys(client, agent["slug"]).json()
     assert d["source"] == {"type": "git", "git_repo_url": agent["git_repo_url"], "git_branch": None,
                            "git_commit": good}
@@ -255,7 +262,7 @@ def test_rollback_to_a_failed_deploy_or_during_a_deploy_is_refused(client):
     assert deploy_and_wait(client, agent)["status"] == "active"
     bad = pkg_with_install("process.exit(1)")
     assert upload(client, agent, versioned("v2", [bad])).status_code == 200
-    assert deploy_and_wait(client, agent)["status"] == "error"
+    assert_redeploy_failed(deploy_and_wait(client, agent))
     failed = deploys(client, agent["slug"]).json()[0]
     r = client.post(f"/agents/{agent['slug']}/rollback", json={"deploy_id": failed["id"]})
     assert r.status_code == 409 and "did not succeed" in r.json()["detail"]

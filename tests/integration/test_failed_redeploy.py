@@ -1,6 +1,8 @@
 """A redeploy that does not fit the limits (issue 27) fails naming the limit's
 setting, and the agent's previous image keeps answering its calls: the new
-image is only switched to once it is built, so the old one stays the agent's.
+image is only switched to once it is built, and the failed redeploy leaves
+the agent `active` on the old one, its status_message saying why (while the
+redeploy runs the agent is `deploying`, and API.md's 409 holds).
 Both limits are real ones of a runner restarted with them lowered: the image
 (image_max_mb) and the build's disk (build_disk_mb)."""
 import json
@@ -49,11 +51,13 @@ def test_a_redeploy_over_a_limit_fails_and_the_previous_image_keeps_serving(
     assert r.status_code == 200, r.text
     with runner_with(**{limit: value}):
         deploy(client, agent["slug"])
-        # While the new image is being built (its postinstall sleeps first).
-        assert say(client, agent) == "v1: hi"
+        # While the new image is being built (its postinstall sleeps first): the contract's 409.
+        r = client.post(f"/agents/{agent['slug']}/invoke", json={"prompt": "hi"}, timeout=120)
+        assert r.status_code == 409 and "deploying" in r.json()["detail"], r.text
         rec = wait_deployed(client, agent["slug"], 240)
-        assert rec["status"] == "error", rec
+        assert rec["status"] == "active", rec
         assert rec["status_message"].startswith(message), rec["status_message"]
+        assert rec["status_message"].endswith("the previous deploy keeps serving"), rec
         assert say(client, agent) == "v1: hi"  # the previous image answers
     assert say(client, agent) == "v1: hi"  # also from the runner with its usual limits
     newest, previous = deploys(client, agent["slug"]).json()[:2]
