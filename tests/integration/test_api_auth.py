@@ -78,7 +78,8 @@ def test_users_me(client):
     r = client.get("/users/me")
     assert r.status_code == 200
     me = r.json()
-    assert set(me) == {"id", "email", "plan", "quota_bytes", "created_at"}
+    assert set(me) == {"id", "email", "plan", "quota_bytes", "created_at",
+                       "max_cost_usd_per_day", "max_cost_usd_per_month"}  # spend limits (test_budgets.py)
     assert me["email"] == client.email
     assert me["plan"] == "free"
     assert re.match(r"^usr_[0-9A-Za-z]{22}$", me["id"])

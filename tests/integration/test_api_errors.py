@@ -382,10 +382,10 @@ def test_paths_outside_the_api_are_404_json(guard, url):
     ("POST", "/agents/{slug}/code", {"PUT"}),
     ("PUT", "/agents/{slug}/secrets", {"GET", "POST"}),
     ("GET", "/agents/{slug}/secrets/EXISTING", {"DELETE"}),
-    ("GET", "/api-keys/key_x", {"DELETE"}),
+    ("GET", "/api-keys/key_x", {"DELETE", "PATCH"}),
     ("PATCH", "/api-keys", {"GET", "POST"}),
     ("POST", "/health", {"GET"}),
-    ("DELETE", "/users/me", {"GET"}),
+    ("DELETE", "/users/me", {"GET", "PATCH"}),
     ("POST", "/openapi.json", {"GET"}),
 ])
 def test_wrong_methods_are_405_json_with_allow(guard, method, path, allow):

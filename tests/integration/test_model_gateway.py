@@ -296,7 +296,7 @@ def test_model_tokens_shown_beside_the_prompts(gateway_runner, tmp_path):
     assert r.returncode == 0, r.stderr
     model_in = JSON_USAGE["input_tokens"] + JSON_USAGE["cache_creation_input_tokens"] + \
         JSON_USAGE["cache_read_input_tokens"]
-    summary = r.stderr.strip().splitlines()[-1]
+    summary = next(l for l in r.stderr.splitlines() if l.startswith("tokens "))  # then the timing line
     assert f"model {model_in} in, {JSON_USAGE['output_tokens']} out" in summary, summary
     want = model_cost(model_in, JSON_USAGE["output_tokens"], JSON_USAGE["cache_creation_input_tokens"],
                       JSON_USAGE["cache_read_input_tokens"])
