@@ -31,7 +31,7 @@ static void test_agent_fill(void)
 	char *row[] = {"agt_1", "Name", "name", NULL, "local", NULL, NULL, "300", "active", NULL,
 	               "sbx", "1", "2026-01-01 00:00:00.000", "2026-01-01 00:00:00.000", NULL,
 	               "/img", "index.js", "r1", "abc", "3", "def", "1.500000", NULL,
-	               "{\"mode\":\"allow\",\"allow\":[]}"};
+	               "{\"mode\":\"allow\",\"allow\":[]}", "https://hooks.example.com/x"};
 	ah_arena *ar = ah_arena_new();
 	ah_rows rows = {.n = 1, .ncols = sizeof(row) / sizeof(row[0]), .v = (char **[]){row}};
 	ah_req r = {.arena = ar};
@@ -41,7 +41,9 @@ static void test_agent_fill(void)
 	ok(a->image_sha256 && strcmp(a->image_sha256, "def") == 0, "image_sha256");
 	ok(a->max_day && strcmp(a->max_day, "1.500000") == 0 && !a->max_month,
 	   "budgets: a limit and none");
-	ok(a->network && strncmp(a->network, "{\"mode\":", 8) == 0, "network (the last column)");
+	ok(a->network && strncmp(a->network, "{\"mode\":", 8) == 0, "network");
+	ok(a->webhook_url && strcmp(a->webhook_url, "https://hooks.example.com/x") == 0,
+	   "webhook_url (the last column)");
 	ok(a->description == NULL && a->deployed_at == NULL, "SQL NULL stays NULL");
 	ok(a->source_type == AH_SOURCE_LOCAL, "source_type 'local'");
 	ok(a->status == AH_AGENT_ACTIVE, "status 'active'");
