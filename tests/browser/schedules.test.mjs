@@ -20,7 +20,7 @@ test('a schedule is created with its next runs, paused, resumed and deleted', T,
   const form = page.locator('#schedule-form');
   await form.getByLabel('Cron').fill('0 0 31 2 *');
   await form.getByLabel('Time zone').fill('Europe/Berlin');
-  await form.getByLabel('Scheduled prompt').fill('morning report');
+  await form.getByLabel('Input for each run').fill('morning report');
   await form.getByRole('button', { name: 'Create schedule' }).click();
   await page.locator('#schedules', { hasText: 'cron' }).waitFor();  // the 422 names the field
   assert.equal((await call(key, 'GET', '/agents/scheduled/schedules')).data.length, 0);

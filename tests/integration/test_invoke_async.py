@@ -283,6 +283,9 @@ def test_owner_killed_mid_call_ends_failed_with_the_reason(client):
     assert [h["status"] for h in hist if h["invocation_id"] == inv] == ["failed"]
     # Cancelling it now: it is finished.
     assert client.post(f"/agents/{slug}/invocations/{inv}/cancel").status_code == 422
+    # Its run went on in the runner without an owner: gone with its agent, so
+    # that the next tests' sandbox counts do not meet it.
+    assert client.delete(f"/agents/{slug}").status_code == 204
 
 
 @needs_runner

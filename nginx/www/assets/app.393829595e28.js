@@ -855,7 +855,7 @@ function schedulesSection(page) {
     } catch (e) { showError(e, list); }
   };
   const form = h('form', { class: 'inline-form', id: 'schedule-form' },
-    field('Cron', cron, 'minute hour day month weekday'), field('Time zone', zone), field('Scheduled prompt', prompt), btn);
+    field('Cron', cron, 'minute hour day month weekday'), field('Time zone', zone), field('Input for each run', prompt, 'The prompt each scheduled run sends.'), btn);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     act(btn, slot, async () => {
