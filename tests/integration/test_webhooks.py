@@ -207,6 +207,30 @@ def test_agent_default_and_call_override(user, receivers):
     assert len(settled(user, 2)) == 2
 
 
+def test_streamed_and_asynchronous_calls_deliver_their_record(user, receivers):
+    """Every way a call is answered passes the one recording path (invoke.c
+    ah_call_run), so a streamed and an asynchronous call deliver too, their
+    record as GET …/invocations/{id} shows it."""
+    rcv = receivers()
+    slug = user.agent["slug"]
+    r = user.post(f"/agents/{slug}/invoke", json={"prompt": "later", "async": True, "webhook_url": rcv.url})
+    assert r.status_code == 202, r.text
+    inv_async = r.json()["invocation_id"]
+    r = user.post(f"/agents/{slug}/invoke", json={"prompt": "as it comes", "stream": True,
+                                                   "webhook_url": rcv.url}, stream=True)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/event-stream"), r.text
+    r.content  # the whole stream: the call has ended
+    assert wait_until(lambda: len(rcv.events("done")) == 2, 30, 0.1), rcv.events()
+    got = {json.loads(e["body"])["invocation_id"]: e for e in rcv.events("done")}
+    assert inv_async in got and len(got) == 2
+    for inv, ev in got.items():
+        assert verify(user.secret, ev)
+        body = json.loads(ev["body"])
+        assert body["status"] == "completed" and body["response_content"], body
+        rec = user.get(f"/agents/{slug}/invocations/{inv}").json()
+        assert rec["response_content"] == body["response_content"]
+
+
 def test_rotated_secret_signs_what_follows(user, receivers):
     rcv = receivers()
     r = user.post("/users/me/webhook-secret")
