@@ -52,29 +52,6 @@ static int default_port(const char *url)
 	return strncasecmp(url, "https://", 8) == 0 ? 443 : 80;
 }
 
-/* The host's kind: a literal address in any spelling with the URL's port
- * against the policy; "localhost" and names under it are loopback. -1: a
- * name, checked on each connection's address instead. */
-static int host_kind(const char *host, bool bracketed, long port, const ah_addr_policy *pol)
-{
-	size_t n = strlen(host);
-	if (strcasecmp(host, "localhost") == 0 || strcasecmp(host, "localhost.") == 0 ||
-	    (n > 10 && strcasecmp(host + n - 10, ".localhost") == 0) ||
-	    (n > 11 && strcasecmp(host + n - 11, ".localhost.") == 0))
-		host = "127.0.0.1";
-	struct sockaddr_storage ss;
-	enum ah_addr_text t = ah_addr_parse(&ss, host);
-	if (t == AH_ADDR_TEXT_MALFORMED || (bracketed && (t != AH_ADDR_TEXT_ADDRESS ||
-	                                                  ss.ss_family != AF_INET6)))
-		return -2;
-	if (t == AH_ADDR_TEXT_NAME)
-		return -1;
-	if (ss.ss_family == AF_INET)
-		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
-	else
-		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
-	return (int)ah_addr_policy_check(pol, (struct sockaddr *)&ss);
-}
 
 int ah_bucket_endpoint_check(const char *url, const ah_addr_policy *pol, bool path_ok,
                              ah_err *err)
@@ -104,7 +81,7 @@ int ah_bucket_endpoint_check(const char *url, const ah_addr_policy *pol, bool pa
 	if (!path_ok && *path && strcmp(path, "/") != 0)
 		return bad(err, "URL should be scheme://host[:port] without a path (buckets are named "
 		           "by bucket_name)");
-	int kind = host_kind(host, *p == '[', port, pol);
+	int kind = ah_addr_host_kind(host, *p == '[', port, pol);
 	if (kind == -2)
 		return bad(err, "URL's host is neither a name nor a valid IP address (a number "
 		           "as the last label must be a whole IPv4 address)");

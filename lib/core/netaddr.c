@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 static bool v4_in(uint32_t a, uint32_t net, int bits)
@@ -431,4 +432,26 @@ bool ah_addr_is_own(const struct sockaddr *sa)
 			found = true;
 	freeifaddrs(ifs);
 	return found;
+}
+
+/* netaddr.h */
+int ah_addr_host_kind(const char *host, bool bracketed, long port, const ah_addr_policy *pol)
+{
+	size_t n = strlen(host);
+	if (strcasecmp(host, "localhost") == 0 || strcasecmp(host, "localhost.") == 0 ||
+	    (n > 10 && strcasecmp(host + n - 10, ".localhost") == 0) ||
+	    (n > 11 && strcasecmp(host + n - 11, ".localhost.") == 0))
+		host = "127.0.0.1";
+	struct sockaddr_storage ss;
+	enum ah_addr_text t = ah_addr_parse(&ss, host);
+	if (t == AH_ADDR_TEXT_MALFORMED || (bracketed && (t != AH_ADDR_TEXT_ADDRESS ||
+	                                                  ss.ss_family != AF_INET6)))
+		return -2;
+	if (t == AH_ADDR_TEXT_NAME)
+		return -1;
+	if (ss.ss_family == AF_INET)
+		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+	else
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+	return (int)ah_addr_policy_check(pol, (struct sockaddr *)&ss);
 }

@@ -54,6 +54,13 @@ typedef struct ah_addr_policy {
  * Link-local and metadata addresses are never allowed. */
 enum ah_addr_kind ah_addr_policy_check(const ah_addr_policy *p, const struct sockaddr *sa);
 
+/* The kind of a URL's host under p: a literal address in any spelling, with
+ * the URL's port, is checked against the policy; "localhost" and names under
+ * it are loopback. -1: a name (to be checked on each connection's address);
+ * -2: malformed (or a bracketed host that is not IPv6). Shared by the bucket
+ * endpoints and the webhook URLs. */
+int ah_addr_host_kind(const char *host, bool bracketed, long port, const ah_addr_policy *p);
+
 /* allow_hosts' entries are all well formed; else AH_EINVALID naming the first
  * bad one (for a setting's check at start-up). */
 int ah_addr_list_check(const char *allow_hosts, char *bad, size_t n);

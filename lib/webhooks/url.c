@@ -43,29 +43,6 @@ static int split_authority(char *host, size_t n, long *port, const char *p)
 	return (e == rest + 1 || v < 1 || v > 65535 || (*e && !strchr("/?", *e))) ? AH_EINVALID : 0;
 }
 
-/* A literal host's kind under the policy (localhost and names under it are
- * loopback); -1 for a name, -2 for a malformed one. */
-static int host_kind(const char *host, bool bracketed, long port, const ah_addr_policy *pol)
-{
-	size_t n = strlen(host);
-	if (strcasecmp(host, "localhost") == 0 || strcasecmp(host, "localhost.") == 0 ||
-	    (n > 10 && strcasecmp(host + n - 10, ".localhost") == 0) ||
-	    (n > 11 && strcasecmp(host + n - 11, ".localhost.") == 0))
-		host = "127.0.0.1";
-	struct sockaddr_storage ss;
-	enum ah_addr_text t = ah_addr_parse(&ss, host);
-	if (t == AH_ADDR_TEXT_MALFORMED ||
-	    (bracketed && (t != AH_ADDR_TEXT_ADDRESS || ss.ss_family != AF_INET6)))
-		return -2;
-	if (t == AH_ADDR_TEXT_NAME)
-		return -1;
-	if (ss.ss_family == AF_INET)
-		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
-	else
-		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
-	return (int)ah_addr_policy_check(pol, (struct sockaddr *)&ss);
-}
-
 int ah_webhook_url_check(const char *url, const ah_config *cfg, ah_err *err)
 {
 	bool http_ok = ah_cfg_bool(cfg, AH_CFG_WEBHOOK_ALLOW_HTTP);
@@ -93,7 +70,7 @@ int ah_webhook_url_check(const char *url, const ah_config *cfg, ah_err *err)
 	if (split_authority(host, sizeof(host), &port, p) != 0)
 		return bad(err, "URL should name a host (and a port from 1 to 65535)");
 	ah_addr_policy pol = ah_webhook_policy(cfg);
-	int kind = host_kind(host, *p == '[', port, &pol);
+	int kind = ah_addr_host_kind(host, *p == '[', port, &pol);
 	if (kind == -2)
 		return bad(err, "URL's host is neither a name nor a valid IP address");
 	if (kind == AH_ADDR_FORBIDDEN)
