@@ -245,4 +245,8 @@ struct ah_deploy_req {
 int ah_deploy_build_image(struct ah_manifest *out, const struct ah_deploy_req *req,
                           ah_err *err);
 
+/* A helper program (cp, tar) run to its end with the runner's environment:
+ * 0 when it exited 0, else -1. (reuse.c) */
+int ah_deploy_run_prog(const char *const argv[]);
+
 #endif

@@ -28,28 +28,14 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <sodium.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
 
 static __thread const char *walk_cache, *walk_root;
 static __thread long long walk_added, walk_known, walk_refused;
-
-static int run(const char *const argv[])
-{
-	pid_t pid;
-	int st;
-	if (posix_spawn(&pid, argv[0], NULL, NULL, (char *const *)argv, environ) != 0)
-		return -1;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-}
 
 int ah_npm_cache_offer(const char *cache_dir, const char *project_dir, const char *log_tag)
 {
@@ -65,7 +51,7 @@ int ah_npm_cache_offer(const char *cache_dir, const char *project_dir, const cha
 		return 0; /* empty cache: npm downloads */
 	snprintf(parent, sizeof parent, "%s/_cacache/content-v2", to);
 	const char *argv[] = {"/bin/cp", "-a", "--link", "--no-target-directory", from, parent, NULL};
-	if (run(argv) != 0) {
+	if (ah_deploy_run_prog(argv) != 0) {
 		ah_log_warn("%s: could not offer the npm cache; npm downloads", log_tag);
 		ah_deploy_rmtree(parent);
 	}

@@ -132,10 +132,9 @@ static bool has_install_scripts(const char *project_dir)
 	return found;
 }
 
-/* cp -a --link: directories made anew, files linked, links copied. */
-static int link_tree(const char *from, const char *to)
+/* A helper program run to its end: 0 when it exited 0, else -1 (deploy.h). */
+int ah_deploy_run_prog(const char *const argv[])
 {
-	const char *argv[] = {"/bin/cp", "-a", "--link", "--no-target-directory", from, to, NULL};
 	pid_t pid;
 	int st;
 	if (posix_spawn(&pid, argv[0], NULL, NULL, (char *const *)argv, environ) != 0)
@@ -143,6 +142,13 @@ static int link_tree(const char *from, const char *to)
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* cp -a --link: directories made anew, files linked, links copied. */
+static int link_tree(const char *from, const char *to)
+{
+	const char *argv[] = {"/bin/cp", "-a", "--link", "--no-target-directory", from, to, NULL};
+	return ah_deploy_run_prog(argv);
 }
 
 bool ah_deps_reuse(const char *project_dir, const char *prev_image, const char *fingerprint,
