@@ -86,12 +86,27 @@ def slot_procs(dirs, scope):
             if open(f).read().strip()]
 
 
+def sleepers(dirs, scope):
+    """The agent's `sleep` among the slots' processes. A slot has processes
+    before the sandbox's init has exec'd the command, so wait for this, not
+    for any process (CI once looked in between)."""
+    out = []
+    for f in slot_procs(dirs, scope):
+        for x in open(f).read().split():
+            try:
+                if open(f"/proc/{x}/comm").read().strip() == "sleep":
+                    out.append(int(x))
+            except OSError:
+                pass
+    return out
+
+
 def run_and_check(sandbox, dirs, wrap=()):
     scope = f"ahdg{os.getpid()}"
     p = holder(sandbox, scope, dirs, wrap)
     try:
         for _ in range(600):
-            if slot_procs(dirs, scope) or p.poll() is not None:
+            if sleepers(dirs, scope) or p.poll() is not None:
                 break
             time.sleep(0.1)
         assert p.poll() is None, p.stderr.read().decode()
@@ -101,9 +116,8 @@ def run_and_check(sandbox, dirs, wrap=()):
         assert used, "no slot cgroup inside the delegated cgroup"
         for mnt, d in dirs:
             assert not os.path.exists(os.path.join(os.path.dirname(d), scope)), mnt
-        pids = [int(x) for f in slot_procs(dirs, scope) for x in open(f).read().split()]
-        sleeper = [x for x in pids if open(f"/proc/{x}/comm").read().strip() == "sleep"]
-        assert sleeper
+        sleeper = sleepers(dirs, scope)
+        assert sleeper, "the agent's process is not in a slot cgroup"
         os.kill(sleeper[0], signal.SIGTERM)
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err.decode()
