@@ -1,9 +1,12 @@
 /* The registry of rclone processes (see fuse.h): which mount of which agent
  * is served where, started on first need and stopped when no longer named.
- * One mutex guards the list; starting a process (up to 10 s) holds it, which
- * only delays other agents' first calls after a deploy. */
+ * One mutex guards the list (lock order: lockorder.h). A process is started
+ * (up to 10 s) outside it: listed as starting under the lock, started, then
+ * published under the lock; a call that needs the same mount waits for it
+ * (cond started), other agents' calls go on. */
 #include "runner/fuse.h"
 #include "runner/fuse_internal.h"
+#include "runner/lockorder.h"
 #include "runner/sandboxes.h"
 #include "buckets/buckets.h"
 #include "core/log.h"
@@ -20,6 +23,7 @@
 #include <sys/mount.h>
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t started = PTHREAD_COND_INITIALIZER; /* a start ended */
 static struct ah_fuse_proc *procs;
 static struct {
 	char root[PATH_MAX];     /* <data_dir>/mounts */
@@ -121,15 +125,51 @@ static struct ah_fuse_proc *find(const char *agent, const char *key)
 	return NULL;
 }
 
-static void drop(struct ah_fuse_proc *p)
+static void unlist(struct ah_fuse_proc *p)
 {
 	for (struct ah_fuse_proc **q = &procs; *q; q = &(*q)->next)
 		if (*q == p) {
 			*q = p->next;
 			break;
 		}
+}
+
+static void drop(struct ah_fuse_proc *p)
+{
+	unlist(p);
 	ah_fuse_proc_stop(p);
 	free(p);
+}
+
+/* Lock held. Waits until no process of agent (NULL: any) is being started. */
+static void wait_starts(const char *agent)
+{
+	for (bool any = true; any;) {
+		any = false;
+		for (struct ah_fuse_proc *p = procs; p && !any; p = p->next)
+			any = p->starting && (!agent || strcmp(p->agent, agent) == 0);
+		if (any)
+			pthread_cond_wait(&started, &mu);
+	}
+}
+
+/* Lock held, and let go meanwhile. Starts p (listed as starting, so that
+ * nobody else starts, uses or stops it) with no lock held. */
+static int start_unlocked(struct ah_fuse_proc *p, json_object *e, ah_err *err)
+{
+	p->starting = true;
+	p->next = procs;
+	procs = p;
+	ah_unlock(&mu, AH_LOCK_FUSE);
+	int rc = ah_fuse_proc_start(p, e, g.rclone, &g.policy, err);
+	ah_lock(&mu, AH_LOCK_FUSE);
+	p->starting = false;
+	pthread_cond_broadcast(&started);
+	if (rc != 0) { /* undone already (fuse_internal.h) */
+		unlist(p);
+		free(p);
+	}
+	return rc;
 }
 
 /* The process of entry e, started when start and not running. A dead one:
@@ -139,7 +179,9 @@ static int serve(const char *agent, json_object *e, bool start, enum ah_fuse_for
 {
 	char key[96];
 	entry_key(key, sizeof(key), e);
-	struct ah_fuse_proc *p = find(agent, key);
+	struct ah_fuse_proc *p;
+	while ((p = find(agent, key)) && p->starting) /* another call's start: its result */
+		pthread_cond_wait(&started, &mu);
 	if (p && !ah_fuse_proc_alive(p) && who == AH_FUSE_FOR_SPARE)
 		return ah_err_set(err, AH_EFAIL, "Bucket mount at %s: its FUSE process is gone", p->path);
 	if (p && !ah_fuse_proc_alive(p) && who == AH_FUSE_FOR_DEPLOY) {
@@ -172,15 +214,11 @@ static int serve(const char *agent, json_object *e, bool start, enum ah_fuse_for
 		json_object *ro;
 		p->read_only = json_object_object_get_ex(e, "read_only", &ro) && json_object_get_boolean(ro);
 		p->pid = p->pidfd = -1;
-		int rc = ah_fuse_proc_start(p, e, g.rclone, &g.policy, err);
-		if (rc != 0) {
-			free(p);
+		int rc = start_unlocked(p, e, err);
+		if (rc != 0)
 			return rc;
-		}
 		ah_log_info("agent=%s: bucket '%s' mounted for %s (rclone pid %d)", agent, p->slug,
 		            p->path, (int)p->pid);
-		p->next = procs;
-		procs = p;
 	}
 	p->last_used_ms = ah_now_ms();
 	*out = p;
@@ -204,7 +242,7 @@ static int serve_plan(const char *agent, const char *image, bool start, enum ah_
 	size_t len = plan ? json_object_array_length(plan) : 0;
 	ah_sandbox_bind *b = out && len ? calloc(len, sizeof(*b)) : NULL;
 	int rc = out && len && !b ? ah_err_set(err, AH_EFAIL, "out of memory") : 0;
-	pthread_mutex_lock(&mu);
+	ah_lock(&mu, AH_LOCK_FUSE);
 	for (size_t i = 0; i < len && rc == 0; i++) {
 		struct ah_fuse_proc *p = NULL;
 		rc = serve(agent, json_object_array_get_idx(plan, i), start, who, &p, err);
@@ -214,7 +252,7 @@ static int serve_plan(const char *agent, const char *image, bool start, enum ah_
 				rc = ah_err_set(err, AH_EFAIL, "out of memory");
 		}
 	}
-	pthread_mutex_unlock(&mu);
+	ah_unlock(&mu, AH_LOCK_FUSE);
 	if (plan)
 		json_object_put(plan);
 	if (rc != 0 || !out) {
@@ -243,7 +281,8 @@ void ah_fuse_retain(const char *agent_id, const char *image)
 {
 	json_object *plan = image ? load_plan(image) : NULL;
 	size_t len = plan ? json_object_array_length(plan) : 0;
-	pthread_mutex_lock(&mu);
+	ah_lock(&mu, AH_LOCK_FUSE);
+	wait_starts(agent_id); /* one being started is stopped too when not named */
 	for (struct ah_fuse_proc *p = procs, *next; p; p = next) {
 		next = p->next;
 		bool named = false;
@@ -257,7 +296,7 @@ void ah_fuse_retain(const char *agent_id, const char *image)
 			drop(p);
 		}
 	}
-	pthread_mutex_unlock(&mu);
+	ah_unlock(&mu, AH_LOCK_FUSE);
 	if (plan)
 		json_object_put(plan);
 }
@@ -265,21 +304,23 @@ void ah_fuse_retain(const char *agent_id, const char *image)
 void ah_fuse_reap_idle(int64_t idle_ms)
 {
 	int64_t now = ah_now_ms();
-	pthread_mutex_lock(&mu);
+	ah_lock(&mu, AH_LOCK_FUSE);
 	for (struct ah_fuse_proc *p = procs, *next; p; p = next) {
 		next = p->next;
-		if (now - p->last_used_ms >= idle_ms && ah_sandboxes_agent_count(p->agent) == 0) {
+		if (!p->starting && now - p->last_used_ms >= idle_ms &&
+		    ah_sandboxes_agent_count(p->agent) == 0) {
 			ah_log_info("agent=%s: bucket '%s' at %s unmounted (idle)", p->agent, p->slug, p->path);
 			drop(p);
 		}
 	}
-	pthread_mutex_unlock(&mu);
+	ah_unlock(&mu, AH_LOCK_FUSE);
 }
 
 void ah_fuse_shutdown(void)
 {
-	pthread_mutex_lock(&mu);
+	ah_lock(&mu, AH_LOCK_FUSE);
+	wait_starts(NULL);
 	while (procs)
 		drop(procs);
-	pthread_mutex_unlock(&mu);
+	ah_unlock(&mu, AH_LOCK_FUSE);
 }

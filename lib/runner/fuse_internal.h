@@ -23,6 +23,7 @@ struct ah_fuse_proc {
 	pid_t pid;
 	int pidfd;
 	struct ah_fuse_guard *guard; /* its connections' check; NULL when not running */
+	bool starting;           /* listed, its start under way outside the lock: wait */
 	int64_t last_used_ms;
 	struct ah_fuse_proc *next;
 };

@@ -1,7 +1,9 @@
 /* See sandboxes.h. One mutex guards the list and every entry's bookkeeping
- * (refs, doomed, last use); each entry has its own run mutex that a lease holds,
- * which is what serializes calls within a session. Sandboxes are created and
- * destroyed outside the registry lock: both take milliseconds or more. */
+ * (state, refs, doomed, last use); each entry has its own run mutex that a
+ * lease holds, which serializes calls within a session. Lock order: run mutex,
+ * mounts' mutex, registry mutex (sandboxes_int.h, lockorder.h). Sandboxes are
+ * created and destroyed outside the registry lock: both take milliseconds or
+ * more. The entries' states and their changes: sandboxes_int.h. */
 #include "runner/sandboxes.h"
 #include "runner/sandboxes_int.h"
 #include "runner/egress.h"
@@ -16,7 +18,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
 
 struct retired {
 	char image[1024];
@@ -106,7 +107,7 @@ static void remove_images(struct retired *gone)
 
 static void destroy_entry(struct ah_sbx_entry *e)
 {
-	if (e->sb && e->died) { /* why it died: its stderr, into the log */
+	if (e->sb && e->state == AH_SBX_WARM_DIED) { /* why it died: its stderr, into the log */
 		char tag[64];
 		snprintf(tag, sizeof tag, "warm agent=%s", e->agent_id);
 		ah_sandbox_exec_cancel(e->sb, tag);
@@ -125,7 +126,7 @@ void ah_sbx_sweep(void)
 {
 	struct ah_sbx_entry *dead = NULL;
 	struct retired *gone = NULL;
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries, *next; e; e = next) {
 		next = e->next;
 		if (!e->doomed || e->refs > 0)
@@ -138,7 +139,7 @@ void ah_sbx_sweep(void)
 		e->next = dead;
 		dead = e;
 	}
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	for (struct ah_sbx_entry *e = dead, *next; e; e = next) {
 		next = e->next;
 		destroy_entry(e);
@@ -146,7 +147,8 @@ void ah_sbx_sweep(void)
 	remove_images(gone);
 }
 
-struct ah_sbx_entry *ah_sbx_new_entry(const char *agent_id, const char *session, const char *image)
+struct ah_sbx_entry *ah_sbx_new_entry(const char *agent_id, const char *session, const char *image,
+                                      enum ah_sbx_state state)
 {
 	struct ah_sbx_entry *e = calloc(1, sizeof(*e));
 	if (!e)
@@ -156,6 +158,7 @@ struct ah_sbx_entry *ah_sbx_new_entry(const char *agent_id, const char *session,
 	snprintf(e->image, sizeof(e->image), "%s", image);
 	pthread_mutex_init(&e->run_mu, NULL);
 	e->last_used_ms = ah_now_ms();
+	ah_sbx_set_state(e, state);
 	e->next = ah_sbx_entries;
 	ah_sbx_entries = e;
 	return e;
@@ -166,7 +169,7 @@ static struct ah_sbx_entry *find_session(const char *agent_id, const char *sessi
                                          const char *image)
 {
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
-		if (e->doomed || !e->session[0] || strcmp(e->agent_id, agent_id) != 0 ||
+		if (e->doomed || !ah_sbx_is_session(e) || strcmp(e->agent_id, agent_id) != 0 ||
 		    strcmp(e->session, session) != 0)
 			continue;
 		if (strcmp(e->image, image) == 0)
@@ -181,12 +184,12 @@ static struct ah_sbx_entry *find_session(const char *agent_id, const char *sessi
 static struct ah_sbx_entry *take_spare(const char *agent_id, const char *image)
 {
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
-		if (!e->spare || e->warm || e->doomed || strcmp(e->agent_id, agent_id) != 0)
+		if (e->state != AH_SBX_SPARE || e->doomed || strcmp(e->agent_id, agent_id) != 0)
 			continue;
 		if (strcmp(e->image, image) != 0)
 			e->doomed = true;
 		else if (e->sb && e->refs == 0) {
-			e->spare = false;
+			ah_sbx_set_state(e, AH_SBX_EPHEMERAL);
 			return e;
 		}
 	}
@@ -198,11 +201,11 @@ static struct ah_sbx_entry *take_spare(const char *agent_id, const char *image)
  * free when this returns (ah_sandbox_destroy). */
 static void drop_spares(void)
 {
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
-		if (e->spare && e->refs == 0 && e->sb)
+		if (ah_sbx_is_spare(e) && e->refs == 0 && e->sb)
 			e->doomed = true;
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	ah_sbx_sweep();
 }
 
@@ -212,9 +215,9 @@ static bool evict_idle_session(void)
 {
 	int64_t cutoff = ah_now_ms() - SESSION_GIVES_WAY_MS;
 	struct ah_sbx_entry *lru = NULL;
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
-		if (e->session[0] && e->sb && e->refs == 0 && !e->doomed && e->last_used_ms < cutoff &&
+		if (ah_sbx_is_session(e) && e->sb && e->refs == 0 && !e->doomed && e->last_used_ms < cutoff &&
 		    (!lru || e->last_used_ms < lru->last_used_ms))
 			lru = e;
 	if (lru) {
@@ -227,7 +230,7 @@ static bool evict_idle_session(void)
 			nevicted++;
 		}
 	}
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	if (lru)
 		ah_sbx_sweep(); /* its budget is free when this returns */
 	return lru != NULL;
@@ -270,18 +273,19 @@ static int create_admitted(struct ah_sbx_entry *e, const ah_sandbox_spec *spec, 
 int ah_sandboxes_acquire(struct ah_sbx_lease *out, const char *agent_id, const char *session,
                          const char *image, ah_err *err)
 {
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	struct ah_sbx_entry *e = session ? find_session(agent_id, session, image)
 	                                 : take_spare(agent_id, image);
 	if (!e)
-		e = ah_sbx_new_entry(agent_id, session, image);
+		e = ah_sbx_new_entry(agent_id, session, image,
+		                     session && *session ? AH_SBX_SESSION : AH_SBX_EPHEMERAL);
 	if (e)
 		e->refs++;
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	ah_sbx_sweep(); /* a session's sandbox over an older image was just doomed */
 	if (!e)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
-	pthread_mutex_lock(&e->run_mu);
+	ah_lock(&e->run_mu, AH_LOCK_RUN);
 	int rc = 0;
 	ah_sandbox_bind *binds = NULL;
 	size_t nbinds = 0;
@@ -315,18 +319,16 @@ static void build_spare(const char *agent_id, const char *image)
 {
 	int spares = 0;
 	bool have = false;
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
-		if (e->spare && !e->warm && !e->doomed) {
+		if (e->state == AH_SBX_SPARE && !e->doomed) {
 			spares++;
 			have |= strcmp(e->agent_id, agent_id) == 0 && strcmp(e->image, image) == 0;
 		}
-	struct ah_sbx_entry *e = !have && spares < MAX_SPARES ? ah_sbx_new_entry(agent_id, NULL, image) : NULL;
-	if (e) {
-		e->spare = true;
+	struct ah_sbx_entry *e = !have && spares < MAX_SPARES ? ah_sbx_new_entry(agent_id, NULL, image, AH_SBX_SPARE) : NULL;
+	if (e)
 		e->refs = 1; /* building: neither taken nor swept */
-	}
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	if (!e)
 		return;
 	ah_sandbox_bind *binds = NULL;
@@ -344,13 +346,13 @@ static void build_spare(const char *agent_id, const char *image)
 	}
 	free(eg);
 	ah_fuse_binds_free(binds, nbinds);
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	e->sb = rc == 0 ? sb : NULL;
 	e->refs--;
 	e->last_used_ms = ah_now_ms();
 	if (rc != 0)
 		e->doomed = true;
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	if (rc != 0)
 		ah_log_warn("agent=%s: no spare sandbox: %s", agent_id, err.msg);
 	ah_sbx_sweep(); /* failed, or doomed meanwhile (destroy_agent) */
@@ -362,19 +364,19 @@ void ah_sandboxes_release(struct ah_sbx_lease *lease, bool broken)
 	if (!e)
 		return;
 	lease->entry = NULL;
-	pthread_mutex_unlock(&e->run_mu);
+	ah_unlock(&e->run_mu, AH_LOCK_RUN);
 	char agent_id[sizeof e->agent_id], image[sizeof e->image];
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	e->refs--;
 	e->last_used_ms = ah_now_ms();
-	bool respare = !broken && !e->session[0] && e->sb;
+	bool respare = !broken && !ah_sbx_is_session(e) && e->sb;
 	if (respare) { /* e may be gone once the lock is let go */
 		memcpy(agent_id, e->agent_id, sizeof agent_id);
 		memcpy(image, e->image, sizeof image);
 	}
-	if (broken || !e->session[0] || !e->sb)
+	if (broken || !ah_sbx_is_session(e) || !e->sb)
 		e->doomed = true;
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	ah_sbx_sweep();
 	if (respare)
 		build_spare(agent_id, image);
@@ -385,7 +387,7 @@ void ah_sandboxes_release(struct ah_sbx_lease *lease, bool broken)
 static int destroy_matching(const char *agent_id, const char *session)
 {
 	int n = 0;
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
 		if ((agent_id && strcmp(e->agent_id, agent_id) != 0) ||
 		    (session && strcmp(e->session, session) != 0) || e->doomed)
@@ -393,7 +395,7 @@ static int destroy_matching(const char *agent_id, const char *session)
 		e->doomed = true;
 		n += e->sb != NULL;
 	}
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	ah_sbx_sweep();
 	return n;
 }
@@ -416,20 +418,20 @@ void ah_sandboxes_destroy_all(void)
 size_t ah_sandboxes_agent_count(const char *agent_id)
 {
 	size_t n = 0;
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
 		n += strcmp(e->agent_id, agent_id) == 0;
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	return n;
 }
 
 size_t ah_sandboxes_count(void)
 {
 	size_t n = 0;
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
 		n += e->sb != NULL;
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	return n;
 }
 
@@ -448,11 +450,11 @@ int ah_sandboxes_reap_idle(int64_t idle_ms, ah_sbx_reaped_fn fn, void *ctx)
 	char agents[BATCH][33], sessions[BATCH][129];
 	int64_t now = ah_now_ms(), cutoff = now - idle_ms;
 	int n = 0;
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e && n < BATCH; e = e->next) {
-		if (e->spare && !e->warm && e->refs == 0 && e->last_used_ms < now - SPARE_IDLE_MS)
+		if (e->state == AH_SBX_SPARE && e->refs == 0 && e->last_used_ms < now - SPARE_IDLE_MS)
 			e->doomed = true;
-		if (e->refs > 0 || e->doomed || !e->session[0] || e->last_used_ms > cutoff)
+		if (e->refs > 0 || e->doomed || !ah_sbx_is_session(e) || e->last_used_ms > cutoff)
 			continue;
 		e->doomed = true;
 		memcpy(agents[n], e->agent_id, sizeof(agents[n]));
@@ -469,7 +471,7 @@ int ah_sandboxes_reap_idle(int64_t idle_ms, ah_sbx_reaped_fn fn, void *ctx)
 		n++;
 	}
 	nevicted = 0;
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	ah_sbx_sweep();
 	for (int i = 0; i < n && fn; i++)
 		fn(agents[i], sessions[i], ctx);
@@ -480,7 +482,7 @@ void ah_sandboxes_retire_image(const char *image)
 {
 	if (!image || !*image)
 		return;
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	bool used = image_in_use(image);
 	struct retired *r = used ? calloc(1, sizeof(*r)) : NULL;
 	if (r) {
@@ -488,7 +490,7 @@ void ah_sandboxes_retire_image(const char *image)
 		r->next = retired_images;
 		retired_images = r;
 	}
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	if (!used) {
 		ah_log_info("removing retired image %s", image);
 		ah_deploy_rmtree(image);

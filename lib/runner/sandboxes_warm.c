@@ -19,7 +19,7 @@
  * waited is logged and destroyed (counted in *dead). */
 static bool warm_usable(struct ah_sbx_entry *e, const char *agent_id, const char *fp, int *dead)
 {
-	if (!e->warm || e->doomed || strcmp(e->agent_id, agent_id) != 0)
+	if (!ah_sbx_is_warm(e) || e->doomed || strcmp(e->agent_id, agent_id) != 0)
 		return false;
 	if (strcmp(e->fp, fp) != 0) {
 		e->doomed = e->refs == 0 || e->doomed;
@@ -30,7 +30,8 @@ static bool warm_usable(struct ah_sbx_entry *e, const char *agent_id, const char
 	if (!ah_sandbox_exec_waiting(e->sb)) {
 		ah_log_warn("agent=%s sandbox=%s: its warm process ended while it waited for a call "
 		            "(memory, or its own exit): replaced", e->agent_id, ah_sandbox_id(e->sb));
-		e->doomed = e->died = true;
+		e->doomed = true;
+		ah_sbx_set_state(e, AH_SBX_WARM_DIED);
 		(*dead)++;
 		return false;
 	}
@@ -42,22 +43,22 @@ int ah_sandboxes_take_warm(struct ah_sbx_lease *out, const char *agent_id, const
 {
 	struct ah_sbx_entry *got = NULL;
 	*dead = 0;
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	/* A ready one first; else one still starting beats a cold start. */
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
-		if (warm_usable(e, agent_id, fp, dead) && (!got || (e->ready && !got->ready)))
+		if (warm_usable(e, agent_id, fp, dead) && (!got || (ah_sbx_is_ready(e) && !ah_sbx_is_ready(got))))
 			got = e;
 	if (got) {
-		got->warm = got->spare = false; /* an ordinary ephemeral entry now */
+		ah_sbx_set_state(got, AH_SBX_EPHEMERAL); /* an ordinary ephemeral entry now */
 		got->refs++;
 		memcpy(key, got->key, AH_SBX_KEY_LEN + 1);
 		sodium_memzero(got->key, sizeof got->key);
 	}
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	ah_sbx_sweep();
 	if (!got)
 		return AH_ENOTFOUND;
-	pthread_mutex_lock(&got->run_mu);
+	ah_lock(&got->run_mu, AH_LOCK_RUN);
 	out->entry = got;
 	out->sb = got->sb;
 	return 0;
@@ -67,12 +68,12 @@ int ah_sandboxes_warm_count(const char *agent_id, const char *fp, int *dead)
 {
 	int n = 0;
 	*dead = 0;
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
 		if (warm_usable(e, agent_id, fp, dead) ||
-		    (e->warm && !e->doomed && e->refs > 0 && strcmp(e->agent_id, agent_id) == 0))
+		    (ah_sbx_is_warm(e) && !e->doomed && e->refs > 0 && strcmp(e->agent_id, agent_id) == 0))
 			n++;
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	ah_sbx_sweep();
 	return n;
 }
@@ -80,14 +81,13 @@ int ah_sandboxes_warm_count(const char *agent_id, const char *fp, int *dead)
 int ah_sandboxes_add_warm(const char *agent_id, const char *image, const char *fp,
                           ah_sbx_start_fn start, void *ctx, ah_err *err)
 {
-	pthread_mutex_lock(&ah_sbx_mu);
-	struct ah_sbx_entry *e = ah_sbx_new_entry(agent_id, NULL, image);
+	ah_sbx_lock();
+	struct ah_sbx_entry *e = ah_sbx_new_entry(agent_id, NULL, image, AH_SBX_WARM);
 	if (e) {
-		e->spare = e->warm = true;
 		snprintf(e->fp, sizeof e->fp, "%s", fp);
 		e->refs = 1; /* starting: neither taken nor swept */
 	}
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	if (!e)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
 	ah_sandbox_bind *binds = NULL;
@@ -107,14 +107,14 @@ int ah_sandboxes_add_warm(const char *agent_id, const char *image, const char *f
 	ah_fuse_binds_free(binds, nbinds);
 	if (rc == 0)
 		rc = start(sb, ctx, key, err);
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	e->sb = sb;
 	memcpy(e->key, key, sizeof key);
 	e->refs--;
 	e->last_used_ms = ah_now_ms();
 	if (rc != 0)
 		e->doomed = true;
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	sodium_memzero(key, sizeof key);
 	ah_sbx_sweep(); /* failed, or doomed meanwhile (destroy_agent, retire_warm) */
 	return rc;
@@ -128,30 +128,31 @@ static void drop_held(const char *agent_id, bool idle)
 	struct ah_sbx_entry *pinned[BATCH];
 	int n = 0;
 	int64_t now = ah_now_ms();
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e && n < BATCH; e = e->next)
-		if (e->held && !e->doomed && e->sb && (!agent_id || strcmp(e->agent_id, agent_id) == 0) &&
+		if (ah_sbx_is_held(e) && !e->doomed && e->sb && (!agent_id || strcmp(e->agent_id, agent_id) == 0) &&
 		    (!idle || (e->refs == 0 && now - e->last_used_ms > e->held_idle_ms)))
 			(pinned[n++] = e)->refs++;
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	for (int i = 0; i < n; i++) {
 		struct ah_sbx_entry *e = pinned[i];
 		/* A call of the session holds it (for up to its timeout): that call
 		 * takes or cancels the waiting process itself, and any process it
 		 * leaves is checked by the next call's fingerprint. */
 		bool broken = false;
-		if (pthread_mutex_trylock(&e->run_mu) == 0) {
-			pthread_mutex_lock(&ah_sbx_mu);
-			bool still = e->held;
-			e->held = e->ready = false;
-			pthread_mutex_unlock(&ah_sbx_mu);
+		if (ah_trylock(&e->run_mu, AH_LOCK_RUN) == 0) {
+			ah_sbx_lock();
+			bool still = ah_sbx_is_held(e);
+			if (still)
+				ah_sbx_set_state(e, AH_SBX_SESSION);
+			ah_sbx_unlock();
 			broken = still && ah_sandbox_exec_cancel(e->sb, "warm retired") != 0;
-			pthread_mutex_unlock(&e->run_mu);
+			ah_unlock(&e->run_mu, AH_LOCK_RUN);
 		}
-		pthread_mutex_lock(&ah_sbx_mu);
+		ah_sbx_lock();
 		e->doomed = e->doomed || broken;
 		e->refs--;
-		pthread_mutex_unlock(&ah_sbx_mu);
+		ah_sbx_unlock();
 	}
 	ah_sbx_sweep();
 }
@@ -161,9 +162,9 @@ int ah_sandboxes_retire_warm(const char *agent_id, int keep)
 	if (keep == 0)
 		drop_held(agent_id, false);
 	int n = 0, kept = 0;
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
-		if (!e->warm || e->doomed || (agent_id && strcmp(e->agent_id, agent_id) != 0))
+		if (!ah_sbx_is_warm(e) || e->doomed || (agent_id && strcmp(e->agent_id, agent_id) != 0))
 			continue;
 		if (kept < keep && e->refs == 0) {
 			kept++;
@@ -172,7 +173,7 @@ int ah_sandboxes_retire_warm(const char *agent_id, int keep)
 		e->doomed = true;
 		n++;
 	}
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	ah_sbx_sweep();
 	return n;
 }
@@ -180,11 +181,11 @@ int ah_sandboxes_retire_warm(const char *agent_id, int keep)
 size_t ah_sandboxes_warm_total(const char *agent_id)
 {
 	size_t n = 0;
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
-		n += (e->warm || e->held) && e->ready && !e->doomed && e->sb && e->refs == 0 &&
+		n += ah_sbx_is_ready(e) && !e->doomed && e->sb && e->refs == 0 &&
 		     (!agent_id || strcmp(e->agent_id, agent_id) == 0);
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	return n;
 }
 
@@ -197,34 +198,45 @@ void ah_sandboxes_drop_idle_held(void)
 	drop_held(NULL, true);
 }
 
+/* Lock held. A warm or held entry's program has reached its read of stdin
+ * (one that changed state meanwhile stays as it is). */
+static void mark_ready(struct ah_sbx_entry *e)
+{
+	if (e->state == AH_SBX_WARM)
+		ah_sbx_set_state(e, AH_SBX_WARM_READY);
+	else if (e->state == AH_SBX_HELD)
+		ah_sbx_set_state(e, AH_SBX_HELD_READY);
+}
+
 int ah_sandboxes_warm_poll(void)
 {
 	enum { BATCH = 32 };
 	struct ah_sbx_entry *pinned[BATCH];
 	int n = 0, left = 0;
 	int64_t now = ah_now_ms();
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
-		if (!(e->warm || e->held) || e->ready || e->doomed || !e->sb || e->refs > 0)
+		if ((e->state != AH_SBX_WARM && e->state != AH_SBX_HELD) || e->doomed || !e->sb || e->refs > 0)
 			continue;
 		if (now - e->last_used_ms > WARM_READY_GIVE_UP_MS)
-			e->ready = true;
+			mark_ready(e);
 		else if (n < BATCH)
 			(pinned[n++] = e)->refs++; /* read /proc outside the lock */
 		else
 			left++;
 	}
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	bool ready[BATCH];
 	for (int i = 0; i < n; i++)
 		ready[i] = ah_sandbox_exec_reading(pinned[i]->sb);
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (int i = 0; i < n; i++) {
-		pinned[i]->ready = ready[i];
+		if (ready[i])
+			mark_ready(pinned[i]);
 		pinned[i]->refs--;
 		left += !ready[i];
 	}
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	ah_sbx_sweep(); /* one doomed meanwhile */
 	return left;
 }
@@ -234,13 +246,14 @@ int ah_sandboxes_warm_poll(void)
 bool ah_sandboxes_lease_held(struct ah_sbx_lease *l, const char *fp, char key[AH_SBX_KEY_LEN + 1])
 {
 	struct ah_sbx_entry *e = l->entry;
-	pthread_mutex_lock(&ah_sbx_mu);
-	bool mine = e->held && strcmp(e->fp, fp) == 0;
-	e->held = e->ready = false;
+	ah_sbx_lock();
+	bool mine = ah_sbx_is_held(e) && strcmp(e->fp, fp) == 0;
+	if (ah_sbx_is_held(e))
+		ah_sbx_set_state(e, AH_SBX_SESSION);
 	if (mine)
 		memcpy(key, e->key, AH_SBX_KEY_LEN + 1);
 	sodium_memzero(e->key, sizeof e->key);
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 	/* One that ended while it waited is not handed the prompt: the call
 	 * runs a fresh one (ah_sandbox_exec cancels it, logging its stderr). */
 	if (mine && !ah_sandbox_exec_waiting(l->sb)) {
@@ -255,29 +268,28 @@ void ah_sandboxes_lease_set_held(struct ah_sbx_lease *l, const char *fp,
                                  const char key[AH_SBX_KEY_LEN + 1], int64_t idle_ms)
 {
 	struct ah_sbx_entry *e = l->entry;
-	pthread_mutex_lock(&ah_sbx_mu);
-	e->held = true;
+	ah_sbx_lock();
+	ah_sbx_set_state(e, AH_SBX_HELD); /* not ready: a new process */
 	e->held_idle_ms = idle_ms;
-	e->ready = false;
 	snprintf(e->fp, sizeof e->fp, "%s", fp);
 	memcpy(e->key, key, AH_SBX_KEY_LEN + 1);
 	e->last_used_ms = ah_now_ms();
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 }
 
 void ah_sandboxes_census(struct ah_sbx_census *out)
 {
 	*out = (struct ah_sbx_census){0};
-	pthread_mutex_lock(&ah_sbx_mu);
+	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next) {
 		if (!e->sb)
 			continue; /* still being made */
 		if (e->refs > 0)
 			out->busy++;
-		else if (e->warm)
+		else if (ah_sbx_is_warm(e))
 			out->warm++;
 		else
 			out->idle++;
 	}
-	pthread_mutex_unlock(&ah_sbx_mu);
+	ah_sbx_unlock();
 }
