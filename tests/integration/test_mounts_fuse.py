@@ -3,11 +3,14 @@ stopped by PID here): an agent lists and reads an object put with the S3 API,
 cannot write to a read-only mount, writes through a writable one, sees only
 its prefix; credentials never reach the sandbox or rclone's argv; a dead
 rclone fails the call naming the mount; a redeploy without the mount stops
-its rclone; a mount that cannot work fails the deploy."""
+its rclone; a mount that cannot work fails the deploy; a mount being started
+holds up no other agent's call."""
 import json
 import os
 import signal
+import socket
 import subprocess
+import threading
 import time
 import uuid
 
@@ -15,7 +18,7 @@ import pytest
 
 from agent_code import VAR, deploy, needs_runner, project, wait_status
 from conftest import BUILD, wait_until
-from s3server import KEY, SECRET, S3rver
+from s3server import KEY, SECRET, S3rver, storage_port
 
 pytestmark = needs_runner
 
@@ -63,9 +66,9 @@ def delete_agents(client):
         client.delete(f"/agents/{CREATED.pop()}")
 
 
-def bucket(client, s3, secret=SECRET):
+def bucket(client, s3, secret=SECRET, endpoint=None):
     r = client.post("/buckets", json={"name": "b " + uuid.uuid4().hex[:6], "provider": "s3",
-                                      "bucket_name": s3.bucket, "endpoint_url": s3.endpoint})
+                                      "bucket_name": s3.bucket, "endpoint_url": endpoint or s3.endpoint})
     assert r.status_code == 201, r.text
     slug = r.json()["slug"]
     r = client.post(f"/buckets/{slug}/credentials", json={"access_key_id": KEY, "secret_access_key": secret})
@@ -262,3 +265,82 @@ def test_redeploy_after_rclone_died_mounts_anew(client, s3):
     assert wait_until(lambda: dead(pid), timeout=10)
     deploy(client, slug)
     assert isinstance(run(client, slug, "!ls /again"), list)
+
+
+class Gate:
+    """A relay to s3rver on a storage port; once shut, it takes each new
+    connection and never answers (a bucket host that hangs)."""
+
+    def __init__(self, s3):
+        self.target = int(s3.endpoint.rsplit(":", 1)[1])
+        self.shut = False
+        self.conns = []
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", storage_port()))
+        self.sock.listen(16)
+        self.endpoint = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            if self.shut:
+                continue
+            u = socket.create_connection(("127.0.0.1", self.target))
+            self.conns.append(u)
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self.pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pipe(a, b):
+        try:
+            while (data := a.recv(65536)):
+                b.sendall(data)
+        except OSError:
+            pass
+        for x in (a, b):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+def test_a_mount_starting_holds_up_no_other_agents_call(client, s3):
+    """An rclone start takes up to 10 s (its bucket host hangs here): the
+    runner starts it outside its lock, so another agent's call, whose own
+    mount needs that lock too, is served while the first call still waits."""
+    gate = Gate(s3)
+    try:
+        tag = uuid.uuid4().hex[:8]
+        s3.put(S3_TOOL, f"{tag}/in/hello.txt", "hello")
+        slow = agent_with_mounts(client, [{"bucket_slug": bucket(client, s3, endpoint=gate.endpoint),
+                                           "mount_path": "/slow", "source_prefix": f"{tag}/in"}])
+        other = agent_with_mounts(client, [{"bucket_slug": bucket(client, s3), "mount_path": "/data"}])
+        agent_id = client.get(f"/agents/{slow}").json()["id"]
+        (pid,) = [p for p, line in rclone_pids().items() if agent_id in line]
+        os.kill(pid, signal.SIGKILL)
+        assert wait_until(lambda: dead(pid), timeout=10)
+        run(client, slow, "!ls /slow", status=500)  # the dead one goes; the next call mounts anew
+        gate.shut = True
+        answers = []
+        waiting = threading.Thread(target=lambda: answers.append(
+            client.post(f"/agents/{slow}/invoke", json={"prompt": "!ls /slow"}, timeout=120)))
+        waiting.start()
+        assert wait_until(lambda: any(agent_id in line for line in rclone_pids().values()), timeout=30)
+        assert isinstance(run(client, other, "!ls /data"), list)
+        assert waiting.is_alive() and not answers, "the other agent's call waited for the mount"
+        waiting.join()
+        assert answers[0].status_code == 500, answers[0].text
+        assert "Bucket mount at /slow" in answers[0].json()["invocation"]["error"]
+    finally:
+        gate.close()
