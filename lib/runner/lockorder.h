@@ -9,7 +9,9 @@
  * acquire checks the mounts with its run mutex held, the mounts' idle reap
  * counts the registry's entries with the mounts' mutex held, and nothing
  * waits for a lower rank with a higher one held. One run mutex at a time
- * (a trylock is exempt: it cannot wait). Without NDEBUG a thread that breaks
+ * (a trylock is exempt: it cannot wait). The runner's other mutexes (warm.c's
+ * recipes, ops.c's slots, egress.c's and cancel.c's lists) are leaves: nothing
+ * else is taken while one is held. Without NDEBUG a thread that breaks
  * the order aborts (ah_runner_violation_hook: tests catch it instead); with
  * NDEBUG all of this compiles to the plain calls. */
 #ifndef AH_RUNNER_LOCKORDER_H
