@@ -1,9 +1,8 @@
-/* See sandboxes.h. One mutex guards the list and every entry's bookkeeping
- * (state, refs, doomed, last use); each entry has its own run mutex that a
- * lease holds, which serializes calls within a session. Lock order: run mutex,
- * mounts' mutex, registry mutex (sandboxes_int.h, lockorder.h). Sandboxes are
- * created and destroyed outside the registry lock: both take milliseconds or
- * more. The entries' states and their changes: sandboxes_int.h. */
+/* See sandboxes.h; the entries' states and lock order: sandboxes_int.h. One
+ * mutex guards the list and every entry's bookkeeping (state, refs, doomed,
+ * last use); each entry has its own run mutex that a lease holds, which
+ * serializes calls within a session. Sandboxes are created and destroyed
+ * outside the registry lock: both take milliseconds or more. */
 #include "runner/sandboxes.h"
 #include "runner/sandboxes_int.h"
 #include "runner/egress.h"
@@ -325,7 +324,8 @@ static void build_spare(const char *agent_id, const char *image)
 			spares++;
 			have |= strcmp(e->agent_id, agent_id) == 0 && strcmp(e->image, image) == 0;
 		}
-	struct ah_sbx_entry *e = !have && spares < MAX_SPARES ? ah_sbx_new_entry(agent_id, NULL, image, AH_SBX_SPARE) : NULL;
+	struct ah_sbx_entry *e = !have && spares < MAX_SPARES
+	                         ? ah_sbx_new_entry(agent_id, NULL, image, AH_SBX_SPARE) : NULL;
 	if (e)
 		e->refs = 1; /* building: neither taken nor swept */
 	ah_sbx_unlock();

@@ -46,7 +46,8 @@ int ah_sandboxes_take_warm(struct ah_sbx_lease *out, const char *agent_id, const
 	ah_sbx_lock();
 	/* A ready one first; else one still starting beats a cold start. */
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)
-		if (warm_usable(e, agent_id, fp, dead) && (!got || (ah_sbx_is_ready(e) && !ah_sbx_is_ready(got))))
+		if (warm_usable(e, agent_id, fp, dead) &&
+		    (!got || (ah_sbx_is_ready(e) && !ah_sbx_is_ready(got))))
 			got = e;
 	if (got) {
 		ah_sbx_set_state(got, AH_SBX_EPHEMERAL); /* an ordinary ephemeral entry now */
@@ -130,7 +131,8 @@ static void drop_held(const char *agent_id, bool idle)
 	int64_t now = ah_now_ms();
 	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e && n < BATCH; e = e->next)
-		if (ah_sbx_is_held(e) && !e->doomed && e->sb && (!agent_id || strcmp(e->agent_id, agent_id) == 0) &&
+		if (ah_sbx_is_held(e) && !e->doomed && e->sb &&
+		    (!agent_id || strcmp(e->agent_id, agent_id) == 0) &&
 		    (!idle || (e->refs == 0 && now - e->last_used_ms > e->held_idle_ms)))
 			(pinned[n++] = e)->refs++;
 	ah_sbx_unlock();

@@ -82,7 +82,8 @@ static void test_set_state(void)
 
 	e.state = AH_SBX_EPHEMERAL; /* taken: never warm again */
 	rc = ah_sbx_set_state(&e, AH_SBX_WARM_READY);
-	ok(rc == -1 && e.state == AH_SBX_EPHEMERAL && violations == 2, "ephemeral -> warm-ready is refused");
+	ok(rc == -1 && e.state == AH_SBX_EPHEMERAL && violations == 2,
+	   "ephemeral -> warm-ready is refused");
 	e.state = AH_SBX_WARM_DIED;
 	rc = ah_sbx_set_state(&e, AH_SBX_EPHEMERAL);
 	ok(rc == -1 && violations == 3, "a warm sandbox whose program died is never handed to a call");
