@@ -44,8 +44,8 @@ static int call(ah_arena *a, const char *text, const char **error, long long *re
 	ah_run_out o = {0};
 	json_object *ans = json_tokener_parse(text);
 	ah_run_answer(&r, ans, 30, 1024, &o);
+	*error = o.error ? ah_sprintf(a, "%s", o.error) : NULL; /* o.error may point into ans */
 	json_object_put(ans);
-	*error = o.error;
 	*retry = o.retry_after;
 	return o.http;
 }
