@@ -8,7 +8,7 @@
 #include "auth/auth.h"
 #include "list.h"
 #include "routes.h"
-#include "runner_client/runner_client.h"
+#include "runner_calls.h"
 #include "code.h"
 #include "slug.h"
 #include "core/plans.h"

@@ -5,7 +5,7 @@
 #include "agents.h"
 #include "list.h"
 #include "routes.h"
-#include "runner_client/runner_client.h"
+#include "runner_calls.h"
 #include "core/log.h"
 #include "core/redact.h"
 #include "core/util.h"

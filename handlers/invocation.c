@@ -12,7 +12,7 @@
 #include "invocations.h"
 #include "routes.h"
 #include "running.h"
-#include "runner_client/runner_client.h"
+#include "runner_calls.h"
 #include "core/log.h"
 #include "core/util.h"
 

@@ -22,7 +22,7 @@
 #include "validate.h"
 #include "webhooks.h"
 #include "crypto/crypto.h"
-#include "runner_client/runner_client.h"
+#include "runner_calls.h"
 #include "tokenize/tokenize.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -34,7 +34,7 @@
 #define FAILED_OUTPUT_MAX (64 * 1024) /* stdout a failed invocation returns: failed_output */
 #define RUNNER_SLACK_MS 30000 /* sandbox set-up, a wait for a free slot, the kill */
 /* A runner that refuses connections is restarting, or gone and taken over
- * once its heartbeat is three periods old (runner_client/takeover.c). */
+ * once its heartbeat is three periods old (invoke_takeover.c). */
 #define RUNNER_AWAY_RETRY_S 5
 #define MODEL_KEY_MAX 4096
 

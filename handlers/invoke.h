@@ -11,7 +11,7 @@
 #include "invocations.h"
 #include "invoke_answer.h"
 #include "invoke_timing.h"
-#include "runner_client/runner_client.h"
+#include "runner_calls.h"
 
 typedef struct ah_invoke_in {
 	const char *prompt;

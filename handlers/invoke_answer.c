@@ -3,6 +3,7 @@
  * outcome is one of 200, 500, 503 or 504 with an error and a detail. */
 #include "invoke_answer.h"
 #include "core/log.h"
+#include "rpc/rpc.h"
 
 #include <signal.h>
 #include <sodium.h>
@@ -30,6 +31,35 @@ static void busy(ah_req *r, ah_run_out *o, const char *why, long long retry_afte
 	o->error = why ? why : "the host is busy";
 	o->detail = ah_sprintf(r->arena, "No capacity to run the agent now (%s). Try again in "
 	                       "%lld seconds.", o->error, o->retry_after);
+}
+
+/* A failed answer's code (rpc/rpc.h) → the call's HTTP status: the one
+ * place the API reads a runner's refusal. 503 comes with Retry-After (busy);
+ * the rest are the runner's failures, their message the user's. A code this
+ * API does not know reads as failed (ah_rpc_code_parse). */
+static const int code_http[AH_RPC_CODE_COUNT] = {
+	[AH_RPC_OK] = 200,
+	[AH_RPC_FAILED] = 500,
+	[AH_RPC_BUSY] = 503,
+	[AH_RPC_MOUNT] = 500,
+	[AH_RPC_INVALID] = 500,
+	[AH_RPC_ELSEWHERE] = 500,
+	[AH_RPC_OVERLOADED] = 500,
+};
+
+/* A runner one release older (a rolling upgrade of a cluster) sends no code,
+ * and "busy" for a refusal worth retrying. */
+static ah_rpc_code answer_code(json_object *ans)
+{
+	json_object *c = get(ans, "code");
+	if (!c && json_object_get_boolean(get(ans, "busy")))
+		return AH_RPC_BUSY;
+	return ah_rpc_code_parse(c ? json_object_get_string(c) : NULL, false);
+}
+
+int ah_run_code_http(int code)
+{
+	return code >= 0 && code < AH_RPC_CODE_COUNT ? code_http[code] : 500;
 }
 
 void ah_run_timed_out(ah_req *r, ah_run_out *o, long long secs)
@@ -130,10 +160,12 @@ void ah_run_answer(ah_req *r, json_object *ans, long long timeout_s, long long o
 {
 	if (!json_object_get_boolean(get(ans, "ok"))) {
 		const char *e = json_object_get_string(get(ans, "error"));
-		if (json_object_get_boolean(get(ans, "busy")))
+		int http = ah_run_code_http(answer_code(ans));
+		if (http == 503)
 			busy(r, o, e, json_object_get_int64(get(ans, "retry_after")));
 		else
 			ah_run_failed(r, o, ah_sprintf(r->arena, "sandbox runner error: %s", e ? e : "unknown"));
+		o->http = http;
 		return;
 	}
 	o->sandbox_id = json_object_get_string(get(ans, "sandbox_id"));

@@ -35,6 +35,9 @@ typedef struct ah_run_out {
 
 /* A failure: 500 with "Invocation failed: <error>". */
 void ah_run_failed(ah_req *r, ah_run_out *o, const char *error);
+/* The HTTP status of a failed runner answer's code (ah_rpc_code, rpc/rpc.h):
+ * the one table of them; 500 for a code out of range. */
+int ah_run_code_http(int code);
 
 /* 504: the agent (or the runner's answer) did not come within timeout_s. */
 void ah_run_timed_out(ah_req *r, ah_run_out *o, long long timeout_s);

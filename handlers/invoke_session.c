@@ -1,7 +1,7 @@
 /* A call's session (invoke.c): the session row made to exist and be active
  * before the run, under the plan's cap of live sessions. */
 #include "invoke.h"
-#include "runner_client/runner_client.h"
+#include "runner_calls.h"
 #include "core/log.h"
 #include "core/util.h"
 

@@ -7,7 +7,7 @@
 #include "core/util.h"
 #include "crypto/crypto.h"
 #include "db/record.h"
-#include "runner_client/runner_client.h"
+#include "runner_calls.h"
 
 #include <string.h>
 

@@ -6,7 +6,7 @@
 #include "invocations.h"
 #include "list.h"
 #include "routes.h"
-#include "runner_client/runner_client.h"
+#include "runner_calls.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "db/record.h"

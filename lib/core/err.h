@@ -19,6 +19,7 @@ enum {
 	AH_EDONE     = -8,  /* a response has already been written */
 	AH_EBUSY     = -9,  /* out of capacity for now (sandbox budget): retry later */
 	AH_ENOSPACE  = -10, /* the disk is full (ENOSPC, EDQUOT): HTTP 507 */
+	AH_EMOUNT    = -11, /* a bucket mount failed: its message (mount, bucket) is the user's */
 };
 
 typedef struct ah_err {

@@ -66,7 +66,7 @@ json_object *ah_op_cancel(json_object *req)
 {
 	const char *id = ah_json_get_str(req, "invocation_id");
 	if (!id || !*id || strlen(id) >= sizeof early[0].id)
-		return ah_op_error("invalid invocation_id");
+		return ah_op_error(AH_RPC_INVALID, "invalid invocation_id");
 	bool found = false;
 	pthread_mutex_lock(&mu);
 	for (ah_run_slot *s = slots; s; s = s->next)

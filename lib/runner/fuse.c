@@ -183,20 +183,20 @@ static int serve(const char *agent, json_object *e, bool start, enum ah_fuse_for
 	while ((p = find(agent, key)) && p->starting) /* another call's start: its result */
 		pthread_cond_wait(&started, &mu);
 	if (p && !ah_fuse_proc_alive(p) && who == AH_FUSE_FOR_SPARE)
-		return ah_err_set(err, AH_EFAIL, "Bucket mount at %s: its FUSE process is gone", p->path);
+		return ah_err_set(err, AH_EMOUNT, "Bucket mount at %s: its FUSE process is gone", p->path);
 	if (p && !ah_fuse_proc_alive(p) && who == AH_FUSE_FOR_DEPLOY) {
 		drop(p);
 		p = NULL;
 	}
 	if (p && !ah_fuse_proc_alive(p)) {
-		ah_err_set(err, AH_EFAIL, "Bucket mount at %s (bucket '%s') failed: its FUSE process "
+		ah_err_set(err, AH_EMOUNT, "Bucket mount at %s (bucket '%s') failed: its FUSE process "
 		           "(rclone) is gone; the next call mounts it again", p->path, p->slug);
 		ah_log_warn("agent=%s: %s", agent, err->msg);
 		drop(p);
-		return AH_EFAIL;
+		return AH_EMOUNT;
 	}
 	if (!p && !start)
-		return ah_err_set(err, AH_EFAIL, "Bucket mount at %s (bucket '%s') is not mounted",
+		return ah_err_set(err, AH_EMOUNT, "Bucket mount at %s (bucket '%s') is not mounted",
 		                  entry_str(e, "path"), entry_str(e, "slug"));
 	if (!p) {
 		p = calloc(1, sizeof(*p));

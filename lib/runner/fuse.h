@@ -51,12 +51,13 @@ enum ah_fuse_for { AH_FUSE_FOR_CALL, AH_FUSE_FOR_SPARE, AH_FUSE_FOR_DEPLOY };
 
 /* The binds of a sandbox of the agent over image: each mount of its plan,
  * its rclone started when not running. *out is malloc'ed (free with
- * ah_fuse_binds_free); none: NULL, 0. Fails naming the mount. */
+ * ah_fuse_binds_free); none: NULL, 0. Fails naming the mount: AH_EMOUNT
+ * when the message is the user's (it names the mount and bucket), else AH_EFAIL. */
 int ah_fuse_binds(const char *agent_id, const char *image, enum ah_fuse_for who,
                   ah_sandbox_bind **out, size_t *n, ah_err *err);
 void ah_fuse_binds_free(ah_sandbox_bind *b, size_t n);
 /* Before a call in an existing sandbox: every mount of the plan still
- * served. Fails naming the mount whose process died. */
+ * served. Fails naming the mount whose process died (AH_EMOUNT). */
 int ah_fuse_check(const char *agent_id, const char *image, ah_err *err);
 
 /* Stops the agent's processes that image's plan does not name (NULL: all). */

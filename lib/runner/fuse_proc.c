@@ -196,7 +196,7 @@ static int launch(struct ah_fuse_proc *p, const char **argv, const char **env, c
 	p->pidfd = p->pid > 0 ? (int)syscall(SYS_pidfd_open, p->pid, 0) : -1;
 	int rc = 0;
 	if (p->pid <= 0 || p->pidfd < 0)
-		rc = ah_err_set(err, AH_EFAIL, "Bucket mount at %s: cannot start rclone: %s", p->path,
+		rc = ah_err_set(err, AH_EMOUNT, "Bucket mount at %s: cannot start rclone: %s", p->path,
 		                strerror(p->pid <= 0 ? e : errno));
 	else
 		rc = ah_fuse_guard_start(p->guard, sv[0], err);
@@ -212,10 +212,10 @@ static int wait_ready(struct ah_fuse_proc *p, ah_arena *a, const char *log, ah_e
 			return 0;
 		struct pollfd pf = {.fd = p->pidfd, .events = POLLIN};
 		if (poll(&pf, 1, 20) > 0)
-			return ah_err_set(err, AH_EFAIL, "Bucket mount at %s (bucket '%s') could not start: "
+			return ah_err_set(err, AH_EMOUNT, "Bucket mount at %s (bucket '%s') could not start: "
 			                  "%s", p->path, p->slug, log_tail(a, log));
 	}
-	return ah_err_set(err, AH_EFAIL, "Bucket mount at %s (bucket '%s') did not come up within "
+	return ah_err_set(err, AH_EMOUNT, "Bucket mount at %s (bucket '%s') did not come up within "
 	                  "%d s", p->path, p->slug, START_TIMEOUT_MS / 1000);
 }
 
@@ -229,7 +229,7 @@ int ah_fuse_proc_start(struct ah_fuse_proc *p, json_object *e, const char *rclon
 	int rc = ah_fuse_guard_new(&p->guard, e, pol, ah_sprintf(a, "agent=%s: bucket mount at %s",
 	                           p->agent, p->path), &why);
 	if (rc != 0)
-		rc = ah_err_set(err, AH_EFAIL, "Bucket mount at %s (bucket '%s'): %s", p->path, p->slug,
+		rc = ah_err_set(err, AH_EMOUNT, "Bucket mount at %s (bucket '%s'): %s", p->path, p->slug,
 		                why.msg);
 	umount2(p->dir, MNT_DETACH); /* a previous runner's, if any */
 	if (rc == 0 && ((rc = ah_deploy_mkdirs(p->dir, err)) != 0 || (rc = ah_deploy_mkdirs(cache, err)) != 0))

@@ -10,7 +10,7 @@
  * back to the queue (its attempt not counted); destroy every sandbox; exit. */
 #include "runner/runner.h"
 #include "runner/gateway.h"
-#include "runner_client/runner_client.h"
+#include "rpc/rpc.h"
 #include "runner/sandboxes.h"
 #include "runner/warm.h"
 #include "runner/fuse.h"

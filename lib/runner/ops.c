@@ -69,19 +69,24 @@ static json_object *answer_of(bool ok, const field *f, size_t n)
 	return o;
 }
 
-json_object *ah_op_error(const char *msg)
+json_object *ah_op_error(ah_rpc_code code, const char *msg)
 {
-	return answer_of(false, (field[]){ {"error", F_STR, msg, 0} }, 1);
+	field f[] = { {"code", F_STR, ah_rpc_code_name(code), 0}, {"error", F_STR, msg, 0} };
+	return answer_of(false, f, sizeof f / sizeof f[0]);
 }
 
-/* AH_EBUSY is a refusal worth retrying soon (the host at its sandbox budget,
- * this runner at its capacity): the API answers 503 with Retry-After. */
+/* A failed run's answer: its code from its status (ah_rpc_code_of). busy is
+ * a refusal worth retrying soon (the host at its sandbox budget, this runner
+ * at its capacity): the API answers 503 with Retry-After. The "busy" boolean
+ * is the protocol before codes, still sent for an API host one release older
+ * during a rolling upgrade of a cluster; this release's API reads the code. */
 static json_object *error_answer(int rc, const ah_err *err)
 {
-	if (rc != AH_EBUSY)
-		return ah_op_error(err->msg);
-	field f[] = { {"error", F_STR, err->msg, 0}, {"busy", F_BOOL, NULL, 1},
-	              {"retry_after", F_INT, NULL, BUSY_RETRY_S} };
+	ah_rpc_code code = ah_rpc_code_of(rc);
+	if (code != AH_RPC_BUSY)
+		return ah_op_error(code, err->msg);
+	field f[] = { {"code", F_STR, ah_rpc_code_name(code), 0}, {"error", F_STR, err->msg, 0},
+	              {"busy", F_BOOL, NULL, 1}, {"retry_after", F_INT, NULL, BUSY_RETRY_S} };
 	return answer_of(false, f, sizeof f / sizeof f[0]);
 }
 
@@ -121,7 +126,7 @@ static json_object *run_answer(const struct run_out *o)
 	size_t cap = sodium_base64_ENCODED_LEN(res->out_len, sodium_base64_VARIANT_ORIGINAL);
 	char *b64 = malloc(cap);
 	if (!b64)
-		return ah_op_error("out of memory");
+		return ah_op_error(AH_RPC_FAILED, "out of memory");
 	sodium_bin2base64(b64, cap, (const unsigned char *)(res->out ? res->out : ""), res->out_len,
 	                  sodium_base64_VARIANT_ORIGINAL);
 	field f[] = {
@@ -274,9 +279,9 @@ static int lease_sandbox(struct ah_sbx_lease *lease, const struct ah_run_req *q,
 	if (rc != 0) {
 		ah_log_error("%s agent=%s: no sandbox: %s", tag, q->agent_id, why.msg);
 		/* A bucket mount's failure is the user's to know (it names the mount
-		 * and bucket, never a credential); anything else is the operator's. */
-		if (strncmp(why.msg, "Bucket mount", 12) == 0)
-			return ah_err_set(err, AH_EFAIL, "%s", why.msg);
+		 * and bucket, never a credential: fuse.h); anything else is the operator's. */
+		if (rc == AH_EMOUNT || why.code == AH_EMOUNT)
+			return ah_err_set(err, AH_EMOUNT, "%s", why.msg);
 		return ah_err_set(err, AH_EFAIL, "could not create a sandbox");
 	}
 	return 0;

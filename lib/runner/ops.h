@@ -5,6 +5,7 @@
 
 #include <json-c/json.h>
 
+#include "rpc/rpc.h"
 #include "runner/runner.h"
 #include "runner/sandboxes.h"
 
@@ -19,7 +20,9 @@ typedef struct ah_op_after {
 	struct ah_warm_next *next; /* a session's next process to start, then release */
 } ah_op_after;
 
-json_object *ah_op_error(const char *msg);
+/* A failed answer: {"ok":false,"code":…,"error":msg} (rpc/rpc.h). The code
+ * is what the API acts on; msg is shown to the person who made the call. */
+json_object *ah_op_error(ah_rpc_code code, const char *msg);
 json_object *ah_op_ping(const struct ah_runner *r, json_object *req);
 json_object *ah_op_run(struct ah_runner *r, json_object *req, ah_op_after *after);
 void ah_op_finish(ah_op_after *after);

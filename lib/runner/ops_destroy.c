@@ -25,7 +25,7 @@ json_object *ah_op_destroy_session(json_object *req)
 {
 	const char *agent = ah_json_get_str(req, "agent_id"), *session = ah_json_get_str(req, "session");
 	if (!ah_run_token_ok(agent, 32, "_") || !ah_run_token_ok(session, 128, "._:-"))
-		return ah_op_error("invalid agent_id or session");
+		return ah_op_error(AH_RPC_INVALID, "invalid agent_id or session");
 	int n = ah_sandboxes_destroy_session(agent, session);
 	ah_log_info("agent=%s session=%s: destroy_session (%d sandbox)", agent, session, n);
 	return ok_answer();
@@ -52,7 +52,7 @@ json_object *ah_op_destroy_agent(const struct ah_runner *r, json_object *req)
 	const char *agent = ah_json_get_str(req, "agent_id");
 	json_object *purge = NULL;
 	if (!ah_run_token_ok(agent, 32, "_"))
-		return ah_op_error("invalid agent_id");
+		return ah_op_error(AH_RPC_INVALID, "invalid agent_id");
 	int n = ah_warm_destroy_agent(agent);
 	ah_fuse_retain(agent, NULL); /* its bucket mounts: the next call starts them again */
 	ah_log_info("agent=%s: destroy_agent (%d sandboxes)", agent, n);
@@ -73,7 +73,7 @@ json_object *ah_op_retire_warm(json_object *req)
 {
 	const char *agent = ah_json_get_str(req, "agent_id");
 	if (!ah_run_token_ok(agent, 32, "_"))
-		return ah_op_error("invalid agent_id");
+		return ah_op_error(AH_RPC_INVALID, "invalid agent_id");
 	ah_warm_forget(agent);
 	return ok_answer();
 }

@@ -99,7 +99,7 @@ int ah_tcp_fd(void);
 void ah_tcp_close(void);
 /* Runs the handshake on an accepted TCP connection; true when the peer proved
  * the secret and *w is ready to carry the sealed request and answer
- * (runner_client/wire.h; the caller wipes it). Else the peer has been told
+ * (rpc/rpc.h, frames; the caller wipes it). Else the peer has been told
  * so, and the caller closes. */
 struct ah_rwire;
 bool ah_tcp_admit(int fd, struct ah_rwire *w);

@@ -8,9 +8,10 @@
  * so no sandbox can reach it. With runner_listen set, the same requests are
  * also taken over TCP, each connection only after the shared-secret handshake
  * (tcp.c), and then with the request and the answer each one sealed frame
- * (runner_client/wire.h) instead of a line. Requests carry secrets (the env
+ * (rpc/rpc.h, frames) instead of a line. Requests carry secrets (the env
  * of `run`): env is never logged, and the copies are wiped after use. */
 #include "runner/runner.h"
+#include "rpc/rpc.h"
 #include "core/io.h"
 #include "runner/sandboxes.h"
 #include "runner/ops.h"
@@ -20,7 +21,6 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "deploy/deploy.h"
-#include "runner_client/wire.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -169,13 +169,13 @@ static json_object *dispatch(json_object *req, ah_op_after *after)
 	json_object *op = NULL;
 	const char *name = json_object_object_get_ex(req, "op", &op) ? json_object_get_string(op) : NULL;
 	if (!name)
-		return ah_op_error("missing \"op\"");
+		return ah_op_error(AH_RPC_INVALID, "missing \"op\"");
 	/* A request that names its runner must have reached that one: an agent's
 	 * sandboxes and image live on the runner that deployed it. */
 	json_object *to = NULL;
 	if (json_object_object_get_ex(req, "runner_id", &to) && to &&
 	    strcmp(json_object_get_string(to), runner->id) != 0)
-		return ah_op_error("request meant for another runner");
+		return ah_op_error(AH_RPC_ELSEWHERE, "request meant for another runner");
 	if (strcmp(name, "ping") == 0)
 		return ah_op_ping(runner, req);
 	if (strcmp(name, "run") == 0)
@@ -188,7 +188,7 @@ static json_object *dispatch(json_object *req, ah_op_after *after)
 		return ah_op_retire_warm(req);
 	if (strcmp(name, "cancel") == 0)
 		return ah_op_cancel(req);
-	return ah_op_error("unknown op");
+	return ah_op_error(AH_RPC_INVALID, "unknown op");
 }
 
 /* TCP: the answer as the one sealed frame of the runner's direction. */
@@ -214,7 +214,7 @@ static json_object *answer(char *line, size_t len, ah_op_after *after)
 		free(line);
 	}
 	if (!req || !json_object_is_type(req, json_type_object)) {
-		ans = ah_op_error(had_line ? "request is not a JSON object" : "no request line");
+		ans = ah_op_error(AH_RPC_INVALID, had_line ? "request is not a JSON object" : "no request line");
 	} else {
 		/* The API's request id (nginx's $request_id) on this thread's log
 		 * lines until the request is done (serve_*). */
@@ -311,7 +311,7 @@ static void spawn(int fd, bool tcp)
 	if (full || pthread_create(&t, &at, connection, arg) != 0) {
 		/* Not over TCP: an unauthenticated peer learns nothing, not even load. */
 		if (!tcp) {
-			json_object *ans = ah_op_error("runner overloaded");
+			json_object *ans = ah_op_error(AH_RPC_OVERLOADED, "runner overloaded");
 			write_answer(fd, ans);
 			json_object_put(ans);
 		}

@@ -4,19 +4,18 @@
  * for anyone who connects is the one thing this file must never produce.
  *
  * Every accepted connection proves the secret with the challenge-response of
- * lib/runner_client/auth.c before its request is read; a peer that fails is
+ * lib/rpc/auth.c before its request is read; a peer that fails is
  * told so and closed, and the failure is logged with its address (never with
  * key material). What follows the handshake, the request and its answer,
- * travels sealed with keys of this connection alone (runner_client/wire.h).
+ * travels sealed with keys of this connection alone (rpc/rpc.h, frames).
  * Sandboxes cannot connect: the nft policy (lib/sandbox/net.c)
  * drops what they send to any of this host's addresses and to private ranges.
  * A stranger who never answers holds a handshake slot for AH_RAUTH_TIMEOUT_MS:
  * one peer gets a share of them, not all (handshakes.c). */
 #include "runner/runner.h"
 #include "runner/handshakes.h"
-#include "runner_client/auth.h"
+#include "rpc/rpc.h"
 #include "core/io.h"
-#include "runner_client/wire.h"
 #include "core/log.h"
 #include "core/util.h"
 

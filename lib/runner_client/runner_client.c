@@ -1,7 +1,6 @@
 /* See runner_client.h. */
 #include "runner_client/runner_client.h"
-#include "runner_client/auth.h"
-#include "runner_client/wire.h"
+#include "rpc/rpc.h"
 #include "runner_client/stream.h"
 #include "core/io.h"
 #include "core/json.h"
@@ -25,7 +24,7 @@
 
 /* This host's runner id, worked out once per worker (workers are
  * single-threaded), or again while runner_socket's directory is missing. */
-static const char *local_id(ah_req *r)
+static const char *local_id(const ah_rc *r)
 {
 	static char id[80];
 	static bool known;
@@ -40,7 +39,7 @@ static const char *local_id(ah_req *r)
  * another one at the address it registered (looked up by the runner_id the
  * request names, else by its agent_id). Without either, a runner yet, or a
  * working lookup: runner_socket. */
-static const char *runner_address(ah_req *r, json_object *req)
+static const char *runner_address(const ah_rc *r, json_object *req)
 {
 	const char *local = ah_cfg_str(r->cfg, AH_CFG_RUNNER_SOCKET);
 	const char *named = ah_json_get_str(req, "runner_id");
@@ -59,6 +58,25 @@ static const char *runner_address(ah_req *r, json_object *req)
 	if (rows.n != 1 || !rows.v[0][1] || !*rows.v[0][1] || strcmp(rows.v[0][0], local_id(r)) == 0)
 		return local;
 	return rows.v[0][1];
+}
+
+static void put_json(void *o)
+{
+	json_object_put(o);
+}
+
+/* o is put when the caller's arena goes. */
+static json_object *own(const ah_rc *r, json_object *o)
+{
+	if (o)
+		ah_arena_on_cleanup(r->arena, put_json, o);
+	return o;
+}
+
+/* key: val, or null when val is NULL (as the API's ah_json_str). */
+static void put_str(json_object *o, const char *key, const char *val)
+{
+	json_object_object_add(o, key, val ? json_object_new_string(val) : NULL);
 }
 
 static int connect_unix(const char *path)
@@ -80,7 +98,7 @@ static int connect_unix(const char *path)
 
 /* The key of runner_secret(_file), derived once per worker process (workers
  * are single-threaded). NULL when none is configured or it is unusable. */
-static const ah_rauth_key *shared_key(ah_req *r)
+static const ah_rauth_key *shared_key(const ah_rc *r)
 {
 	static ah_rauth_key key;
 	static int state; /* 0 not yet loaded, 1 loaded, -1 unusable */
@@ -94,7 +112,7 @@ static const ah_rauth_key *shared_key(ah_req *r)
 }
 
 /* Reads until the newline that ends the answer, the deadline, or the cap. */
-static int read_answer(ah_req *r, int fd, int timeout_ms, char **out, size_t *outlen)
+static int read_answer(const ah_rc *r, int fd, int timeout_ms, char **out, size_t *outlen)
 {
 	size_t cap = 64 * 1024, len = 0;
 	char *buf = ah_alloc(r->arena, cap);
@@ -134,7 +152,7 @@ typedef struct chunk_sink {
 	void *ctx;
 } chunk_sink;
 
-static int call_unix(ah_req *r, const char *path, const char *s, size_t len, int timeout_ms,
+static int call_unix(const ah_rc *r, const char *path, const char *s, size_t len, int timeout_ms,
                      const chunk_sink *k, char **ans, size_t *alen)
 {
 	int fd = connect_unix(path);
@@ -150,9 +168,9 @@ static int call_unix(ah_req *r, const char *path, const char *s, size_t len, int
 	return rc;
 }
 
-/* TCP: handshake, then the request and the answer sealed (wire.h). The
+/* TCP: handshake, then the request and the answer sealed (frames, rpc/rpc.h). The
  * answer is copied into the arena so both paths hand back the same thing. */
-static int call_tcp(ah_req *r, const char *address, const char *s, size_t len, int timeout_ms,
+static int call_tcp(const ah_rc *r, const char *address, const char *s, size_t len, int timeout_ms,
                     const chunk_sink *k, char **ans, size_t *alen)
 {
 	const ah_rauth_key *key = shared_key(r);
@@ -184,13 +202,13 @@ static int call_tcp(ah_req *r, const char *address, const char *s, size_t len, i
 	return 0;
 }
 
-int ah_runner_call(ah_req *r, json_object *req, json_object **resp, int timeout_ms)
+int ah_rc_call(const ah_rc *r, json_object *req, json_object **resp, int timeout_ms)
 {
-	return ah_runner_call_stream(r, req, resp, timeout_ms, NULL, NULL);
+	return ah_rc_call_stream(r, req, resp, timeout_ms, NULL, NULL);
 }
 
-int ah_runner_call_stream(ah_req *r, json_object *req, json_object **resp, int timeout_ms,
-                          ah_runner_chunk_fn fn, void *ctx)
+int ah_rc_call_stream(const ah_rc *r, json_object *req, json_object **resp, int timeout_ms,
+                      ah_runner_chunk_fn fn, void *ctx)
 {
 	chunk_sink k = {fn, ctx};
 	*resp = NULL;
@@ -213,49 +231,49 @@ int ah_runner_call_stream(ah_req *r, json_object *req, json_object **resp, int t
 		ah_log_error("runner answered something that is not a JSON object");
 		return AH_EFAIL;
 	}
-	*resp = ah_json_own(r, o);
+	*resp = own(r, o);
 	return 0;
 }
 
-int ah_runner_destroy_agent(ah_req *r, const char *agent_id)
+int ah_rc_destroy_agent(const ah_rc *r, const char *agent_id)
 {
-	return ah_runner_forget_agent(r, agent_id, NULL, false);
+	return ah_rc_forget_agent(r, agent_id, NULL, false);
 }
 
-int ah_runner_forget_agent(ah_req *r, const char *agent_id, const char *runner_id, bool purge)
+int ah_rc_forget_agent(const ah_rc *r, const char *agent_id, const char *runner_id, bool purge)
 {
-	return ah_runner_left_image(r, agent_id, runner_id, purge, NULL);
+	return ah_rc_left_image(r, agent_id, runner_id, purge, NULL);
 }
 
-int ah_runner_left_image(ah_req *r, const char *agent_id, const char *runner_id, bool purge,
+int ah_rc_left_image(const ah_rc *r, const char *agent_id, const char *runner_id, bool purge,
                          const char *left_image)
 {
-	json_object *req = ah_json_own(r, json_object_new_object());
-	ah_json_str(req, "op", "destroy_agent");
-	ah_json_str(req, "agent_id", agent_id);
+	json_object *req = own(r, json_object_new_object());
+	put_str(req, "op", "destroy_agent");
+	put_str(req, "agent_id", agent_id);
 	if (left_image && *left_image)
-		ah_json_str(req, "retire_image", left_image);
+		put_str(req, "retire_image", left_image);
 	if (runner_id && *runner_id)
-		ah_json_str(req, "runner_id", runner_id);
+		put_str(req, "runner_id", runner_id);
 	if (purge)
 		json_object_object_add(req, "purge", json_object_new_boolean(1));
 	json_object *resp, *ok;
-	if (ah_runner_call(r, req, &resp, 30000) != 0)
+	if (ah_rc_call(r, req, &resp, 30000) != 0)
 		return AH_EFAIL;
 	if (!json_object_object_get_ex(resp, "ok", &ok) || !json_object_get_boolean(ok))
 		return AH_EFAIL;
 	return 0;
 }
 
-int ah_runner_retire_warm(ah_req *r, const char *agent_id, const char *runner_id)
+int ah_rc_retire_warm(const ah_rc *r, const char *agent_id, const char *runner_id)
 {
-	json_object *req = ah_json_own(r, json_object_new_object());
-	ah_json_str(req, "op", "retire_warm");
-	ah_json_str(req, "agent_id", agent_id);
+	json_object *req = own(r, json_object_new_object());
+	put_str(req, "op", "retire_warm");
+	put_str(req, "agent_id", agent_id);
 	if (runner_id && *runner_id)
-		ah_json_str(req, "runner_id", runner_id);
+		put_str(req, "runner_id", runner_id);
 	json_object *resp, *ok;
-	if (ah_runner_call(r, req, &resp, 5000) != 0 ||
+	if (ah_rc_call(r, req, &resp, 5000) != 0 ||
 	    !json_object_object_get_ex(resp, "ok", &ok) || !json_object_get_boolean(ok)) {
 		ah_log_warn("agent=%s: the runner did not confirm its warm processes are retired "
 		            "(its next call still checks them)", agent_id);

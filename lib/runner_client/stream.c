@@ -34,7 +34,7 @@ static bool chunk_of(const char *msg, size_t len, ah_runner_chunk_fn fn, void *c
 }
 
 /* The complete lines in buf: chunks to fn; the answer (non-chunk) ends it. */
-static bool take_lines(ah_req *r, char *buf, size_t *len, ah_runner_chunk_fn fn, void *ctx,
+static bool take_lines(const ah_rc *r, char *buf, size_t *len, ah_runner_chunk_fn fn, void *ctx,
                        char **out, size_t *outlen)
 {
 	size_t start = 0;
@@ -55,7 +55,7 @@ static bool take_lines(ah_req *r, char *buf, size_t *len, ah_runner_chunk_fn fn,
 	return false;
 }
 
-int ah_rc_stream_unix(ah_req *r, int fd, int timeout_ms, ah_runner_chunk_fn fn, void *ctx,
+int ah_rc_stream_unix(const ah_rc *r, int fd, int timeout_ms, ah_runner_chunk_fn fn, void *ctx,
                       char **out, size_t *outlen)
 {
 	size_t cap = 64 * 1024, len = 0;

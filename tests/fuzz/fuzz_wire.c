@@ -3,7 +3,7 @@
  * sealed frames read from a socket. The fuzzer holds no key, so nothing may
  * open: every frame must be refused, never crash, never read past the input.
  * Input: LINE "\n" FRAMES. */
-#include "runner_client/wire.h"
+#include "rpc/rpc.h"
 #include "split.h"
 #include "core/util.h"
 

@@ -1,8 +1,8 @@
-/* Unit test of lib/runner_client/wire.c: the sealed frames that follow the
+/* Unit test of lib/rpc/frames.c: the sealed frames that follow the
  * runner's TCP handshake. Round trips over socketpairs (a whole handshake
  * too), then a sender's raw bytes captured, tampered with and fed to a
  * receiver: every change must be refused. TAP. */
-#include "runner_client/wire.h"
+#include "rpc/rpc.h"
 #include "core/util.h"
 
 #include <pthread.h>

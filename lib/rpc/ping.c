@@ -1,6 +1,6 @@
 /* agenthost-runner-ping: test-only (not installed). Sends one JSON request to
- * a runner over TCP exactly as an API worker does (handshake of auth.h, then
- * sealed frames of wire.h) and prints the answer line, so the integration
+ * a runner over TCP exactly as an API worker does (handshake, then
+ * sealed frames of rpc/rpc.h) and prints the answer line, so the integration
  * test can drive the real client through a relay that watches or tampers
  * with the bytes (tests/integration/test_runner_tcp.py).
  *
@@ -8,8 +8,7 @@
  *
  * REQUEST_JSON defaults to {"op":"ping"}. Exit status 0 with the answer on
  * stdout; 1 with the reason on stderr; 2 on bad usage. */
-#include "runner_client/auth.h"
-#include "runner_client/wire.h"
+#include "rpc/rpc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

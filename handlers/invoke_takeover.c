@@ -6,8 +6,13 @@
  * move. Sessions are sandboxes on the dead runner: they end with it, as if
  * they had expired, and the next call with their id starts anew. The new
  * runner fetches the image from the file store (lib/runner/images.c), so an
- * agent whose image was not kept there stays where it is. */
-#include "runner_client/runner_client.h"
+ * agent whose image was not kept there stays where it is.
+ *
+ * This is the cluster's policy, not the protocol's: it reads the runners'
+ * heartbeats and writes agent and session rows, as the API's handlers do, so
+ * it lives with them (it was in lib/runner_client, which made the runner
+ * binary, linking that module for the protocol, link the HTTP layer too). */
+#include "runner_calls.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "db/db.h"

@@ -1,8 +1,8 @@
-/* Unit test of lib/runner_client/auth.c: the runner's TCP challenge-response.
+/* Unit test of lib/rpc/auth.c: the runner's TCP challenge-response.
  * Table-driven over the client's answer as the runner checks it, then the
  * runner's proof as the client checks it, then both whole handshakes over a
  * socketpair. TAP. */
-#include "runner_client/auth.h"
+#include "rpc/rpc.h"
 #include "core/io.h"
 
 #include <pthread.h>

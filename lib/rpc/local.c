@@ -5,7 +5,7 @@
  * the same one. An agent held by this id is reached through runner_socket,
  * never through the TCP address it also advertises: no handshake, no
  * sealing, no address lookup. */
-#include "runner_client/runner_client.h"
+#include "rpc/rpc.h"
 
 #include <libgen.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
-/* See auth.h. */
-#include "runner_client/auth.h"
+/* See rpc/rpc.h: the handshake. */
+#include "rpc/rpc.h"
 #include "core/io.h"
 #include "core/log.h"
 #include "core/util.h"

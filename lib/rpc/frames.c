@@ -1,5 +1,5 @@
-/* See wire.h. */
-#include "runner_client/wire.h"
+/* See rpc/rpc.h: the sealed frames. */
+#include "rpc/rpc.h"
 #include "core/io.h"
 #include "core/util.h"
 
