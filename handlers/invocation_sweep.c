@@ -7,7 +7,8 @@
  *
  * ah_running_settle records such a call failed (cancelled if that was asked)
  * with the reason, priced for its prompt like any failure, in the history, so
- * the listing, the usage (the history row's trigger) and GET agree. It takes
+ * the listing, the usage (the history row's trigger) and GET agree; its
+ * webhook (the call's, else its agent's, kept in the row) gets that record. It takes
  * the lock itself first: the lock free means the owner is gone, and held by
  * the settler it keeps a second settler (another API host's sweep, a GET)
  * out, so the call is recorded once. A call the owner recorded just before it
@@ -20,6 +21,7 @@
  * not stay "running". */
 #include "invocations.h"
 #include "running.h"
+#include "webhooks.h"
 #include "core/log.h"
 #include "core/util.h"
 
@@ -37,10 +39,11 @@ static const char SQL_LOST[] =
 static const char SQL_ROW[] =
 	"SELECT r.id, r.session_id, r.prompt, r.input_tokens, r.created_at, r.cancel_requested,"
 	" TIMESTAMPDIFF(MICROSECOND, r.created_at, NOW(3)) DIV 1000, r.agent_id, a.user_id,"
-	" EXISTS (SELECT 1 FROM invocations i WHERE i.id = r.id)"
+	" EXISTS (SELECT 1 FROM invocations i WHERE i.id = r.id), r.webhook_url"
 	" FROM invocations_running r JOIN agents a ON a.id = r.agent_id"
 	" WHERE r.id = ? AND NOT (@@wsrep_on = 1 AND r.created_at > NOW(3) - INTERVAL 700 SECOND)";
-enum { S_ID, S_SESSION, S_PROMPT, S_IN, S_CREATED, S_CANCEL, S_AGE, S_AGENT, S_USER, S_RECORDED };
+enum { S_ID, S_SESSION, S_PROMPT, S_IN, S_CREATED, S_CANCEL, S_AGE, S_AGENT, S_USER, S_RECORDED,
+       S_HOOK };
 static const char SQL_DEL[] = "DELETE FROM invocations_running WHERE id = ?";
 static const char SQL_LOCK[] = "SELECT GET_LOCK(CONCAT('" AH_RUNNING_LOCK "', ?), 0)";
 static const char SQL_UNLOCK[] = "SELECT RELEASE_LOCK(CONCAT('" AH_RUNNING_LOCK "', ?))";
@@ -67,6 +70,12 @@ static void record_lost(ah_req *r, const ah_rows *rows)
 	r->user = &owner;
 	ah_invocation_account(r, &inv);
 	ah_invocation_record(r, v[S_AGENT], &inv);
+	if (v[S_HOOK]) { /* delivered as every finished call's record is */
+		json_object *rec = ah_invocation_json(r, &inv, false);
+		json_object_object_add(rec, "files", json_object_new_array());
+		ah_webhook_queue(r, v[S_AGENT], inv.id, v[S_HOOK], rec);
+		json_object_put(rec);
+	}
 	r->user = was;
 }
 

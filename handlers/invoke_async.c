@@ -34,7 +34,7 @@
 
 static const char SQL_RUNNING_ADD[] =
 	"INSERT INTO invocations_running (id, agent_id, session_id, runner_id, prompt, input_tokens,"
-	" created_at) VALUES (?, ?, ?, ?, ?, ?, ?)";
+	" created_at, webhook_url) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
 static const char SQL_RUNNING_DEL[] = "DELETE FROM invocations_running WHERE id = ?";
 static const char SQL_LOCK[] = "SELECT GET_LOCK(CONCAT('" AH_RUNNING_LOCK "', ?), 0)";
 static const char SQL_UNLOCK[] = "SELECT RELEASE_LOCK(CONCAT('" AH_RUNNING_LOCK "', ?))";
@@ -50,9 +50,11 @@ static int lock(ah_req *r, const char *id)
 
 static int running_add(ah_req *r, const ah_call *c)
 {
-	return ah_db_exec(r->db, NULL, SQL_RUNNING_ADD, "ssssbis", c->inv.id, c->a->id, c->inv.session_id,
+	/* The webhook as ah_call_run resolves it: for the record of a lost call. */
+	const char *hook = c->in.webhook_url ? c->in.webhook_url : c->a->webhook_url;
+	return ah_db_exec(r->db, NULL, SQL_RUNNING_ADD, "ssssbiss", c->inv.id, c->a->id, c->inv.session_id,
 	                  c->a->runner_id, c->inv.prompt, c->inv.prompt_len, (long long)c->in_tokens,
-	                  c->inv.created_at);
+	                  c->inv.created_at, hook);
 }
 
 void ah_running_end(ah_req *r, const ah_call *c)
