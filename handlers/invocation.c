@@ -2,9 +2,10 @@
  * invocation, running or finished, and stopping one that runs. A call in
  * progress (asynchronous or streamed) has a row in invocations_running whose
  * owner holds its lock (running.h); a finished one is in the history. A
- * running row whose owner is gone (its process was killed) is recorded here,
- * failed with that reason, by whichever request finds it first: no call
- * stays "running" past its owner. Cancel asks the agent's runner to stop the
+ * running row whose owner is gone (its process was killed) is settled here
+ * (recorded failed with that reason, invocation_sweep.c) if the API master's
+ * periodic sweep has not done so yet: no call reads "running" past its
+ * owner. Cancel asks the agent's runner to stop the
  * run (SIGTERM, SIGKILL after AH_SANDBOX_CANCEL_GRACE_MS); the owner then
  * records it "cancelled", billed for its prompt and the output it wrote.
  * Another agent's or user's invocation is 404 like an unknown one. */
@@ -27,14 +28,12 @@ static const char SQL_FINISHED[] =
  * sees only its own clients' locks: there an unheld lock means a lost owner
  * only once the longest call (600 s) and its slack are over. */
 static const char SQL_RUNNING[] =
-	"SELECT id, session_id, prompt, input_tokens, created_at, runner_id, cancel_requested,"
+	"SELECT id, session_id, created_at, runner_id, cancel_requested,"
 	" IS_USED_LOCK(CONCAT('" AH_RUNNING_LOCK "', id)) IS NOT NULL OR (@@wsrep_on = 1 AND"
-	" created_at > NOW(3) - INTERVAL 700 SECOND),"
-	" TIMESTAMPDIFF(MICROSECOND, created_at, NOW(3)) DIV 1000"
+	" created_at > NOW(3) - INTERVAL 700 SECOND)"
 	" FROM invocations_running WHERE agent_id = ? AND id = ?";
-static const char SQL_RUNNING_DEL[] = "DELETE FROM invocations_running WHERE id = ?";
 static const char SQL_CANCEL_MARK[] = "UPDATE invocations_running SET cancel_requested = 1 WHERE id = ?";
-enum { R_ID, R_SESSION, R_PROMPT, R_IN, R_CREATED, R_RUNNER, R_CANCEL, R_OWNER, R_AGE };
+enum { R_ID, R_SESSION, R_CREATED, R_RUNNER, R_CANCEL, R_OWNER };
 
 enum { NONE, RUNNING, FINISHED };
 
@@ -60,44 +59,19 @@ static json_object *running_json(ah_req *r, char **v)
 	return o;
 }
 
-/* Its owner is gone and never recorded it: failed (cancelled if that was
- * asked), priced for its prompt, with the reason. */
-static void record_lost(ah_req *r, const ah_agent *a, const ah_rows *rows)
-{
-	char **v = rows->v[0];
-	bool cancel = v[R_CANCEL] && strcmp(v[R_CANCEL], "1") == 0;
-	ah_invocation inv = {
-		.id = v[R_ID], .session_id = v[R_SESSION], .created_at = v[R_CREATED],
-		.prompt = v[R_PROMPT], .prompt_len = rows->len[0][R_PROMPT],
-		.input_tokens = ah_cell_ll(v[R_IN]), .duration_ms = ah_cell_ll(v[R_AGE]),
-		.status = cancel ? AH_INV_CANCELLED : AH_INV_FAILED,
-		.error = "the call was lost: the API process running it ended before the runner answered"
-		         " (an API restart or crash); its output is unknown",
-	};
-	ah_log_warn("inv=%s: its owner is gone; recorded as failed", inv.id);
-	ah_invocation_account(r, &inv);
-	ah_invocation_record(r, a->id, &inv);
-}
-
 /* NONE, RUNNING (*out the running view, *row kept) or FINISHED (*out the
  * history's record); a running row without an owner is settled first. */
 static int lookup(ah_req *r, const ah_agent *a, const char *id, json_object **out, ah_rows *run)
 {
 	if (ah_db_query(r->db, r->arena, run, SQL_RUNNING, "ss", a->id, id) != 0)
 		return AH_EFAIL;
-	if (run->n == 1 && run->v[0][R_OWNER] && strcmp(run->v[0][R_OWNER], "1") == 0) {
+	bool live = run->n == 1 && run->v[0][R_OWNER] && strcmp(run->v[0][R_OWNER], "1") == 0;
+	int rc = run->n == 1 && !live ? ah_running_settle(r, id) : 0;
+	if (rc < 0)
+		return AH_EFAIL;
+	if (live || rc == 1) { /* (1: another settler has it this instant) */
 		*out = running_json(r, run->v[0]);
 		return RUNNING;
-	}
-	if (run->n == 1) {
-		/* The owner may have recorded it just before it ended. */
-		int rc = finished(r, a, id, out);
-		if (rc == NONE)
-			record_lost(r, a, run);
-		if (rc != AH_EFAIL)
-			ah_db_exec(r->db, NULL, SQL_RUNNING_DEL, "s", id);
-		if (rc != NONE)
-			return rc;
 	}
 	return finished(r, a, id, out);
 }

@@ -8,9 +8,10 @@
  *
  * While it runs, the call has a row in invocations_running (GET shows it as
  * running, cancel finds its runner), and its owner holds the lock
- * agenthost_inv_<id> on its own connection. Whoever finds such a row with
- * nobody holding the lock (the owner was killed: an API host restarted or
- * died) records the call failed with that reason (invocation.c). A runner
+ * agenthost_inv_<id> on its own connection, taken before it makes the row.
+ * A row with nobody holding the lock (the owner was killed: an API host
+ * restarted or died) is recorded failed with that reason by the API
+ * master's periodic sweep or the first GET (invocation_sweep.c). A runner
  * that dies mid-call is the owner's to see: its answer never comes, and the
  * call is recorded failed like a plain one ("sandbox runner unavailable").
  * A streamed call has the row too (ah_running_begin/end), so it can be
@@ -33,7 +34,7 @@
 
 static const char SQL_RUNNING_ADD[] =
 	"INSERT INTO invocations_running (id, agent_id, session_id, runner_id, prompt, input_tokens,"
-	" created_at) VALUES (?, ?, ?, ?, ?, ?, ?)";
+	" created_at, webhook_url) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
 static const char SQL_RUNNING_DEL[] = "DELETE FROM invocations_running WHERE id = ?";
 static const char SQL_LOCK[] = "SELECT GET_LOCK(CONCAT('" AH_RUNNING_LOCK "', ?), 0)";
 static const char SQL_UNLOCK[] = "SELECT RELEASE_LOCK(CONCAT('" AH_RUNNING_LOCK "', ?))";
@@ -47,11 +48,13 @@ static int lock(ah_req *r, const char *id)
 	return 0;
 }
 
-int ah_running_add(ah_req *r, const ah_call *c)
+static int running_add(ah_req *r, const ah_call *c)
 {
-	return ah_db_exec(r->db, NULL, SQL_RUNNING_ADD, "ssssbis", c->inv.id, c->a->id, c->inv.session_id,
+	/* The webhook as ah_call_run resolves it: for the record of a lost call. */
+	const char *hook = c->in.webhook_url ? c->in.webhook_url : c->a->webhook_url;
+	return ah_db_exec(r->db, NULL, SQL_RUNNING_ADD, "ssssbiss", c->inv.id, c->a->id, c->inv.session_id,
 	                  c->a->runner_id, c->inv.prompt, c->inv.prompt_len, (long long)c->in_tokens,
-	                  c->inv.created_at);
+	                  c->inv.created_at, hook);
 }
 
 void ah_running_end(ah_req *r, const ah_call *c)
@@ -62,13 +65,16 @@ void ah_running_end(ah_req *r, const ah_call *c)
 		ah_log_warn("inv=%s: its running row not removed: %s", c->inv.id, ah_db_error(r->db));
 }
 
+/* The lock first: a row is never seen without its owner's lock but when
+ * the owner is gone (invocation_sweep.c). */
 int ah_running_begin(ah_req *r, const ah_call *c)
 {
-	if (ah_running_add(r, c) != 0)
+	ah_rows rows;
+	if (lock(r, c->inv.id) != 0)
 		return AH_EFAIL;
-	if (lock(r, c->inv.id) == 0)
+	if (running_add(r, c) == 0)
 		return 0;
-	ah_db_exec(r->db, NULL, SQL_RUNNING_DEL, "s", c->inv.id);
+	ah_db_query(r->db, r->arena, &rows, SQL_UNLOCK, "s", c->inv.id);
 	return AH_EFAIL;
 }
 
@@ -104,7 +110,7 @@ __attribute__((noreturn)) static void owner(ah_req *r, ah_call *c, int ready_fd)
 		_exit(1);
 	}
 	r->db = db;
-	if (lock(r, c->inv.id) != 0 || write(ready_fd, "k", 1) != 1)
+	if (ah_running_begin(r, c) != 0 || write(ready_fd, "k", 1) != 1)
 		_exit(1);
 	close(ready_fd);
 	ah_call_run(r, c);
@@ -116,7 +122,7 @@ __attribute__((noreturn)) static void owner(ah_req *r, ah_call *c, int ready_fd)
 }
 
 /* Forks the owner (through a child that exits at once, so nobody waits on
- * it) and waits until it holds the call's lock. */
+ * it) and waits until it holds the call's lock and has made its row. */
 static int start_owner(ah_req *r, ah_call *c)
 {
 	int p[2];
@@ -142,11 +148,8 @@ static int start_owner(ah_req *r, ah_call *c)
 
 int ah_invoke_async(ah_req *r, ah_call *c)
 {
-	if (ah_running_add(r, c) != 0)
-		return AH_EFAIL;
 	if (start_owner(r, c) != 0) {
 		ah_log_error("inv=%s: the process for the asynchronous call did not start", c->inv.id);
-		ah_db_exec(r->db, NULL, SQL_RUNNING_DEL, "s", c->inv.id);
 		return ah_reply_error(r, 503, "The asynchronous call could not be started; try again");
 	}
 	json_object *o = json_object_new_object();

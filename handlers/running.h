@@ -1,6 +1,8 @@
 /* Calls in progress (issue 28): invocations_running and its owner's lock
  * (schema/024). invoke_async.c makes and ends the rows; invocation.c reads
- * them (GET, cancel) and records the calls whose owner is gone. */
+ * them (GET, cancel); invocation_sweep.c records the calls whose owner is
+ * gone. The owner takes the lock before it makes the row: a row whose lock
+ * nobody holds has lost its owner. */
 #ifndef AH_HANDLERS_RUNNING_H
 #define AH_HANDLERS_RUNNING_H
 
@@ -9,11 +11,19 @@
 /* The lock's name is this followed by the invocation id. */
 #define AH_RUNNING_LOCK "agenthost_inv_"
 
-/* The row alone (an asynchronous call: its owner locks). */
-int ah_running_add(ah_req *r, const ah_call *c);
-/* The row and the lock on r->db (a streamed call, held by its worker). */
+/* The lock, then the row, on r->db (an asynchronous call's owner process;
+ * a streamed call's worker). */
 int ah_running_begin(ah_req *r, const ah_call *c);
 /* After the call is recorded: the row gone, the lock released. */
 void ah_running_end(ah_req *r, const ah_call *c);
+
+/* The row id, if its owner is gone: the call recorded failed with that
+ * reason (unless its owner had recorded it) and the row removed: 0 (also
+ * when there is no row). 1: its owner lives (or another settler has it),
+ * nothing done. AH_EFAIL: a database error. (invocation_sweep.c) */
+int ah_running_settle(ah_req *r, const char *id);
+/* Settles every row whose owner is gone (the API master's background
+ * process, every running_sweep_ms). */
+int ah_running_sweep(ah_req *r);
 
 #endif

@@ -20,13 +20,18 @@
  * Running: each claimed tick runs in a child process of its own (a call may
  * take 600 s; the poll goes on), at most schedule_max_running at once per
  * host; a tick due while all are busy waits for the next poll. The child opens
- * its own database connection (the parent's is never used across fork). */
+ * its own database connection (the parent's is never used across fork).
+ *
+ * The same process sweeps the calls in progress whose owner is gone
+ * (invocation_sweep.c) every running_sweep_ms, also where `scheduler` is
+ * off. */
 #include "invocations.h"
 #include "schedules.h"
 #include "auth/user.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "files.h"
+#include "running.h"
 #include "tokenize/tokenize.h"
 
 #include <errno.h>
@@ -232,15 +237,24 @@ static void poll_once(const ah_config *cfg, ah_db *db, ah_arena *a)
 	}
 }
 
+/* The sweep of calls whose owner is gone (invocation_sweep.c), on its own
+ * clock: every running_sweep_ms, on every API host, scheduler or not. */
+static void sweep_due(ah_db *db, ah_arena *a, const ah_config *cfg, int64_t *next)
+{
+	int64_t now = ah_now_ms();
+	if (now < *next)
+		return;
+	ah_req r = {.arena = a, .db = db, .cfg = cfg};
+	ah_running_sweep(&r);
+	*next = now + ah_cfg_int(cfg, AH_CFG_RUNNING_SWEEP_MS);
+}
+
 int ah_scheduler_run(const ah_config *cfg)
 {
 	ah_err err = {0};
 	ah_db *db = NULL;
 	ah_log_set_program("agenthost-api[scheduler]");
-	if (!ah_cfg_bool(cfg, AH_CFG_SCHEDULER)) {
-		pause(); /* off on this host: stay, so the master does not respawn us */
-		return 0;
-	}
+	bool schedules = ah_cfg_bool(cfg, AH_CFG_SCHEDULER); /* else only the sweep */
 	char msg[256];
 	const char *vocab = ah_cfg_str(cfg, AH_CFG_TOKENIZER_VOCAB);
 	if (ah_db_open(&db, cfg, &err) != 0 || ah_files_init(cfg, &err) != 0 ||
@@ -253,11 +267,16 @@ int ah_scheduler_run(const ah_config *cfg)
 	sigaction(SIGINT, &sa, NULL);
 	ah_arena *arena = ah_arena_new();
 	long long poll_ms = ah_cfg_int(cfg, AH_CFG_SCHEDULE_POLL_MS);
-	struct timespec ts = {poll_ms / 1000, (poll_ms % 1000) * 1000000};
+	int64_t next_sweep = 0;
 	while (!stopping) {
 		reap();
-		poll_once(cfg, db, arena);
+		if (schedules)
+			poll_once(cfg, db, arena);
+		sweep_due(db, arena, cfg, &next_sweep);
 		ah_arena_reset(arena);
+		long long ms = next_sweep - ah_now_ms();
+		ms = ms < 0 ? 0 : schedules && ms > poll_ms ? poll_ms : ms;
+		struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
 		nanosleep(&ts, NULL);
 	}
 	while (running > 0 && waitpid(-1, NULL, 0) > 0) /* runs in hand finish */

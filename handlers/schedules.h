@@ -31,8 +31,10 @@ long long ah_schedule_next(const char *cron, const char *zone, long long after);
 
 /* The scheduler: a process the API's master keeps running (main.c hands it
  * in as the app's background task). Polls for due schedules every
- * schedule_poll_ms and runs each claimed tick through the invoke handler's
- * own code. Returns the process's exit status. (schedule_run.c) */
+ * schedule_poll_ms (where `scheduler` is on) and runs each claimed tick
+ * through the invoke handler's own code; sweeps the calls whose owner is
+ * gone every running_sweep_ms. Returns the process's exit status.
+ * (schedule_run.c) */
 int ah_scheduler_run(const ah_config *cfg);
 
 #endif

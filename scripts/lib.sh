@@ -203,6 +203,9 @@ runner_metrics_listen = 127.0.0.1:$((PORT + 380))
 runner_secret_file = $VAR/runner.secret
 openapi_file = $BUILD/docs/openapi.json
 invoke_workers = 16
+# A call whose owner process was killed is recorded failed within this (the
+# default is 10 s): the tests see it without waiting.
+running_sweep_ms = 300
 rate_limit_crud = 100
 rate_limit_invoke = 10
 # The integration tests deploy from git daemons (and test servers) they start on

@@ -112,6 +112,7 @@
 	X(SCHEDULER, "scheduler", BOOL, "true", 0, 0, "this API host runs due schedules (any number of hosts may: each tick runs once)") \
 	X(SCHEDULE_POLL_MS, "schedule_poll_ms", INT, "1000", 50, 60000, "how often the scheduler looks for due schedules") \
 	X(SCHEDULE_MAX_RUNNING, "schedule_max_running", INT, "8", 1, 256, "scheduled runs one API host runs at once") \
+	X(RUNNING_SWEEP_MS, "running_sweep_ms", INT, "10000", 100, 3600000, "how often an API host records the calls in progress whose owner process is gone as failed") \
 	X(SESSION_OUTPUT_MAX_FILES, "session_output_max_files", INT, "100", 0, 100000, "session files one invocation keeps at most (the rest: files_error)") \
 	X(SESSION_OUTPUT_MAX_BYTES, "session_output_max_bytes", INT, "1073741824", 0, 1LL << 40, "bytes of outputs one invocation keeps at most, counted by disk blocks; also capped by sandbox_disk_mb and the quota left") \
 	X(MAX_SESSIONS_FREE, "max_sessions_free", INT, NULL, 0, 1000000, "live sessions per free user") \

@@ -7,7 +7,8 @@ for its prompt and the output it wrote; cancelling a finished call is a 422
 naming the id. The call does not hold an invoke worker: more calls than
 invoke_workers are accepted at once. A runner killed mid-call and an owner
 process killed mid-call (an API restart) each end the call "failed" with the
-reason, never "running" forever. "stream" and "async" together is a 422 naming
+reason, never "running" forever, though nobody reads them: the history
+listing shows them failed. "stream" and "async" together is a 422 naming
 the field, and nothing is recorded."""
 import json
 import os
@@ -17,7 +18,7 @@ import time
 import pytest
 
 from agent_code import VAR, deployed_agent, needs_runner
-from conftest import Client, create_user, wait_until
+from conftest import BUILD, Client, create_user, wait_until
 from test_deploy import restart_runner, runner_pid
 
 # The prompt is JSON {"n", "ms"}: n lines, one every ms milliseconds. On
@@ -245,7 +246,9 @@ def test_more_async_calls_than_invoke_workers_are_accepted(client):
 
 def api_owner_pids():
     """The processes that own asynchronous calls: agenthost-api processes
-    that are neither the master nor one of its workers."""
+    that are neither the master nor one of its workers (of this stack's
+    build: other stacks may run on the host)."""
+    api = os.path.join(BUILD, "handlers", "agenthost-api").encode()
     with open(os.path.join(VAR, "run", "api.pid")) as f:
         master = int(f.read().strip())
     out = []
@@ -259,28 +262,50 @@ def api_owner_pids():
                 cmd = f.read().split(b"\0")[0]
         except (OSError, ValueError, IndexError):
             continue
-        if cmd.endswith(b"agenthost-api") and ppid != master:
+        if cmd == api and ppid != master:
             out.append(int(d))
     return out
+
+
+def usage(client):
+    u = client.get("/usage?days=1").json()
+    return u["total_invocations"], float(u["total_cost_usd"])
+
+
+def listed(client, slug, inv, timeout=30):
+    """The call's entry in the history listing once it has one (never
+    reading the invocation by id: only a sweep can have recorded it)."""
+    got = {}
+
+    def there():
+        got["h"] = [h for h in client.get(f"/agents/{slug}/invocations").json()
+                    if h["invocation_id"] == inv]
+        return got["h"]
+    assert wait_until(there, timeout=timeout, interval=0.2), f"{inv} never listed"
+    assert len(got["h"]) == 1, got
+    return got["h"][0]
 
 
 @needs_runner
 def test_owner_killed_mid_call_ends_failed_with_the_reason(client):
     """An API restart that kills the process owning a call (a host's
-    shutdown): the call is recorded failed, saying so, when it is next read."""
+    shutdown): the API's periodic sweep records the call failed, saying so,
+    though nobody reads it; the listing, GET and the usage agree."""
     a = deployed_agent(client, TICKS_JS)
     slug = a["slug"]
     before = set(api_owner_pids())
+    used = usage(client)
     inv = start(client, slug, prompt=json.dumps({"n": 100, "ms": 200})).json()["invocation_id"]
     owners = set(api_owner_pids()) - before
     assert len(owners) == 1, owners
     os.kill(owners.pop(), signal.SIGKILL)
-    rec = finished(client, slug, inv, timeout=30)
+    rec = listed(client, slug, inv)
     assert rec["status"] == "failed", rec
     assert "lost" in rec["error"] and "API" in rec["error"], rec
     assert rec["input_tokens"] > 0 and rec["total_cost_usd"] > 0  # its prompt, as any failure
-    hist = client.get(f"/agents/{slug}/invocations").json()
-    assert [h["status"] for h in hist if h["invocation_id"] == inv] == ["failed"]
+    assert get(client, slug, inv) == rec
+    now = usage(client)
+    assert now[0] == used[0] + 1 and abs(now[1] - used[1] - rec["total_cost_usd"]) < 1e-9, (used, now)
     # Cancelling it now: it is finished.
     assert client.post(f"/agents/{slug}/invocations/{inv}/cancel").status_code == 422
     # Its run went on in the runner without an owner: gone with its agent, so
@@ -298,9 +323,10 @@ def test_runner_killed_mid_async_call_ends_failed(client):
     old = runner_pid()
     os.kill(old, signal.SIGKILL)
     try:
-        rec = finished(client, slug, inv, timeout=45)
+        rec = listed(client, slug, inv, timeout=45)  # nobody reads it by id
         assert rec["status"] == "failed", rec
         assert "runner" in rec["error"], rec
+        assert get(client, slug, inv) == rec
     finally:
         restart_runner(old)
     # The service works again, asynchronously too.

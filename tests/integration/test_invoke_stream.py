@@ -7,22 +7,28 @@ with exactly the record a plain call returns (and the history holds), and
 on the first bytes. The call is capped, recorded and billed as a plain one; a
 client that disconnects does not stop it; it works in sessions, for warm
 agents and behind the TLS site; a runner killed mid-stream ends it with an
-error event and a failed record; a streaming call can be cancelled."""
+error event and a failed record; a streaming call can be read and cancelled
+by the id of its start event; one whose worker dies is recorded failed by
+the API's sweep."""
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
+import subprocess
+import tempfile
 import time
+import urllib.parse
 
 import pytest
 
-from agent_code import deployed_agent, needs_runner
-from conftest import wait_until
+from agent_code import VAR, deployed_agent, needs_runner
+from conftest import BASE_URL, wait_until
 from test_deploy import restart_runner, runner_pid
-from test_invoke_async import TICKS_JS, finished, get
-from test_nginx_tls import tls_nginx  # noqa: F401 (fixture)
+from test_invoke_async import TICKS_JS, finished, get, listed
+from test_nginx_tls import free_port, tls_nginx  # noqa: F401 (fixture)
 from test_warm import pro, wait_warm  # noqa: F401 (fixture)
 
 # Writes the bytes of q.parts (lists of byte values), q.ms apart, then exits q.exit.
@@ -289,6 +295,103 @@ def test_runner_killed_mid_stream_ends_with_an_error_event(client):
         assert get(client, slug, inv["invocation_id"])["status"] == "failed"
     finally:
         restart_runner(old)
+
+
+@pytest.fixture
+def proxy_nginx():
+    """A reverse proxy in front of the stack's site, as an operator's load
+    balancer would be: an nginx of its own with proxy_buffering at its
+    default (on). Yields its base URL."""
+    d = tempfile.mkdtemp(prefix="ah-proxy-")
+    port = free_port()
+    upstream = urllib.parse.urlsplit(BASE_URL).netloc
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/body; fastcgi_temp_path {d}/fcgi;
+    proxy_temp_path {d}/proxy; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ proxy_pass http://{upstream}; proxy_http_version 1.1; }}
+    }}
+}}
+""")
+    subprocess.run(["nginx", "-c", conf, "-p", d], check=True)
+    try:
+        assert wait_until(lambda: os.path.exists(os.path.join(d, "nginx.pid")), timeout=5)
+        yield f"http://127.0.0.1:{port}" + urllib.parse.urlsplit(BASE_URL).path
+    finally:
+        pid = int(open(os.path.join(d, "nginx.pid")).read())
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: not os.path.exists(os.path.join(d, "nginx.pid")), timeout=10)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@needs_runner
+def test_a_chunk_passes_a_reverse_proxy_before_the_agent_writes_again(client, proxy_nginx):
+    """The agent writes, then is silent for 6 s: the chunk reaches a client
+    behind a reverse proxy (an nginx with proxy_buffering on, its default)
+    while the call still runs, not with its end."""
+    a = deployed_agent(client, PARTS_JS)
+    slug = a["slug"]
+    r = client.s.post(f"{proxy_nginx}/agents/{slug}/invoke", json={"prompt": parts(b"first", b"second", ms=6000),
+                                                 "stream": True}, stream=True, timeout=60)
+    assert r.status_code == 200, r.text
+    got, lines = [], r.iter_lines()
+    for line in lines:
+        got.append(line)
+        if line.startswith(b"data: {\"text\""):
+            break
+    events, _ = parse_sse(got + [b""])
+    inv = events[0][1]["invocation_id"]
+    assert text_of(events) == "first"
+    # Still running: the chunk came before the agent's next write, not with
+    # the end of the call.
+    assert get(client, slug, inv)["status"] == "running"
+    rest, _ = parse_sse(list(lines))
+    assert text_of(rest) == "second" and rest[-1][0] == "done"
+
+
+def api_workers():
+    """This stack's API master's children: its workers and its background
+    process (the scheduler and the sweep)."""
+    with open(os.path.join(VAR, "run", "api.pid")) as f:
+        master = int(f.read().strip())
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == master:
+                    out.append(int(d))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+@needs_runner
+def test_a_stream_whose_worker_dies_ends_failed_without_being_read(client):
+    """The worker streaming a call is killed (an API restart or crash): the
+    API's periodic sweep records the call failed with the reason, though
+    nobody reads it by id, and the listing and GET agree."""
+    a = deployed_agent(client, TICKS_JS)
+    slug = a["slug"]
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": json.dumps({"n": 1000, "ms": 200}),
+                                                    "stream": True}, stream=True, timeout=60)
+    lines = r.iter_lines()
+    head = [next(lines) for _ in range(2)]
+    inv = json.loads(head[1].decode()[len("data: "):])["invocation_id"]
+    for pid in api_workers():  # the master starts them again
+        os.kill(pid, signal.SIGKILL)
+    r.close()
+    rec = listed(client, slug, inv)
+    assert rec["status"] == "failed" and "lost" in rec["error"], rec
+    assert get(client, slug, inv) == rec
+    # Its run went on in the runner without an owner: gone with its agent.
+    assert client.delete(f"/agents/{slug}").status_code == 204
 
 
 @needs_runner

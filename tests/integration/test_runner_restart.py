@@ -13,6 +13,7 @@ import time
 from agent_code import deployed_agent, needs_runner
 from conftest import wait_until
 from test_deploy import restart_runner, runner_pid
+from test_invoke_async import listed
 from test_runner_crash import ECHO_JS, call_in_background
 
 GRACE = 4
@@ -102,3 +103,28 @@ def test_runner_restart_ends_every_call_clearly(client):
     assert stopped < GRACE + 30
     r = client.post(f"/agents/{echo['slug']}/invoke", json={"prompt": "again"}, timeout=60)
     assert r.status_code == 200 and r.json()["response_content"] == "ok", r.text
+
+
+@needs_runner
+def test_an_async_call_across_a_restart_ends_failed_without_being_read(client):
+    """An asynchronous call running past the grace of a runner restart: its
+    own process records it failed, saying the runner was restarted, though
+    nobody reads it by id (the history listing shows it)."""
+    sleeper = deployed_agent(client, SLEEP_JS)
+    slug = sleeper["slug"]
+    first = runner_pid()
+    stop_runner(first)
+    assert wait_until(lambda: reap(first), 60, 0.2), "the runner did not stop"
+    pid = start_runner_with_grace(GRACE)
+    try:
+        r = client.post(f"/agents/{slug}/invoke", json={"prompt": "40000", "timeout_seconds": 60,
+                                                        "async": True})
+        assert r.status_code == 202, r.text
+        inv = r.json()["invocation_id"]
+        time.sleep(1)                       # in its sandbox
+        stop_runner(pid)
+        assert wait_until(lambda: reap(pid), GRACE + 30, 0.2), "the runner did not stop"
+    finally:
+        restart_runner(None)
+    rec = listed(client, slug, inv, timeout=60)
+    assert rec["status"] == "failed" and "runner was stopped or restarted" in rec["error"], rec

@@ -26,6 +26,7 @@ import pytest
 
 from agent_code import ECHO_JS, deployed_agent, needs_runner
 from conftest import BASE_URL, VAR, assert_422, db_query, new_client, wait_until
+from test_invoke_async import TICKS_JS, api_owner_pids
 
 pytestmark = needs_runner
 
@@ -229,6 +230,31 @@ def test_streamed_and_asynchronous_calls_deliver_their_record(user, receivers):
         assert body["status"] == "completed" and body["response_content"], body
         rec = user.get(f"/agents/{slug}/invocations/{inv}").json()
         assert rec["response_content"] == body["response_content"]
+
+
+def test_a_call_whose_owner_died_delivers_its_failed_record(user, receivers):
+    """An asynchronous call's process is killed (an API restart): the sweep
+    that records the call failed delivers that record to its webhook, as
+    every finished call's."""
+    rcv = receivers()
+    a = deployed_agent(user, TICKS_JS)
+    before = set(api_owner_pids())
+    r = user.post(f"/agents/{a['slug']}/invoke", json={
+        "prompt": json.dumps({"n": 100, "ms": 200}), "async": True, "webhook_url": rcv.url})
+    assert r.status_code == 202, r.text
+    inv = r.json()["invocation_id"]
+    owners = set(api_owner_pids()) - before
+    assert len(owners) == 1, owners
+    os.kill(owners.pop(), signal.SIGKILL)
+    assert wait_until(lambda: rcv.events("done"), 30, 0.1), rcv.events()
+    [ev] = rcv.events("done")
+    assert verify(user.secret, ev)
+    body = json.loads(ev["body"])
+    assert body["invocation_id"] == inv and body["status"] == "failed" and "lost" in body["error"]
+    rec = user.get(f"/agents/{a['slug']}/invocations/{inv}").json()
+    assert {k: rec[k] for k in body if k != "files"} == {k: v for k, v in body.items() if k != "files"}
+    # Its run went on in the runner without an owner: gone with its agent.
+    assert user.delete(f"/agents/{a['slug']}").status_code == 204
 
 
 def test_rotated_secret_signs_what_follows(user, receivers):
