@@ -113,16 +113,22 @@ static const char *manifest_text(struct ah_cli *c, const char *name, const char 
 	                                                                JSON_C_TO_STRING_SPACED));
 }
 
+struct init_opts {
+	const char *name, *template;
+	bool force;
+};
+
 static int run_init(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
+	const struct init_opts *o = a->opts;
 	const char *dir = a->npos ? a->pos[0] : ".";
-	bool force = ah_cli_opt(a, "force") != NULL;
+	bool force = o->force;
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 		return ah_err_set(err, AH_EFAIL, "cannot create %s: %s", dir, strerror(errno));
-	const char *name = project_name(c, dir, ah_cli_opt(a, "name"));
+	const char *name = project_name(c, dir, o->name);
 	if (!*ah_cli_slugify(c, name))
 		return ah_cli_usage(err, "init: \"%s\" has no letters or digits for a slug; use --name", name);
-	const char *tpl = ah_cli_opt(a, "template");
+	const char *tpl = o->template;
 	bool sdk = tpl && strcmp(tpl, "claude-agent-sdk") == 0;
 	if (tpl && !sdk && strcmp(tpl, "echo") != 0)
 		return ah_cli_usage(err, "init: unknown template \"%s\" (echo, claude-agent-sdk)", tpl);
@@ -144,8 +150,10 @@ static int run_init(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 
 const struct ah_cli_cmd ah_cli_init_cmds[] = {
 	{"init", "[DIR]", "start an agent project in DIR (default: here)", 0, 1, true, run_init,
-	 {{"name", 'n', "NAME", "the agent's name (default: the directory's name)"},
-	  {"force", 'f', NULL, "overwrite existing files"},
-	  {"template", 't', "NAME", "echo (default) or claude-agent-sdk (Claude Code warm before the prompt)"}}},
+	 {AH_OPT_STRING("name", 'n', "NAME", struct init_opts, name, "the agent's name (default: the directory's name)"),
+	  AH_OPT_BOOL("force", 'f', struct init_opts, force, "overwrite existing files"),
+	  AH_OPT_STRING("template", 't', "NAME", struct init_opts, template,
+	                "echo (default) or claude-agent-sdk (Claude Code warm before the prompt)")},
+	 sizeof(struct init_opts)},
 	{0},
 };
