@@ -272,8 +272,6 @@ struct ah_cli_manifest {
 	const char *name, *slug, *description;   /* slug derived from name when absent */
 };
 int ah_cli_manifest_read(struct ah_cli *c, const char *dir, struct ah_cli_manifest *out, ah_err *err);
-/* The slug the API derives from a name (lowercase, other runs become '-'). */
-const char *ah_cli_slugify(struct ah_cli *c, const char *name);
 
 /* pack.c: a project directory as a gzip tarball in an unlinked temporary
  * file (the caller closes it), with its size and how many files it holds. */

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/project.h"
+
 static const char index_js[] =
 	"// An agenthost agent: the prompt arrives on stdin, the answer goes to stdout.\n"
 	"// Secrets (agenthost secrets set SLUG KEY) are environment variables here;\n"
@@ -101,11 +103,17 @@ static const char *project_name(struct ah_cli *c, const char *dir, const char *f
 	return ah_strdup(c->a, basename(real));
 }
 
+/* The slug the API would derive from name. */
+static const char *slug_of(struct ah_cli *c, const char *name)
+{
+	return ah_slug_from_name(c->a, name, AH_SLUG_MAX);
+}
+
 static const char *manifest_text(struct ah_cli *c, const char *name, const char *entry)
 {
 	json_object *m = ah_cli_obj(c);
 	json_object_object_add(m, "name", json_object_new_string(name));
-	json_object_object_add(m, "slug", json_object_new_string(ah_cli_slugify(c, name)));
+	json_object_object_add(m, "slug", json_object_new_string(slug_of(c, name)));
 	json_object_object_add(m, "version", json_object_new_string("1.0.0"));
 	json_object_object_add(m, "entrypoint", json_object_new_string(entry));
 	json_object_object_add(m, "runtime", json_object_new_string("node"));
@@ -126,7 +134,7 @@ static int run_init(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 		return ah_err_set(err, AH_EFAIL, "cannot create %s: %s", dir, strerror(errno));
 	const char *name = project_name(c, dir, o->name);
-	if (!*ah_cli_slugify(c, name))
+	if (!*slug_of(c, name))
 		return ah_cli_usage(err, "init: \"%s\" has no letters or digits for a slug; use --name", name);
 	const char *tpl = o->template;
 	bool sdk = tpl && strcmp(tpl, "claude-agent-sdk") == 0;
@@ -136,7 +144,7 @@ static int run_init(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	                   force, err);
 	if (!rc && sdk)
 		rc = write_new(c, dir, "package.json",
-		               ah_sprintf(c->a, sdk_package_json, ah_cli_slugify(c, name)), force, err);
+		               ah_sprintf(c->a, sdk_package_json, slug_of(c, name)), force, err);
 	if (!rc)
 		rc = write_new(c, dir, sdk ? "index.mjs" : "index.js", sdk ? sdk_index_mjs : index_js,
 		               force, err);
@@ -144,7 +152,7 @@ static int run_init(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 		rc = write_new(c, dir, ".gitignore", gitignore, force, err);
 	if (!rc)
 		ah_cli_note(c, "Next: agenthost deploy %s --create, then agenthost invoke %s \"hello\"", dir,
-		            ah_cli_slugify(c, name));
+		            slug_of(c, name));
 	return rc;
 }
 
