@@ -3,7 +3,8 @@
  * the command files, as handlers/routes.c lists the route tables): the words
  * that name it, its arguments and options as data, and one function. Options
  * and --help are parsed and printed from the row, so a command file holds only
- * what the command does.
+ * what the command does; each option fills a typed member of the command's
+ * options struct (AH_OPT_* below), which the function reads as a->opts.
  *
  * The client is a short-lived process: everything is allocated from one arena
  * that lives until exit, json-c objects included (their release is a cleanup
