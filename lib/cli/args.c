@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/nearest.h"
 #include "core/util.h"
 
 int ah_cli_usage(ah_err *err, const char *fmt, ...)
@@ -84,37 +85,17 @@ bool ah_cli_global_opt(struct ah_cli *c, int argc, char **argv, int *i, int *rc,
 	return false;
 }
 
-/* Edit distance of a and b[0..blen) (option names are short: a row of 64). */
-static size_t distance(const char *a, const char *b, size_t blen)
-{
-	size_t row[64], alen = strlen(a);
-	if (alen >= 64 || blen >= 64)
-		return 64;
-	for (size_t j = 0; j <= blen; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= alen; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= blen; j++) {
-			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[blen];
-}
-
 const struct ah_cli_opt *ah_cli_opt_nearest(const struct ah_cli_cmd *cmd, const char *name, size_t len)
 {
 	const struct ah_cli_opt *best = NULL;
 	size_t best_d = len > 4 ? 3 : 2;   /* beyond that it is another word, not a typo */
+	char typed[64];
+	if (len >= sizeof(typed))
+		return NULL;
+	memcpy(typed, name, len);   /* name may go on with "=value" */
+	typed[len] = 0;
 	for (int i = 0; i < AH_CLI_MAX_OPTS && cmd->opts[i].name; i++) {
-		size_t d = distance(cmd->opts[i].name, name, len);
+		size_t d = ah_edit_distance(cmd->opts[i].name, typed);
 		/* A prefix ("--desc") is nearer than its distance says. */
 		if (len >= 3 && strncmp(cmd->opts[i].name, name, len) == 0)
 			d = 1;
