@@ -1,21 +1,7 @@
 /* Input validators: see validate.h. */
 #include "validate.h"
 
-#include <ctype.h>
 #include <string.h>
-
-bool ah_slug_valid(const char *s)
-{
-	size_t n = strlen(s);
-	if (n < 1 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		bool alnum = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9');
-		if (!alnum && !(s[i] == '-' && s[i + 1] != '-'))
-			return false;
-	}
-	return true;
-}
 
 /* The runner decides which hosts may be reached; this only rejects what is
  * not a URL. */
@@ -58,22 +44,8 @@ bool ah_session_id_valid(const char *s)
 
 char *ah_slugify(ah_arena *a, const char *name, size_t max)
 {
-	char *s = ah_alloc(a, strlen(name) + 2);
-	size_t n = 0;
-	for (const char *p = name; *p; p++) {
-		char c = (char)tolower((unsigned char)*p);
-		bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-		if (ok)
-			s[n++] = c;
-		else if (n > 0 && s[n - 1] != '-')
-			s[n++] = '-';
-	}
-	if (n > max)
-		n = max;
-	while (n > 0 && s[n - 1] == '-')
-		n--;
-	s[n] = '\0';
-	return n ? s : ah_strdup(a, "agent");
+	char *s = ah_slug_from_name(a, name, max);
+	return *s ? s : ah_strdup(a, "agent");
 }
 
 /* Top-level directories of the sandbox's own root (lib/sandbox/mounts.c) and

@@ -7,9 +7,7 @@
 #include <stddef.h>
 
 #include "core/arena.h"
-
-/* ^[a-z0-9]+(-[a-z0-9]+)*$, 1 to 63 characters. */
-bool ah_slug_valid(const char *s);
+#include "core/project.h"   /* ah_slug_valid, the slug rule the client shares */
 
 /* https://, http://, ssh://, git:// URLs or scp-like user@host:path. */
 bool ah_repo_url_valid(const char *u);
@@ -20,8 +18,7 @@ bool ah_branch_valid(const char *b);
 /* ^[A-Za-z0-9._:-]{1,128}$ */
 bool ah_session_id_valid(const char *s);
 
-/* Slug from a name: lowercase, runs of other characters become one '-',
- * trimmed, cut to max characters; "agent" when nothing is left. In arena a. */
+/* ah_slug_from_name, with "agent" when nothing is left. In arena a. */
 char *ah_slugify(ah_arena *a, const char *name, size_t max);
 
 /* What is wrong with a mount path (absolute, normalised, not '/', not under

@@ -36,14 +36,10 @@ const struct ah_cli_col ah_cli_agent_cols[] = {
 };
 
 /* "?limit=N&offset=M" from --limit and --offset. */
-int ah_cli_paging(struct ah_cli *c, const struct ah_cli_args *a, const char **out, ah_err *err)
+const char *ah_cli_paging(struct ah_cli *c, const struct ah_cli_paging *p)
 {
-	long long limit = 20, offset = 0;
-	int rc = ah_cli_opt_int(a, "limit", 1, 100, &limit, err);
-	if (!rc)
-		rc = ah_cli_opt_int(a, "offset", 0, 1LL << 40, &offset, err);
-	*out = ah_sprintf(c->a, "limit=%lld&offset=%lld", limit, offset);
-	return rc;
+	return ah_sprintf(c->a, "limit=%lld&offset=%lld", p->limit.set ? p->limit.n : 20,
+	                  p->offset.set ? p->offset.n : 0);
 }
 
 /* A list and, on a terminal, how much of it there is beyond this page. */
@@ -62,11 +58,20 @@ int ah_cli_list(struct ah_cli *c, const char *path, const struct ah_cli_col *col
 	return 0;
 }
 
+/* The options of the commands below, one struct for all (a member without a
+ * row in a command's table stays unset). */
+struct agent_opts {
+	struct ah_cli_paging page;
+	const char *slug, *description, *git_url, *branch, *source, *name, *webhook_url, *allow;
+	bool local, open_network, yes;
+	struct ah_cli_int timeout, min_warm;
+	struct ah_cli_budget budget;
+};
+
 static int run_list(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	const char *q;
-	int rc = ah_cli_paging(c, a, &q, err);
-	return rc ? rc : ah_cli_list(c, ah_sprintf(c->a, "/agents?%s", q), list_cols, err);
+	const struct agent_opts *o = a->opts;
+	return ah_cli_list(c, ah_sprintf(c->a, "/agents?%s", ah_cli_paging(c, &o->page)), list_cols, err);
 }
 
 static int run_get(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
@@ -80,12 +85,12 @@ static int run_get(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 
 /* --allow LIST (comma separated; "" allows nothing but the model gateway)
  * or --open-network: the agent's egress (issue 32). */
-static int network_field(struct ah_cli *c, const struct ah_cli_args *a, json_object *body, ah_err *err)
+static int network_field(struct ah_cli *c, const struct agent_opts *o, json_object *body, ah_err *err)
 {
-	const char *list = ah_cli_opt(a, "allow");
-	if (list && ah_cli_opt(a, "open-network"))
+	const char *list = o->allow;
+	if (list && o->open_network)
 		return ah_cli_usage(err, "--allow and --open-network exclude each other");
-	if (!list && !ah_cli_opt(a, "open-network"))
+	if (!list && !o->open_network)
 		return 0;
 	json_object *net = json_object_new_object();
 	json_object_object_add(body, "network", net);
@@ -107,33 +112,25 @@ static int network_field(struct ah_cli *c, const struct ah_cli_args *a, json_obj
 }
 
 /* The record's fields from the options both create and update take. */
-static int agent_fields(struct ah_cli *c, const struct ah_cli_args *a, json_object *body, ah_err *err)
+static int agent_fields(struct ah_cli *c, const struct agent_opts *o, json_object *body, ah_err *err)
 {
-	static const char *const map[][2] = {
-		{"slug", "slug"}, {"description", "description"}, {"git-url", "git_repo_url"},
-		{"branch", "git_branch"}, {"source", "source_type"}, {"name", "name"},
-		{"webhook-url", "webhook_url"},
+	const struct { const char *v, *field; } map[] = {
+		{o->slug, "slug"}, {o->description, "description"}, {o->git_url, "git_repo_url"},
+		{o->branch, "git_branch"}, {o->source, "source_type"}, {o->name, "name"},
+		{o->webhook_url, "webhook_url"},
 	};
-	long long t = 0;
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-		const char *v = ah_cli_opt(a, map[i][0]);
-		if (v)
-			json_object_object_add(body, map[i][1], json_object_new_string(v));
-	}
-	if (ah_cli_opt(a, "local"))
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (map[i].v)
+			json_object_object_add(body, map[i].field, json_object_new_string(map[i].v));
+	if (o->local)
 		json_object_object_add(body, "source_type", json_object_new_string("local"));
-	int rc = ah_cli_opt_int(a, "timeout", 1, 600, &t, err);
-	if (!rc && t)
-		json_object_object_add(body, "timeout_seconds", json_object_new_int64(t));
+	if (o->timeout.set)
+		json_object_object_add(body, "timeout_seconds", json_object_new_int64(o->timeout.n));
 	/* 0 is a value here (no warm processes), so presence decides. */
-	if (!rc && ah_cli_opt(a, "min-warm")) {
-		rc = ah_cli_opt_int(a, "min-warm", 0, 1000, &t, err);
-		if (!rc)
-			json_object_object_add(body, "min_warm", json_object_new_int64(t));
-	}
-	ah_cli_budget_fields(a, body);
-	if (!rc)
-		rc = network_field(c, a, body, err);
+	if (o->min_warm.set)
+		json_object_object_add(body, "min_warm", json_object_new_int64(o->min_warm.n));
+	ah_cli_budget_fields(&o->budget, body);
+	int rc = network_field(c, o, body, err);
 	/* "" clears the default (null): a flag of its own would be one option too many. */
 	json_object *hook;
 	if (json_object_object_get_ex(body, "webhook_url", &hook) && !json_object_get_string_len(hook))
@@ -143,12 +140,13 @@ static int agent_fields(struct ah_cli *c, const struct ah_cli_args *a, json_obje
 
 static int run_create(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
+	const struct agent_opts *o = a->opts;
 	struct ah_cli_resp r;
 	json_object *body = ah_cli_obj(c);
 	json_object_object_add(body, "name", json_object_new_string(a->pos[0]));
-	if (!ah_cli_opt(a, "git-url") && !ah_cli_opt(a, "source"))
+	if (!o->git_url && !o->source)
 		json_object_object_add(body, "source_type", json_object_new_string("local"));
-	int rc = agent_fields(c, a, body, err);
+	int rc = agent_fields(c, o, body, err);
 	if (!rc)
 		rc = ah_cli_send(c, "POST", "/agents", body, &r, err);
 	if (!rc)
@@ -160,7 +158,7 @@ static int run_update(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 {
 	struct ah_cli_resp r;
 	json_object *body = ah_cli_obj(c);
-	int rc = agent_fields(c, a, body, err);
+	int rc = agent_fields(c, a->opts, body, err);
 	if (rc)
 		return rc;
 	if (!json_object_object_length(body))
@@ -175,7 +173,7 @@ static int run_delete(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 {
 	struct ah_cli_resp r;
 	const char *q = ah_sprintf(c->a, "Delete agent %s with its sandbox, sessions, secrets and history?", a->pos[0]);
-	if (!ah_cli_opt(a, "yes")) {
+	if (!((const struct agent_opts *)a->opts)->yes) {
 		if (!c->tty_in)
 			return ah_cli_usage(err, "agents delete: not on a terminal; confirm with --yes");
 		if (!ah_cli_confirm(c, q))
@@ -200,30 +198,34 @@ static int run_stop(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	return 0;
 }
 
+#define O struct agent_opts
 #define FIELD_OPTS \
-	{"slug", 0, "SLUG", "the URL name (default: derived from the name)"}, \
-	{"description", 'd', "TEXT", "what the agent does"}, \
-	{"git-url", 0, "URL", "deploy from this git repository (source git)"}, \
-	{"branch", 0, "BRANCH", "git branch or tag (default: the remote's default)"}, \
-	{"local", 0, NULL, "deploy from uploaded code (agenthost deploy)"}, \
-	{"source", 0, "git|local", "the source type"}, \
-	{"timeout", 0, "SECONDS", "default invocation timeout, 1-600"}, \
-	{"min-warm", 0, "N", "processes kept started for the next calls (0: none; capped by plan)"}, \
-	AH_CLI_BUDGET_OPTS, \
-	{"allow", 0, "LIST", "egress only to these hosts or CIDRs[:port], comma separated (\"\": none)"}, \
-	{"open-network", 0, NULL, "egress open again (the default)"}, \
-	{"webhook-url", 0, "URL", "where finished calls' records are POSTed, signed (\"\": none)"}
+	AH_OPT_STRING("slug", 0, "SLUG", O, slug, "the URL name (default: derived from the name)"), \
+	AH_OPT_STRING("description", 'd', "TEXT", O, description, "what the agent does"), \
+	AH_OPT_STRING("git-url", 0, "URL", O, git_url, "deploy from this git repository (source git)"), \
+	AH_OPT_STRING("branch", 0, "BRANCH", O, branch, "git branch or tag (default: the remote's default)"), \
+	AH_OPT_BOOL("local", 0, O, local, "deploy from uploaded code (agenthost deploy)"), \
+	AH_OPT_STRING("source", 0, "git|local", O, source, "the source type"), \
+	AH_OPT_INT("timeout", 0, "SECONDS", 1, 600, O, timeout, "default invocation timeout, 1-600"), \
+	AH_OPT_INT("min-warm", 0, "N", 0, 1000, O, min_warm, \
+	           "processes kept started for the next calls (0: none; capped by plan)"), \
+	AH_CLI_BUDGET_OPTS(O, budget), \
+	AH_OPT_STRING("allow", 0, "LIST", O, allow, \
+	              "egress only to these hosts or CIDRs[:port], comma separated (\"\": none)"), \
+	AH_OPT_BOOL("open-network", 0, O, open_network, "egress open again (the default)"), \
+	AH_OPT_STRING("webhook-url", 0, "URL", O, webhook_url, \
+	              "where finished calls' records are POSTed, signed (\"\": none)")
 
 const struct ah_cli_cmd ah_cli_agents_cmds[] = {
 	{"agents list", NULL, "list your agents", 0, 0, false, run_list,
-	 {AH_CLI_PAGING_OPTS}},
+	 {AH_CLI_PAGING_OPTS(O, page)}, sizeof(O)},
 	{"agents get", "SLUG", "show one agent", 1, 1, false, run_get, {{0}}},
 	{"agents create", "NAME", "register an agent (local unless --git-url)", 1, 1, false, run_create,
-	 {FIELD_OPTS}},
+	 {FIELD_OPTS}, sizeof(O)},
 	{"agents update", "SLUG", "change an agent's settings", 1, 1, false, run_update,
-	 {FIELD_OPTS, {"name", 0, "NAME", "a new name"}}},
+	 {FIELD_OPTS, AH_OPT_STRING("name", 0, "NAME", O, name, "a new name")}, sizeof(O)},
 	{"agents delete", "SLUG", "delete an agent with everything it has", 1, 1, false, run_delete,
-	 {{"yes", 'y', NULL, "do not ask"}}},
+	 {AH_OPT_BOOL("yes", 'y', O, yes, "do not ask")}, sizeof(O)},
 	{"stop", "SLUG", "stop an agent's sandbox (status stopped; deploy starts it again)", 1, 1, false, run_stop,
 	 {{0}}},
 	{0},

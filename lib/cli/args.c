@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/nearest.h"
 #include "core/util.h"
 
 int ah_cli_usage(ah_err *err, const char *fmt, ...)
@@ -84,9 +85,62 @@ bool ah_cli_global_opt(struct ah_cli *c, int argc, char **argv, int *i, int *rc,
 	return false;
 }
 
+const struct ah_cli_opt *ah_cli_opt_nearest(const struct ah_cli_cmd *cmd, const char *name, size_t len)
+{
+	const struct ah_cli_opt *best = NULL;
+	size_t best_d = len > 4 ? 3 : 2;   /* beyond that it is another word, not a typo */
+	char typed[64];
+	if (len >= sizeof(typed))
+		return NULL;
+	memcpy(typed, name, len);   /* name may go on with "=value" */
+	typed[len] = 0;
+	for (int i = 0; i < AH_CLI_MAX_OPTS && cmd->opts[i].name; i++) {
+		size_t d = ah_edit_distance(cmd->opts[i].name, typed);
+		/* A prefix ("--desc") is nearer than its distance says. */
+		if (len >= 3 && strncmp(cmd->opts[i].name, name, len) == 0)
+			d = 1;
+		if (d < best_d) {
+			best_d = d;
+			best = &cmd->opts[i];
+		}
+	}
+	return best;
+}
+
+static int unknown_opt(const struct ah_cli_cmd *cmd, const char *s, const char *name, size_t len, ah_err *err)
+{
+	const struct ah_cli_opt *near = s[1] == '-' ? ah_cli_opt_nearest(cmd, name, len) : NULL;
+	if (near)
+		return ah_cli_usage(err, "%s: unknown option %s (did you mean --%s?)", cmd->words, s, near->name);
+	return ah_cli_usage(err, "%s: unknown option %s (see agenthost %s --help)", cmd->words, s, cmd->words);
+}
+
+/* Stores v (NULL for a flag) into the member that row o fills. */
+static int store(const struct ah_cli_cmd *cmd, const struct ah_cli_opt *o, const char *v, void *opts,
+                 ah_err *err)
+{
+	char *dst = (char *)opts + o->off;
+	long long n;
+	switch (o->kind) {
+	case AH_CLI_OPT_BOOL:
+		*(bool *)dst = true;
+		return 0;
+	case AH_CLI_OPT_STRING:
+		*(const char **)dst = v;
+		return 0;
+	case AH_CLI_OPT_INT:
+		if (ah_parse_ll(&n, v) != 0 || n < o->lo || n > o->hi)
+			return ah_cli_usage(err, "--%s: expected a whole number from %lld to %lld, got \"%s\"",
+			                    o->name, o->lo, o->hi, v);
+		*(struct ah_cli_int *)dst = (struct ah_cli_int){.set = true, .n = n};
+		return 0;
+	}
+	return ah_cli_usage(err, "%s: --%s has no kind (a bad table row)", cmd->words, o->name);
+}
+
 /* One option at argv[*i] ("--name", "--name=v", "--name v", "-n v"). */
 static int parse_opt(struct ah_cli *c, const struct ah_cli_cmd *cmd, int argc, char **argv,
-                     int *i, struct ah_cli_args *out, ah_err *err)
+                     int *i, void *opts, ah_err *err)
 {
 	const char *s = argv[*i];
 	bool is_long = s[1] == '-';
@@ -98,21 +152,18 @@ static int parse_opt(struct ah_cli *c, const struct ah_cli_cmd *cmd, int argc, c
 		return rc;
 	int k = (is_long || len == 1) ? find_opt(cmd, name, len) : -1;
 	if (k < 0 || (len == 1 && is_long))
-		return ah_cli_usage(err, "%s: unknown option %s (see agenthost %s --help)", cmd->words, s, cmd->words);
-	if (!cmd->opts[k].arg) {
+		return unknown_opt(cmd, s, name, len, err);
+	const struct ah_cli_opt *o = &cmd->opts[k];
+	if (!o->arg) {
 		if (eq)
-			return ah_cli_usage(err, "%s: --%s takes no value", cmd->words, cmd->opts[k].name);
-		out->val[k] = "";
-		return 0;
+			return ah_cli_usage(err, "%s: --%s takes no value", cmd->words, o->name);
+		return store(cmd, o, NULL, opts, err);
 	}
-	if (eq) {
-		out->val[k] = eq + 1;
-		return 0;
-	}
+	if (eq)
+		return store(cmd, o, eq + 1, opts, err);
 	if (*i + 1 >= argc)
-		return ah_cli_usage(err, "%s: %s needs a value (%s)", cmd->words, s, cmd->opts[k].arg);
-	out->val[k] = argv[++*i];
-	return 0;
+		return ah_cli_usage(err, "%s: %s needs a value (%s)", cmd->words, s, o->arg);
+	return store(cmd, o, argv[++*i], opts, err);
 }
 
 static bool is_help(const char *s)
@@ -126,6 +177,9 @@ int ah_cli_parse(struct ah_cli *c, const struct ah_cli_cmd *cmd, int argc, char 
 	memset(out, 0, sizeof(*out));
 	out->cmd = cmd;
 	out->pos = ah_alloc(c->a, sizeof(char *) * (size_t)(argc + 1));
+	void *opts = ah_alloc(c->a, cmd->opts_size ? cmd->opts_size : 1);
+	memset(opts, 0, cmd->opts_size ? cmd->opts_size : 1);
+	out->opts = opts;
 	bool opts_done = false;
 	for (int i = 0; i < argc; i++) {
 		const char *s = argv[i];
@@ -136,7 +190,7 @@ int ah_cli_parse(struct ah_cli *c, const struct ah_cli_cmd *cmd, int argc, char 
 		if (!opts_done && strcmp(s, "--") == 0) {
 			opts_done = true;
 		} else if (!opts_done && s[0] == '-' && s[1]) {
-			int rc = parse_opt(c, cmd, argc, argv, &i, out, err);
+			int rc = parse_opt(c, cmd, argc, argv, &i, opts, err);
 			if (rc)
 				return rc;
 		} else {
@@ -145,26 +199,6 @@ int ah_cli_parse(struct ah_cli *c, const struct ah_cli_cmd *cmd, int argc, char 
 	}
 	if (out->npos < cmd->min_pos || (cmd->max_pos >= 0 && out->npos > cmd->max_pos))
 		return ah_cli_usage(err, "usage: agenthost %s %s", cmd->words, cmd->args ? cmd->args : "");
-	return 0;
-}
-
-const char *ah_cli_opt(const struct ah_cli_args *a, const char *name)
-{
-	int k = find_opt(a->cmd, name, strlen(name));
-	return k < 0 ? NULL : a->val[k];
-}
-
-int ah_cli_opt_int(const struct ah_cli_args *a, const char *name, long long lo, long long hi,
-                   long long *out, ah_err *err)
-{
-	const char *v = ah_cli_opt(a, name);
-	long long n;
-	if (!v)
-		return 0;
-	if (ah_parse_ll(&n, v) != 0 || n < lo || n > hi)
-		return ah_cli_usage(err, "--%s: expected a whole number from %lld to %lld, got \"%s\"",
-		                    name, lo, hi, v);
-	*out = n;
 	return 0;
 }
 

@@ -17,21 +17,28 @@ static const char *attach_path(struct ah_cli *c, const char *slug)
 	return ah_sprintf(c->a, "/agents/%s/files", ah_cli_seg(c, slug));
 }
 
+struct attach_opts {
+	struct ah_cli_paging page;
+	const char *path;
+	bool writable;
+};
+
 static int run_list(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	const char *q;
-	int rc = ah_cli_paging(c, a, &q, err);
-	return rc ? rc : ah_cli_list(c, ah_sprintf(c->a, "%s?%s", attach_path(c, a->pos[0]), q), attach_cols, err);
+	const struct attach_opts *o = a->opts;
+	const char *q = ah_cli_paging(c, &o->page);
+	return ah_cli_list(c, ah_sprintf(c->a, "%s?%s", attach_path(c, a->pos[0]), q), attach_cols, err);
 }
 
 static int run_add(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
+	const struct attach_opts *o = a->opts;
 	struct ah_cli_resp r;
 	json_object *body = ah_cli_obj(c);
 	json_object_object_add(body, "file_id", json_object_new_string(a->pos[1]));
-	if (ah_cli_opt(a, "path"))
-		json_object_object_add(body, "mount_path", json_object_new_string(ah_cli_opt(a, "path")));
-	if (ah_cli_opt(a, "writable"))
+	if (o->path)
+		json_object_object_add(body, "mount_path", json_object_new_string(o->path));
+	if (o->writable)
 		json_object_object_add(body, "read_only", json_object_new_boolean(0));
 	int rc = ah_cli_send(c, "POST", attach_path(c, a->pos[0]), body, &r, err);
 	if (rc)
@@ -56,10 +63,12 @@ static int run_rm(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 
 const struct ah_cli_cmd ah_cli_attach_cmds[] = {
 	{"agents files list", "SLUG", "list the files attached to an agent", 1, 1, false, run_list,
-	 {AH_CLI_PAGING_OPTS}},
+	 {AH_CLI_PAGING_OPTS(struct attach_opts, page)}, sizeof(struct attach_opts)},
 	{"agents files add", "SLUG FILE_ID", "attach a file to an agent", 2, 2, false, run_add,
-	 {{"path", 0, "PATH", "where the sandbox sees it (default /files/agent/<filename>)"},
-	  {"writable", 0, NULL, "the agent may change it (default read-only)"}}},
+	 {AH_OPT_STRING("path", 0, "PATH", struct attach_opts, path,
+	                "where the sandbox sees it (default /files/agent/<filename>)"),
+	  AH_OPT_BOOL("writable", 0, struct attach_opts, writable, "the agent may change it (default read-only)")},
+	 sizeof(struct attach_opts)},
 	{"agents files rm", "SLUG FILE_ID", "detach a file from an agent", 2, 2, false, run_rm, {{0}}},
 	{0},
 };

@@ -33,6 +33,10 @@ static int login_url(struct ah_cli *c, char **out, ah_err *err)
 	return 0;
 }
 
+struct login_opts {
+	const char *key;
+};
+
 static int run_login(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
 	char *url, *key;
@@ -40,7 +44,7 @@ static int run_login(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	int rc = login_url(c, &url, err);
 	if (rc)
 		return rc;
-	const char *flag = ah_cli_opt(a, "key");
+	const char *flag = ((const struct login_opts *)a->opts)->key;
 	if (flag)
 		key = ah_strdup(c->a, flag);
 	else if ((rc = ah_cli_read_secret(c, "API key", 512, &key, err)))
@@ -97,7 +101,9 @@ static int run_logout(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 const struct ah_cli_cmd ah_cli_auth_cmds[] = {
 	{"login", NULL, "check an API key and store it with the URL (the key is read without echo, or from stdin)",
 	 0, 0, true, run_login,
-	 {{"key", 0, "KEY", "the API key (visible to other local users while this runs; prefer stdin)"}}},
+	 {AH_OPT_STRING("key", 0, "KEY", struct login_opts, key,
+	                "the API key (visible to other local users while this runs; prefer stdin)")},
+	 sizeof(struct login_opts)},
 	{"whoami", NULL, "show the user the stored key belongs to", 0, 0, false, run_whoami, {{0}}},
 	{"logout", NULL, "forget the stored URL and key", 0, 0, true, run_logout, {{0}}},
 	{0},

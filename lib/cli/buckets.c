@@ -38,11 +38,19 @@ static const char *bucket_path(struct ah_cli *c, const char *slug)
 	return ah_sprintf(c->a, "/buckets/%s", ah_cli_seg(c, slug));
 }
 
+/* The options of the commands below, one struct for all (a member without a
+ * row in a command's table stays unset). */
+struct bucket_opts {
+	struct ah_cli_paging page;
+	const char *name, *slug, *provider, *bucket, *region, *endpoint_url;
+	const char *access_key_id, *service_account_file;
+	bool force;
+};
+
 static int run_list(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	const char *q;
-	int rc = ah_cli_paging(c, a, &q, err);
-	return rc ? rc : ah_cli_list(c, ah_sprintf(c->a, "/buckets?%s", q), list_cols, err);
+	const struct bucket_opts *o = a->opts;
+	return ah_cli_list(c, ah_sprintf(c->a, "/buckets?%s", ah_cli_paging(c, &o->page)), list_cols, err);
 }
 
 static int run_get(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
@@ -56,31 +64,33 @@ static int run_get(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 
 /* The record's fields from the options create and update share. An empty
  * --region or --endpoint-url is null: the provider's default, no endpoint. */
-static void bucket_fields(const struct ah_cli_args *a, json_object *body)
+static void bucket_fields(const struct bucket_opts *o, json_object *body)
 {
-	static const char *const map[][2] = {
-		{"name", "name"}, {"slug", "slug"}, {"provider", "provider"},
-		{"bucket", "bucket_name"}, {"region", "region"}, {"endpoint-url", "endpoint_url"},
+	const struct { const char *v, *field; bool nullable; } map[] = {
+		{o->name, "name", false}, {o->slug, "slug", false}, {o->provider, "provider", false},
+		{o->bucket, "bucket_name", false}, {o->region, "region", true},
+		{o->endpoint_url, "endpoint_url", true},
 	};
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-		const char *v = ah_cli_opt(a, map[i][0]);
-		bool nullable = !strcmp(map[i][0], "region") || !strcmp(map[i][0], "endpoint-url");
-		if (v)
-			json_object_object_add(body, map[i][1], nullable && !*v ? NULL : json_object_new_string(v));
-	}
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (map[i].v)
+			json_object_object_add(body, map[i].field,
+			                       map[i].nullable && !*map[i].v ? NULL : json_object_new_string(map[i].v));
 }
 
 static int run_create(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
+	const struct bucket_opts *o = a->opts;
 	struct ah_cli_resp r;
 	json_object *body = ah_cli_obj(c);
 	/* What the API requires is asked for here, in the CLI's own words. */
-	static const char *const required[] = {"name", "provider", "bucket"};
+	const struct { const char *v, *opt; } required[] = {
+		{o->name, "name"}, {o->provider, "provider"}, {o->bucket, "bucket"},
+	};
 	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
-		if (!ah_cli_opt(a, required[i]))
+		if (!required[i].v)
 			return ah_cli_usage(err, "buckets create: --%s is required (see agenthost buckets create --help)",
-			                    required[i]);
-	bucket_fields(a, body);
+			                    required[i].opt);
+	bucket_fields(o, body);
 	int rc = ah_cli_send(c, "POST", "/buckets", body, &r, err);
 	if (rc)
 		return rc;
@@ -95,7 +105,7 @@ static int run_update(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 {
 	struct ah_cli_resp r;
 	json_object *body = ah_cli_obj(c);
-	bucket_fields(a, body);
+	bucket_fields(a->opts, body);
 	if (!json_object_object_length(body))
 		return ah_cli_usage(err, "buckets update: nothing to change (see agenthost buckets update --help)");
 	int rc = ah_cli_send(c, "PATCH", bucket_path(c, a->pos[0]), body, &r, err);
@@ -107,7 +117,7 @@ static int run_update(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 static int run_delete(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
 	struct ah_cli_resp r;
-	bool force = ah_cli_opt(a, "force") != NULL;
+	bool force = ((const struct bucket_opts *)a->opts)->force;
 	const char *path = ah_sprintf(c->a, "%s%s", bucket_path(c, a->pos[0]), force ? "?force=true" : "");
 	int rc = ah_cli_send(c, "DELETE", path, NULL, &r, err);
 	/* The API's 409 names the agents and its query parameter; say the option. */
@@ -178,9 +188,9 @@ static int account_body(struct ah_cli *c, const char *file, json_object *body, a
 
 /* Without --access-key-id: asked at a terminal (an id is not secret, so it is
  * echoed), or the first line of stdin with the secret on the next. */
-static int key_pair(struct ah_cli *c, const struct ah_cli_args *a, char **id, char **secret, ah_err *err)
+static int key_pair(struct ah_cli *c, const struct bucket_opts *o, char **id, char **secret, ah_err *err)
 {
-	*id = (char *)ah_cli_opt(a, "access-key-id");
+	*id = (char *)o->access_key_id;
 	if (*id || c->tty_in) {
 		int rc = *id ? 0 : ah_cli_ask(c, "Access key id", NULL, id, err);
 		return rc ? rc : ah_cli_read_secret(c, "Secret access key", KEY_CAP, secret, err);
@@ -206,7 +216,8 @@ static int key_pair(struct ah_cli *c, const struct ah_cli_args *a, char **id, ch
 /* The body for the bucket's provider: a key file only for gcs. */
 static int creds_body(struct ah_cli *c, const struct ah_cli_args *a, json_object *body, ah_err *err)
 {
-	const char *file = ah_cli_opt(a, "service-account-file");
+	const struct bucket_opts *o = a->opts;
+	const char *file = o->service_account_file;
 	struct ah_cli_resp r;
 	/* The bucket first: an unknown one fails before anything is asked. */
 	int rc = ah_cli_get(c, bucket_path(c, a->pos[0]), &r, err);
@@ -219,10 +230,10 @@ static int creds_body(struct ah_cli *c, const struct ah_cli_args *a, json_object
 		                    a->pos[0]);
 	if (gcs)
 		return account_body(c, file, body, err);
-	if (ah_cli_opt(a, "access-key-id") && !*ah_cli_opt(a, "access-key-id"))
+	if (o->access_key_id && !*o->access_key_id)
 		return ah_cli_usage(err, "buckets credentials: --access-key-id is empty");
 	char *id, *secret;
-	rc = key_pair(c, a, &id, &secret, err);
+	rc = key_pair(c, o, &id, &secret, err);
 	if (rc)
 		return rc;
 	json_object_object_add(body, "access_key_id", json_object_new_string(id));
@@ -248,27 +259,32 @@ static int run_credentials(struct ah_cli *c, const struct ah_cli_args *a, ah_err
 	return 0;
 }
 
+#define O struct bucket_opts
 #define FIELD_OPTS \
-	{"slug", 0, "SLUG", "the URL name (default: derived from the name)"}, \
-	{"provider", 'p', "s3|gcs|r2", "where the bucket is"}, \
-	{"bucket", 'b', "BUCKET", "the bucket's name at the provider"}, \
-	{"endpoint-url", 'e', "URL", "http(s)://host[:port]: required for r2, any S3-compatible store"}, \
-	{"region", 'r', "REGION", "default us-east-1 for s3, auto for r2 (\"\": the default)"}
+	AH_OPT_STRING("slug", 0, "SLUG", O, slug, "the URL name (default: derived from the name)"), \
+	AH_OPT_STRING("provider", 'p', "s3|gcs|r2", O, provider, "where the bucket is"), \
+	AH_OPT_STRING("bucket", 'b', "BUCKET", O, bucket, "the bucket's name at the provider"), \
+	AH_OPT_STRING("endpoint-url", 'e', "URL", O, endpoint_url, \
+	              "http(s)://host[:port]: required for r2, any S3-compatible store"), \
+	AH_OPT_STRING("region", 'r', "REGION", O, region, "default us-east-1 for s3, auto for r2 (\"\": the default)")
 
 const struct ah_cli_cmd ah_cli_buckets_cmds[] = {
-	{"buckets list", NULL, "list your buckets", 0, 0, false, run_list, {AH_CLI_PAGING_OPTS}},
+	{"buckets list", NULL, "list your buckets", 0, 0, false, run_list, {AH_CLI_PAGING_OPTS(O, page)}, sizeof(O)},
 	{"buckets get", "SLUG", "show one bucket", 1, 1, false, run_get, {{0}}},
 	{"buckets create", NULL, "register a bucket (then: buckets credentials, buckets test)", 0, 0, false,
-	 run_create, {{"name", 'n', "NAME", "what you call it (required)"}, FIELD_OPTS}},
+	 run_create, {AH_OPT_STRING("name", 'n', "NAME", O, name, "what you call it (required)"), FIELD_OPTS}, sizeof(O)},
 	{"buckets update", "SLUG", "change a bucket (its mounts apply it at the agents' next deploy)", 1, 1, false,
-	 run_update, {{"name", 'n', "NAME", "a new name"}, FIELD_OPTS}},
+	 run_update, {AH_OPT_STRING("name", 'n', "NAME", O, name, "a new name"), FIELD_OPTS}, sizeof(O)},
 	{"buckets delete", "SLUG", "forget a bucket (its contents are untouched)", 1, 1, false, run_delete,
-	 {{"force", 'f', NULL, "also remove the agents' mounts of it"}}},
+	 {AH_OPT_BOOL("force", 'f', O, force, "also remove the agents' mounts of it")}, sizeof(O)},
 	{"buckets credentials", "SLUG",
 	 "set a bucket's credentials (the secret from stdin or typed without echo)", 1, 1, false,
 	 run_credentials,
-	 {{"access-key-id", 'k', "ID", "s3/r2: the access key id (else asked, or stdin's first line)"},
-	  {"service-account-file", 0, "PATH", "gcs: the service account's JSON key file (- for stdin)"}}},
+	 {AH_OPT_STRING("access-key-id", 'k', "ID", O, access_key_id,
+	                "s3/r2: the access key id (else asked, or stdin's first line)"),
+	  AH_OPT_STRING("service-account-file", 0, "PATH", O, service_account_file,
+	                "gcs: the service account's JSON key file (- for stdin)")},
+	 sizeof(O)},
 	{"buckets test", "SLUG", "try the stored credentials with a real request; exit 1 when they fail", 1, 1,
 	 false, run_test, {{0}}},
 	{0},

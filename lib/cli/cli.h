@@ -3,7 +3,8 @@
  * the command files, as handlers/routes.c lists the route tables): the words
  * that name it, its arguments and options as data, and one function. Options
  * and --help are parsed and printed from the row, so a command file holds only
- * what the command does.
+ * what the command does; each option fills a typed member of the command's
+ * options struct (AH_OPT_* below), which the function reads as a->opts.
  *
  * The client is a short-lived process: everything is allocated from one arena
  * that lives until exit, json-c objects included (their release is a cleanup
@@ -37,12 +38,40 @@ enum {
 
 #define AH_CLI_MAX_OPTS 16
 
+/* An option's kind says the type of the variable it fills (git's
+ * parse-options, with the variables as members of one struct per command, so
+ * that the tables stay data): a flag sets a bool, a string option a
+ * const char * (NULL: not given, "" for --name=), a number option a
+ * struct ah_cli_int after checking its range. */
+enum ah_cli_opt_kind { AH_CLI_OPT_BOOL = 1, AH_CLI_OPT_STRING, AH_CLI_OPT_INT };
+
+struct ah_cli_int {
+	bool set;           /* given on the command line */
+	long long n;        /* its value, in [lo, hi] of its row */
+};
+
 struct ah_cli_opt {
 	const char *name;   /* long name without "--" */
 	char shortname;     /* 0: none */
 	const char *arg;    /* the value's name in --help; NULL: a flag */
 	const char *help;
+	enum ah_cli_opt_kind kind;
+	size_t off;         /* the member it fills in the command's options struct */
+	long long lo, hi;   /* AH_CLI_OPT_INT: the accepted range */
 };
+
+/* offsetof(type, member), refused at compile time unless the member has type
+ * ctype: a row cannot fill a member of another type. */
+#define AH_CLI_OFF(type, member, ctype) \
+	(offsetof(type, member) + 0 * sizeof(char[_Generic(((type *)0)->member, ctype: 1, default: -1)]))
+/* The rows: long name, short letter (0: none), [the value's name in --help,
+ * range,] the command's options struct and the member it fills, the help. */
+#define AH_OPT_BOOL(name, sh, type, member, help) \
+	{name, sh, NULL, help, AH_CLI_OPT_BOOL, AH_CLI_OFF(type, member, bool), 0, 0}
+#define AH_OPT_STRING(name, sh, arg, type, member, help) \
+	{name, sh, arg, help, AH_CLI_OPT_STRING, AH_CLI_OFF(type, member, const char *), 0, 0}
+#define AH_OPT_INT(name, sh, arg, lo, hi, type, member, help) \
+	{name, sh, arg, help, AH_CLI_OPT_INT, AH_CLI_OFF(type, member, struct ah_cli_int), lo, hi}
 
 struct ah_cli;
 struct ah_cli_args;
@@ -55,6 +84,7 @@ struct ah_cli_cmd {
 	bool no_auth;          /* runs without a stored API key (login, init) */
 	int (*run)(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err);
 	struct ah_cli_opt opts[AH_CLI_MAX_OPTS];
+	size_t opts_size;      /* sizeof the struct opts' rows fill (0: no options) */
 };
 
 /* The command line of one command after parsing. */
@@ -62,7 +92,7 @@ struct ah_cli_args {
 	const struct ah_cli_cmd *cmd;
 	int npos;
 	char **pos;
-	const char *val[AH_CLI_MAX_OPTS];   /* per opts[i]: the value, "" for a flag, NULL unset */
+	const void *opts;      /* the command's options struct, filled from its rows */
 };
 
 struct ah_cli {
@@ -93,11 +123,9 @@ int ah_cli_parse(struct ah_cli *c, const struct ah_cli_cmd *cmd, int argc, char 
 /* Handles a global option at argv[*i] (advancing *i past its value); false if
  * argv[*i] is not one. */
 bool ah_cli_global_opt(struct ah_cli *c, int argc, char **argv, int *i, int *rc, ah_err *err);
-/* The value of option name, NULL when not given. */
-const char *ah_cli_opt(const struct ah_cli_args *a, const char *name);
-/* Option name as a whole number in [lo, hi]; *out unchanged when not given. */
-int ah_cli_opt_int(const struct ah_cli_args *a, const char *name, long long lo, long long hi,
-                   long long *out, ah_err *err);
+/* The option of cmd nearest to the unknown name (a typo's suggestion), NULL
+ * when none is near. */
+const struct ah_cli_opt *ah_cli_opt_nearest(const struct ah_cli_cmd *cmd, const char *name, size_t len);
 void ah_cli_help(FILE *f, const struct ah_cli_cmd *cmd);
 void ah_cli_help_all(FILE *f, const char *prefix);
 void ah_cli_complete(int argc, char **argv);
@@ -197,22 +225,31 @@ int ah_cli_usage(ah_err *err, const char *fmt, ...) __attribute__((format(printf
 
 /* agents.c: shared with the other command files. */
 extern const struct ah_cli_col ah_cli_agent_cols[];
+/* --limit and --offset, a member of the options struct of every list. */
+struct ah_cli_paging { struct ah_cli_int limit, offset; };
+/* The options struct of a list whose only options are those. */
+struct ah_cli_list_opts { struct ah_cli_paging page; };
+#define AH_CLI_LIST_OPTS {AH_CLI_PAGING_OPTS(struct ah_cli_list_opts, page)}, sizeof(struct ah_cli_list_opts)
 /* "limit=N&offset=M" from a command's --limit and --offset. */
-int ah_cli_paging(struct ah_cli *c, const struct ah_cli_args *a, const char **out, ah_err *err);
+const char *ah_cli_paging(struct ah_cli *c, const struct ah_cli_paging *p);
 /* GET path (a list) shown as a table or JSON. */
 int ah_cli_list(struct ah_cli *c, const char *path, const struct ah_cli_col *cols, ah_err *err);
 
 /* Budgets (usage.c): --max-day and --max-month (USD, or "none" to clear)
  * into body as max_cost_usd_per_day and _per_month; the options' rows. */
-void ah_cli_budget_fields(const struct ah_cli_args *a, json_object *body);
-#define AH_CLI_BUDGET_OPTS \
-	{"max-day", 0, "USD", "daily spend limit (none: no limit)"}, \
-	{"max-month", 0, "USD", "monthly spend limit (none: no limit)"}
+struct ah_cli_budget { const char *max_day, *max_month; };
+void ah_cli_budget_fields(const struct ah_cli_budget *b, json_object *body);
+/* The rows of --max-day and --max-month for options struct type's member. */
+#define AH_CLI_BUDGET_OPTS(type, member) \
+	AH_OPT_STRING("max-day", 0, "USD", type, member.max_day, "daily spend limit (none: no limit)"), \
+	AH_OPT_STRING("max-month", 0, "USD", type, member.max_month, "monthly spend limit (none: no limit)")
 #define AH_CLI_BUDGET_COLS \
 	{"max usd/day", "max_cost_usd_per_day", AH_COL_NUM}, \
 	{"max usd/month", "max_cost_usd_per_month", AH_COL_NUM}
-#define AH_CLI_PAGING_OPTS \
-	{"limit", 0, "N", "at most N (1-100, default 20)"}, {"offset", 0, "N", "skip the first N"}
+/* The rows of --limit and --offset for options struct type's member. */
+#define AH_CLI_PAGING_OPTS(type, member) \
+	AH_OPT_INT("limit", 0, "N", 1, 100, type, member.limit, "at most N (1-100, default 20)"), \
+	AH_OPT_INT("offset", 0, "N", 0, 1LL << 40, type, member.offset, "skip the first N")
 
 /* files.c, file_transfer.c: managed files. */
 extern const struct ah_cli_col ah_cli_file_cols[];
@@ -220,6 +257,13 @@ extern const struct ah_cli_col ah_cli_file_cols[];
 void ah_cli_show_file(struct ah_cli *c, json_object *o, const struct ah_cli_col *cols);
 /* "a,b" as a JSON list of tags (a new object, for json_object_object_add). */
 json_object *ah_cli_tag_list(struct ah_cli *c, const char *csv);
+/* The options of the files commands (a member without a row in a command's
+ * table stays unset). */
+struct ah_cli_files_opts {
+	struct ah_cli_paging page;
+	const char *scope, *tags, *search, *description, *agent, *content_type, *output, *name;
+	bool force, yes;
+};
 int ah_cli_files_upload(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err);
 int ah_cli_files_download(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err);
 
@@ -229,8 +273,6 @@ struct ah_cli_manifest {
 	const char *name, *slug, *description;   /* slug derived from name when absent */
 };
 int ah_cli_manifest_read(struct ah_cli *c, const char *dir, struct ah_cli_manifest *out, ah_err *err);
-/* The slug the API derives from a name (lowercase, other runs become '-'). */
-const char *ah_cli_slugify(struct ah_cli *c, const char *name);
 
 /* pack.c: a project directory as a gzip tarball in an unlinked temporary
  * file (the caller closes it), with its size and how many files it holds. */

@@ -141,12 +141,18 @@ static int finish(struct deploy *d, json_object *rec, ah_err *err)
 	                  ah_cli_text(d->c, rec, "status_message", AH_COL_TEXT));
 }
 
+struct deploy_opts {
+	const char *agent;
+	bool create, no_wait;
+	struct ah_cli_int wait;
+};
+
 /* Which agent: --agent, else the manifest's slug (or its name's). */
-static int target(struct deploy *d, const struct ah_cli_args *a, ah_err *err)
+static int target(struct deploy *d, const struct deploy_opts *o, ah_err *err)
 {
 	int rc = ah_cli_manifest_read(d->c, d->dir, &d->m, err);
 	d->have_manifest = rc == 0;
-	d->slug = ah_cli_opt(a, "agent");
+	d->slug = o->agent;
 	if (!d->slug && rc)
 		return rc;
 	if (!d->slug)
@@ -155,14 +161,14 @@ static int target(struct deploy *d, const struct ah_cli_args *a, ah_err *err)
 	return 0;
 }
 
-static int prepare(struct deploy *d, const struct ah_cli_args *a, ah_err *err)
+static int prepare(struct deploy *d, const struct deploy_opts *o, ah_err *err)
 {
 	json_object *rec;
 	bool found;
 	int rc = find_agent(d, &rec, &found, err);
 	if (rc)
 		return rc;
-	if (!found && !ah_cli_opt(a, "create"))
+	if (!found && !o->create)
 		return ah_err_set(err, AH_ENOTFOUND, "there is no agent %s (--create makes it from %s)", d->slug,
 		                  d->have_manifest ? d->m.path : "agent.json");
 	if (!found && !d->have_manifest)
@@ -179,20 +185,19 @@ static int prepare(struct deploy *d, const struct ah_cli_args *a, ah_err *err)
 
 static int run_deploy(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
+	const struct deploy_opts *o = a->opts;
 	struct deploy d = {.c = c, .dir = a->npos ? a->pos[0] : ".", .started = ah_now_ms()};
-	long long wait_max = 1800;
+	long long wait_max = o->wait.set ? o->wait.n : 1800;
 	struct ah_cli_resp r;
 	json_object *rec;
-	int rc = ah_cli_opt_int(a, "wait", 1, 86400, &wait_max, err);
+	int rc = target(&d, o, err);
 	if (!rc)
-		rc = target(&d, a, err);
-	if (!rc)
-		rc = prepare(&d, a, err);
+		rc = prepare(&d, o, err);
 	if (!rc)
 		rc = ah_cli_send(c, "POST", ah_sprintf(c->a, "%s/deploy", d.spath), NULL, &r, err);
 	if (rc)
 		return rc;
-	if (ah_cli_opt(a, "no-wait")) {
+	if (o->no_wait) {
 		if (c->json)
 			ah_cli_print_json(c, r.body);
 		else
@@ -207,9 +212,12 @@ static int run_deploy(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 const struct ah_cli_cmd ah_cli_deploy_cmds[] = {
 	{"deploy", "[DIR]", "upload the project in DIR (default: here) and deploy it; follows until active or error",
 	 0, 1, false, run_deploy,
-	 {{"agent", 'a', "SLUG", "the agent to deploy (default: agent.json's slug, or its name's)"},
-	  {"create", 0, NULL, "create the agent from agent.json when it does not exist"},
-	  {"no-wait", 0, NULL, "return once the deploy has started"},
-	  {"wait", 0, "SECONDS", "follow for at most this long (default 1800)"}}},
+	 {AH_OPT_STRING("agent", 'a', "SLUG", struct deploy_opts, agent,
+	                "the agent to deploy (default: agent.json's slug, or its name's)"),
+	  AH_OPT_BOOL("create", 0, struct deploy_opts, create, "create the agent from agent.json when it does not exist"),
+	  AH_OPT_BOOL("no-wait", 0, struct deploy_opts, no_wait, "return once the deploy has started"),
+	  AH_OPT_INT("wait", 0, "SECONDS", 1, 86400, struct deploy_opts, wait,
+	             "follow for at most this long (default 1800)")},
+	 sizeof(struct deploy_opts)},
 	{0},
 };

@@ -18,12 +18,14 @@ static const struct ah_cli_col deploy_cols[] = {
 	{0},
 };
 
+struct deploys_opts {
+	struct ah_cli_paging page;
+	bool follow;
+};
+
 static int run_list(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	const char *q;
-	int rc = ah_cli_paging(c, a, &q, err);
-	if (rc)
-		return rc;
+	const char *q = ah_cli_paging(c, &((const struct deploys_opts *)a->opts)->page);
 	return ah_cli_list(c, ah_sprintf(c->a, "/agents/%s/deploys?%s", ah_cli_seg(c, a->pos[0]), q),
 	                   deploy_cols, err);
 }
@@ -71,7 +73,7 @@ static const char *new_part(const char *text, size_t len, const char *shown, siz
 static int run_logs(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
 	const char *id = a->npos > 1 ? a->pos[1] : NULL, *shown = "";
-	bool follow = ah_cli_opt(a, "follow") != NULL;
+	bool follow = ((const struct deploys_opts *)a->opts)->follow;
 	long long bytes = 0;
 	int rc = id ? 0 : newest_id(c, a->pos[0], &id, err);
 	const char *path = rc ? NULL : ah_sprintf(c->a, "/agents/%s/deploys/%s/logs",
@@ -122,9 +124,11 @@ static int run_rollback(struct ah_cli *c, const struct ah_cli_args *a, ah_err *e
 }
 
 const struct ah_cli_cmd ah_cli_deploys_cmds[] = {
-	{"deploys", "SLUG", "an agent's deploys, newest first", 1, 1, false, run_list, {AH_CLI_PAGING_OPTS}},
+	{"deploys", "SLUG", "an agent's deploys, newest first", 1, 1, false, run_list,
+	 {AH_CLI_PAGING_OPTS(struct deploys_opts, page)}, sizeof(struct deploys_opts)},
 	{"deploys logs", "SLUG [DEPLOY_ID]", "a deploy's build output (default: the newest deploy)", 1, 2,
-	 false, run_logs, {{"follow", 'f', NULL, "keep printing until the deploy ends"}}},
+	 false, run_logs, {AH_OPT_BOOL("follow", 'f', struct deploys_opts, follow, "keep printing until the deploy ends")},
+	 sizeof(struct deploys_opts)},
 	{"rollback", "SLUG [DEPLOY_ID]", "switch the agent back to a kept image (default: the previous one)",
 	 1, 2, false, run_rollback, {{0}}},
 	{0},

@@ -56,8 +56,9 @@ static void add_field(curl_mime *m, const char *name, const char *value)
 static int upload_multipart(struct ah_cli *c, const struct ah_cli_args *a, const char *type,
                             struct ah_cli_resp *r, ah_err *err)
 {
-	static const char *const fields[][2] = {
-		{"description", "description"}, {"tags", "tags"}, {"agent", "agent_slug"}};
+	const struct ah_cli_files_opts *o = a->opts;
+	const struct { const char *v, *field; } fields[] = {
+		{o->description, "description"}, {o->tags, "tags"}, {o->agent, "agent_slug"}};
 	curl_mime *m = curl_mime_init(c->curl);
 	if (!m)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
@@ -68,8 +69,8 @@ static int upload_multipart(struct ah_cli *c, const struct ah_cli_args *a, const
 		return ah_err_set(err, AH_EFAIL, "cannot read %s", a->pos[0]);
 	curl_mime_type(p, type);
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-		if (ah_cli_opt(a, fields[i][0]))
-			add_field(m, fields[i][1], ah_cli_opt(a, fields[i][0]));
+		if (fields[i].v)
+			add_field(m, fields[i].field, fields[i].v);
 	struct ah_cli_req rq = {.method = "POST", .path = "/files", .mime = m,
 	                        .timeout = TRANSFER_TIMEOUT, .progress = true};
 	return ah_cli_call(c, &rq, r, err);
@@ -98,16 +99,17 @@ static int hash_file(struct ah_cli *c, FILE *f, char hex[65], ah_err *err)
 static int presign(struct ah_cli *c, const struct ah_cli_args *a, const char *type, long long size,
                    struct ah_cli_resp *r, ah_err *err)
 {
+	const struct ah_cli_files_opts *o = a->opts;
 	json_object *body = ah_cli_obj(c);
 	json_object_object_add(body, "filename", json_object_new_string(base_name(a->pos[0])));
 	json_object_object_add(body, "size_bytes", json_object_new_int64(size));
 	json_object_object_add(body, "content_type", json_object_new_string(type));
-	if (ah_cli_opt(a, "description"))
-		json_object_object_add(body, "description", json_object_new_string(ah_cli_opt(a, "description")));
-	if (ah_cli_opt(a, "tags"))
-		json_object_object_add(body, "tags", json_object_new_string(ah_cli_opt(a, "tags")));
-	if (ah_cli_opt(a, "agent"))
-		json_object_object_add(body, "agent_slug", json_object_new_string(ah_cli_opt(a, "agent")));
+	if (o->description)
+		json_object_object_add(body, "description", json_object_new_string(o->description));
+	if (o->tags)
+		json_object_object_add(body, "tags", json_object_new_string(o->tags));
+	if (o->agent)
+		json_object_object_add(body, "agent_slug", json_object_new_string(o->agent));
 	return ah_cli_send(c, "POST", "/files/presigned-upload", body, r, err);
 }
 
@@ -155,7 +157,7 @@ int ah_cli_files_upload(struct ah_cli *c, const struct ah_cli_args *a, ah_err *e
 {
 	struct ah_cli_resp r;
 	struct stat st;
-	const char *type = ah_cli_opt(a, "content-type");
+	const char *type = ((const struct ah_cli_files_opts *)a->opts)->content_type;
 	FILE *f = fopen(a->pos[0], "rb");
 	if (!f)
 		return ah_cli_usage(err, "cannot open %s: %s", a->pos[0], strerror(errno));
@@ -251,7 +253,8 @@ static int download_to(struct ah_cli *c, const char *id, const char *target, boo
 int ah_cli_files_download(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
 	struct ah_cli_resp rec, r;
-	const char *target = ah_cli_opt(a, "output");
+	const struct ah_cli_files_opts *o = a->opts;
+	const char *target = o->output;
 	struct stat st;
 	const char *name = NULL;
 	int rc = ah_cli_get(c, ah_sprintf(c->a, "/files/%s", ah_cli_seg(c, a->pos[0])), &rec, err);
@@ -264,7 +267,7 @@ int ah_cli_files_download(struct ah_cli *c, const struct ah_cli_args *a, ah_err 
 		target = target ? ah_sprintf(c->a, "%s/%s", target, name) : name;
 	if (!strcmp(target, "-"))
 		return fetch(c, a->pos[0], stdout, &r, err);
-	rc = download_to(c, a->pos[0], target, ah_cli_opt(a, "force") != NULL, &r, err);
+	rc = download_to(c, a->pos[0], target, o->force, &r, err);
 	if (rc)
 		return rc;
 	if (c->json) {

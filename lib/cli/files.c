@@ -73,18 +73,15 @@ static const char *file_path(struct ah_cli *c, const char *id)
 
 static int run_list(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	static const char *const filters[] = {"scope", "tags", "search"};
-	const char *q;
+	const struct ah_cli_files_opts *o = a->opts;
+	const struct { const char *v, *param; } filters[] = {
+		{o->scope, "scope"}, {o->tags, "tags"}, {o->search, "search"}};
+	const char *q = ah_cli_paging(c, &o->page);
 	struct ah_cli_resp r;
-	int rc = ah_cli_paging(c, a, &q, err);
-	if (rc)
-		return rc;
-	for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++) {
-		const char *v = ah_cli_opt(a, filters[i]);
-		if (v)
-			q = ah_sprintf(c->a, "%s&%s=%s", q, filters[i], ah_cli_seg(c, v));
-	}
-	rc = ah_cli_get(c, ah_sprintf(c->a, "/files?%s", q), &r, err);
+	for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++)
+		if (filters[i].v)
+			q = ah_sprintf(c->a, "%s&%s=%s", q, filters[i].param, ah_cli_seg(c, filters[i].v));
+	int rc = ah_cli_get(c, ah_sprintf(c->a, "/files?%s", q), &r, err);
 	if (rc)
 		return rc;
 	if (!json_object_is_type(r.body, json_type_array))
@@ -122,7 +119,8 @@ static int run_update(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 {
 	struct ah_cli_resp r;
 	json_object *body = ah_cli_obj(c);
-	const char *d = ah_cli_opt(a, "description"), *t = ah_cli_opt(a, "tags"), *n = ah_cli_opt(a, "name");
+	const struct ah_cli_files_opts *o = a->opts;
+	const char *d = o->description, *t = o->tags, *n = o->name;
 	if (d)
 		json_object_object_add(body, "description", json_object_new_string(d));
 	if (t)
@@ -140,7 +138,7 @@ static int run_update(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 static int run_delete(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
 	struct ah_cli_resp r;
-	if (!ah_cli_opt(a, "yes")) {
+	if (!((const struct ah_cli_files_opts *)a->opts)->yes) {
 		if (!c->tty_in)
 			return ah_cli_usage(err, "files delete: not on a terminal; confirm with --yes");
 		if (!ah_cli_confirm(c, ah_sprintf(c->a, "Delete file %s (and detach it from every agent)?", a->pos[0])))
@@ -162,25 +160,34 @@ static int run_usage(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	return rc;
 }
 
+#define O struct ah_cli_files_opts
 const struct ah_cli_cmd ah_cli_files_cmds[] = {
 	{"files list", NULL, "list your files", 0, 0, false, run_list,
-	 {AH_CLI_PAGING_OPTS, {"scope", 0, "user|agent|session", "only files of this scope"},
-	  {"tags", 0, "A,B", "only files with all of these tags"},
-	  {"search", 0, "TEXT", "only files whose name or description contains TEXT"}}},
+	 {AH_CLI_PAGING_OPTS(O, page), AH_OPT_STRING("scope", 0, "user|agent|session", O, scope, "only files of this scope"),
+	  AH_OPT_STRING("tags", 0, "A,B", O, tags, "only files with all of these tags"),
+	  AH_OPT_STRING("search", 0, "TEXT", O, search, "only files whose name or description contains TEXT")},
+	 sizeof(O)},
 	{"files upload", "PATH", "upload a file (over 10 MB: a presigned upload, streamed)", 1, 1, false,
 	 ah_cli_files_upload,
-	 {{"description", 'd', "TEXT", "what the file is"}, {"tags", 0, "A,B", "comma-separated tags"},
-	  {"agent", 0, "SLUG", "upload into this agent's scope"},
-	  {"content-type", 0, "TYPE", "the media type (default: from the extension)"}}},
+	 {AH_OPT_STRING("description", 'd', "TEXT", O, description, "what the file is"),
+	  AH_OPT_STRING("tags", 0, "A,B", O, tags, "comma-separated tags"),
+	  AH_OPT_STRING("agent", 0, "SLUG", O, agent, "upload into this agent's scope"),
+	  AH_OPT_STRING("content-type", 0, "TYPE", O, content_type, "the media type (default: from the extension)")},
+	 sizeof(O)},
 	{"files get", "ID", "show one file's record", 1, 1, false, run_get, {{0}}},
 	{"files download", "ID", "download a file (default: the server's filename, never overwritten)", 1, 1,
 	 false, ah_cli_files_download,
-	 {{"output", 'o', "PATH|DIR|-", "write here instead (a directory: the filename in it; -: stdout)"},
-	  {"force", 'f', NULL, "overwrite an existing file"}}},
+	 {AH_OPT_STRING("output", 'o', "PATH|DIR|-", O, output,
+	                "write here instead (a directory: the filename in it; -: stdout)"),
+	  AH_OPT_BOOL("force", 'f', O, force, "overwrite an existing file")},
+	 sizeof(O)},
 	{"files update", "ID", "change a file's description, tags or name", 1, 1, false, run_update,
-	 {{"description", 'd', "TEXT", "a new description"}, {"tags", 0, "A,B", "new tags (\"\" clears them)"},
-	  {"name", 0, "FILENAME", "a new filename"}}},
-	{"files delete", "ID", "delete a file", 1, 1, false, run_delete, {{"yes", 'y', NULL, "do not ask"}}},
+	 {AH_OPT_STRING("description", 'd', "TEXT", O, description, "a new description"),
+	  AH_OPT_STRING("tags", 0, "A,B", O, tags, "new tags (\"\" clears them)"),
+	  AH_OPT_STRING("name", 0, "FILENAME", O, name, "a new filename")},
+	 sizeof(O)},
+	{"files delete", "ID", "delete a file", 1, 1, false, run_delete,
+	 {AH_OPT_BOOL("yes", 'y', O, yes, "do not ask")}, sizeof(O)},
 	{"files usage", NULL, "your files' storage and quota", 0, 0, false, run_usage, {{0}}},
 	{0},
 };

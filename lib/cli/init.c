@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/project.h"
+
 static const char index_js[] =
 	"// An agenthost agent: the prompt arrives on stdin, the answer goes to stdout.\n"
 	"// Secrets (agenthost secrets set SLUG KEY) are environment variables here;\n"
@@ -101,11 +103,17 @@ static const char *project_name(struct ah_cli *c, const char *dir, const char *f
 	return ah_strdup(c->a, basename(real));
 }
 
+/* The slug the API would derive from name. */
+static const char *slug_of(struct ah_cli *c, const char *name)
+{
+	return ah_slug_from_name(c->a, name, AH_SLUG_MAX);
+}
+
 static const char *manifest_text(struct ah_cli *c, const char *name, const char *entry)
 {
 	json_object *m = ah_cli_obj(c);
 	json_object_object_add(m, "name", json_object_new_string(name));
-	json_object_object_add(m, "slug", json_object_new_string(ah_cli_slugify(c, name)));
+	json_object_object_add(m, "slug", json_object_new_string(slug_of(c, name)));
 	json_object_object_add(m, "version", json_object_new_string("1.0.0"));
 	json_object_object_add(m, "entrypoint", json_object_new_string(entry));
 	json_object_object_add(m, "runtime", json_object_new_string("node"));
@@ -113,16 +121,22 @@ static const char *manifest_text(struct ah_cli *c, const char *name, const char 
 	                                                                JSON_C_TO_STRING_SPACED));
 }
 
+struct init_opts {
+	const char *name, *template;
+	bool force;
+};
+
 static int run_init(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
+	const struct init_opts *o = a->opts;
 	const char *dir = a->npos ? a->pos[0] : ".";
-	bool force = ah_cli_opt(a, "force") != NULL;
+	bool force = o->force;
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 		return ah_err_set(err, AH_EFAIL, "cannot create %s: %s", dir, strerror(errno));
-	const char *name = project_name(c, dir, ah_cli_opt(a, "name"));
-	if (!*ah_cli_slugify(c, name))
+	const char *name = project_name(c, dir, o->name);
+	if (!*slug_of(c, name))
 		return ah_cli_usage(err, "init: \"%s\" has no letters or digits for a slug; use --name", name);
-	const char *tpl = ah_cli_opt(a, "template");
+	const char *tpl = o->template;
 	bool sdk = tpl && strcmp(tpl, "claude-agent-sdk") == 0;
 	if (tpl && !sdk && strcmp(tpl, "echo") != 0)
 		return ah_cli_usage(err, "init: unknown template \"%s\" (echo, claude-agent-sdk)", tpl);
@@ -130,7 +144,7 @@ static int run_init(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	                   force, err);
 	if (!rc && sdk)
 		rc = write_new(c, dir, "package.json",
-		               ah_sprintf(c->a, sdk_package_json, ah_cli_slugify(c, name)), force, err);
+		               ah_sprintf(c->a, sdk_package_json, slug_of(c, name)), force, err);
 	if (!rc)
 		rc = write_new(c, dir, sdk ? "index.mjs" : "index.js", sdk ? sdk_index_mjs : index_js,
 		               force, err);
@@ -138,14 +152,16 @@ static int run_init(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 		rc = write_new(c, dir, ".gitignore", gitignore, force, err);
 	if (!rc)
 		ah_cli_note(c, "Next: agenthost deploy %s --create, then agenthost invoke %s \"hello\"", dir,
-		            ah_cli_slugify(c, name));
+		            slug_of(c, name));
 	return rc;
 }
 
 const struct ah_cli_cmd ah_cli_init_cmds[] = {
 	{"init", "[DIR]", "start an agent project in DIR (default: here)", 0, 1, true, run_init,
-	 {{"name", 'n', "NAME", "the agent's name (default: the directory's name)"},
-	  {"force", 'f', NULL, "overwrite existing files"},
-	  {"template", 't', "NAME", "echo (default) or claude-agent-sdk (Claude Code warm before the prompt)"}}},
+	 {AH_OPT_STRING("name", 'n', "NAME", struct init_opts, name, "the agent's name (default: the directory's name)"),
+	  AH_OPT_BOOL("force", 'f', struct init_opts, force, "overwrite existing files"),
+	  AH_OPT_STRING("template", 't', "NAME", struct init_opts, template,
+	                "echo (default) or claude-agent-sdk (Claude Code warm before the prompt)")},
+	 sizeof(struct init_opts)},
 	{0},
 };

@@ -12,10 +12,16 @@
 
 #define PROMPT_CAP (16u << 20)   /* the API's own cap is lower (max_prompt_bytes) and says so */
 
+struct invoke_opts {
+	const char *input, *session, *webhook;
+	struct ah_cli_int timeout;
+	bool stream, no_stream, async;
+};
+
 /* The prompt: the argument, -i FILE, -i - or piped stdin. */
 static int read_prompt(struct ah_cli *c, const struct ah_cli_args *a, char **out, size_t *len, ah_err *err)
 {
-	const char *in = ah_cli_opt(a, "input");
+	const char *in = ((const struct invoke_opts *)a->opts)->input;
 	if (a->npos > 1 && in)
 		return ah_cli_usage(err, "invoke: give the prompt as an argument or with -i, not both");
 	if (a->npos > 1) {
@@ -38,25 +44,26 @@ static int read_prompt(struct ah_cli *c, const struct ah_cli_args *a, char **out
 static int invoke_body(struct ah_cli *c, const struct ah_cli_args *a, json_object **out, long long *timeout,
                        ah_err *err)
 {
+	const struct invoke_opts *o = a->opts;
 	char *prompt;
 	size_t len;
-	int rc = ah_cli_opt_int(a, "timeout", 1, 600, timeout, err);
-	if (!rc)
-		rc = read_prompt(c, a, &prompt, &len, err);
+	if (o->timeout.set)
+		*timeout = o->timeout.n;
+	int rc = read_prompt(c, a, &prompt, &len, err);
 	if (rc)
 		return rc;
 	json_object *body = ah_cli_obj(c);
 	json_object_object_add(body, "prompt", json_object_new_string_len(prompt, (int)len));
-	const char *session = ah_cli_opt(a, "session");
+	const char *session = o->session;
 	if (session)
 		json_object_object_add(body, "session_id", json_object_new_string(session));
 	if (*timeout)
 		json_object_object_add(body, "timeout_seconds", json_object_new_int64(*timeout));
-	if (ah_cli_opt(a, "async") && ah_cli_opt(a, "stream"))
+	if (o->async && o->stream)
 		return ah_cli_usage(err, "invoke: --async and --stream do not go together");
-	if (ah_cli_opt(a, "async"))
+	if (o->async)
 		json_object_object_add(body, "async", json_object_new_boolean(1));
-	const char *hook = ah_cli_opt(a, "webhook");
+	const char *hook = o->webhook;
 	if (hook)
 		json_object_object_add(body, "webhook_url", json_object_new_string(hook));
 	*out = body;
@@ -196,9 +203,10 @@ static int stream_end(struct ah_cli *c, const struct ah_cli_args *a, struct sse_
 
 static bool wants_stream(struct ah_cli *c, const struct ah_cli_args *a)
 {
-	if (ah_cli_opt(a, "no-stream") || ah_cli_opt(a, "async") || c->json)
+	const struct invoke_opts *o = a->opts;
+	if (o->no_stream || o->async || c->json)
 		return false;
-	return ah_cli_opt(a, "stream") || c->tty_out;
+	return o->stream || c->tty_out;
 }
 
 static int run_invoke(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
@@ -252,16 +260,21 @@ static int run_invoke(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 	return rc;
 }
 
+#define O struct invoke_opts
 const struct ah_cli_cmd ah_cli_invoke_cmds[] = {
 	{"invoke", "SLUG [PROMPT]", "run an agent: its response on stdout, tokens, cost and time on stderr",
 	 1, 2, false, run_invoke,
-	 {{"input", 'i', "FILE", "read the prompt from FILE (- for stdin)"},
-	  {"session", 's', "SESSION", "run in this session (created on first use, its sandbox kept)"},
-	  {"timeout", 't', "SECONDS", "give up after this long, 1-600 (default: the agent's)"},
-	  {"stream", 0, NULL, "print the response as the agent writes it (the default on a terminal)"},
-	  {"no-stream", 0, NULL, "wait for the whole response"},
-	  {"async", 0, NULL, "start the call and print its id (see invocations get, cancel)"},
+	 {AH_OPT_STRING("input", 'i', "FILE", O, input, "read the prompt from FILE (- for stdin)"),
+	  AH_OPT_STRING("session", 's', "SESSION", O, session,
+	                "run in this session (created on first use, its sandbox kept)"),
+	  AH_OPT_INT("timeout", 't', "SECONDS", 1, 600, O, timeout,
+	             "give up after this long, 1-600 (default: the agent's)"),
+	  AH_OPT_BOOL("stream", 0, O, stream, "print the response as the agent writes it (the default on a terminal)"),
+	  AH_OPT_BOOL("no-stream", 0, O, no_stream, "wait for the whole response"),
+	  AH_OPT_BOOL("async", 0, O, async, "start the call and print its id (see invocations get, cancel)"),
 
-	  {"webhook", 0, "URL", "POST the finished record there too, signed (default: the agent's)"}}},
+	  AH_OPT_STRING("webhook", 0, "URL", O, webhook,
+	                "POST the finished record there too, signed (default: the agent's)")},
+	 sizeof(O)},
 	{0},
 };

@@ -17,13 +17,18 @@ static int run_list(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	return ah_cli_list(c, "/api-keys?limit=100", key_cols, err);
 }
 
+struct key_opts {
+	const char *name;
+	struct ah_cli_budget budget;
+};
+
 static int run_create(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
 	struct ah_cli_resp r;
 	json_object *body = ah_cli_obj(c);
 	if (a->npos)
 		json_object_object_add(body, "name", json_object_new_string(a->pos[0]));
-	ah_cli_budget_fields(a, body);
+	ah_cli_budget_fields(&((const struct key_opts *)a->opts)->budget, body);
 	int rc = ah_cli_send(c, "POST", "/api-keys", body, &r, err);
 	if (rc)
 		return rc;
@@ -42,11 +47,12 @@ static int run_create(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 
 static int run_update(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
+	const struct key_opts *o = a->opts;
 	struct ah_cli_resp r;
 	json_object *body = ah_cli_obj(c);
-	if (ah_cli_opt(a, "name"))
-		json_object_object_add(body, "name", json_object_new_string(ah_cli_opt(a, "name")));
-	ah_cli_budget_fields(a, body);
+	if (o->name)
+		json_object_object_add(body, "name", json_object_new_string(o->name));
+	ah_cli_budget_fields(&o->budget, body);
 	if (!json_object_object_length(body))
 		return ah_cli_usage(err, "keys update: nothing to change (see agenthost keys update --help)");
 	int rc = ah_cli_send(c, "PATCH", ah_sprintf(c->a, "/api-keys/%s", ah_cli_seg(c, a->pos[0])), body,
@@ -69,9 +75,11 @@ static int run_revoke(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 const struct ah_cli_cmd ah_cli_keys_cmds[] = {
 	{"keys list", NULL, "list your API keys", 0, 0, false, run_list, {{0}}},
 	{"keys create", "[NAME]", "make a new API key and print it (once)", 0, 1, false, run_create,
-	 {AH_CLI_BUDGET_OPTS}},
+	 {AH_CLI_BUDGET_OPTS(struct key_opts, budget)}, sizeof(struct key_opts)},
 	{"keys update", "ID", "rename a key or change its spend limits", 1, 1, false, run_update,
-	 {{"name", 0, "NAME", "a new name"}, AH_CLI_BUDGET_OPTS}},
+	 {AH_OPT_STRING("name", 0, "NAME", struct key_opts, name, "a new name"),
+	  AH_CLI_BUDGET_OPTS(struct key_opts, budget)},
+	 sizeof(struct key_opts)},
 	{"keys revoke", "ID", "revoke an API key at once", 1, 1, false, run_revoke, {{0}}},
 	{0},
 };

@@ -43,9 +43,13 @@ static void print_logs(struct ah_cli *c, const char *s, size_t n)
 		putchar('\n');
 }
 
+struct logs_opts {
+	const char *invocation;
+};
+
 static int run_logs(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	const char *inv = ah_cli_opt(a, "invocation");
+	const char *inv = ((const struct logs_opts *)a->opts)->invocation;
 	struct ah_cli_resp r;
 	int rc = inv ? 0 : latest(c, a->pos[0], &inv, err);
 	if (!rc)
@@ -73,6 +77,8 @@ static int run_logs(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 const struct ah_cli_cmd ah_cli_logs_cmds[] = {
 	{"logs", "SLUG", "an invocation's logs (its stderr, secrets redacted): the latest, or --invocation",
 	 1, 1, false, run_logs,
-	 {{"invocation", 'I', "ID", "this invocation's logs instead of the latest one's"}}},
+	 {AH_OPT_STRING("invocation", 'I', "ID", struct logs_opts, invocation,
+	                "this invocation's logs instead of the latest one's")},
+	 sizeof(struct logs_opts)},
 	{0},
 };

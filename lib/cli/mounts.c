@@ -37,11 +37,19 @@ static const char *mounts_path(struct ah_cli *c, const struct ah_cli_args *a)
 	return a->npos > 1 ? ah_sprintf(c->a, "%s/%s", p, ah_cli_seg(c, a->pos[1])) : p;
 }
 
+/* The options of the commands below, one struct for all (a member without a
+ * row in a command's table stays unset: add's --disabled fills disable). */
+struct mount_opts {
+	struct ah_cli_paging page;
+	const char *bucket, *path, *prefix;
+	struct ah_cli_int cache_ttl;
+	bool read_only, read_write, cache, no_cache, enable, disable;
+};
+
 static int run_list(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	const char *q;
-	int rc = ah_cli_paging(c, a, &q, err);
-	return rc ? rc : ah_cli_list(c, ah_sprintf(c->a, "%s?%s", mounts_path(c, a), q), mount_list_cols, err);
+	const char *q = ah_cli_paging(c, &((const struct mount_opts *)a->opts)->page);
+	return ah_cli_list(c, ah_sprintf(c->a, "%s?%s", mounts_path(c, a), q), mount_list_cols, err);
 }
 
 static int run_get(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
@@ -54,12 +62,11 @@ static int run_get(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 }
 
 /* A boolean property from the flag that sets it and the one that clears it
- * (a name the command does not have is never given: add has only the flags
- * that depart from the defaults). */
-static int flag_pair(const struct ah_cli_args *a, const char *on, const char *off, const char *key,
-                     json_object *body, ah_err *err)
+ * (a flag the command does not have is never given: add has only the flags
+ * that depart from the defaults); on and off name them in the error. */
+static int flag_pair(const struct ah_cli_args *a, bool yes, bool no, const char *on, const char *off,
+                     const char *key, json_object *body, ah_err *err)
 {
-	bool yes = ah_cli_opt(a, on) != NULL, no = ah_cli_opt(a, off) != NULL;
 	if (yes && no)
 		return ah_cli_usage(err, "%s: --%s or --%s, not both", a->cmd->words, on, off);
 	if (yes || no)
@@ -70,25 +77,21 @@ static int flag_pair(const struct ah_cli_args *a, const char *on, const char *of
 /* The record's fields from the options add and update share. */
 static int mount_fields(const struct ah_cli_args *a, json_object *body, ah_err *err)
 {
-	static const char *const map[][2] = {
-		{"bucket", "bucket_slug"}, {"path", "mount_path"}, {"prefix", "source_prefix"},
+	const struct mount_opts *o = a->opts;
+	const struct { const char *v, *field; } map[] = {
+		{o->bucket, "bucket_slug"}, {o->path, "mount_path"}, {o->prefix, "source_prefix"},
 	};
-	long long ttl = 0;
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-		const char *v = ah_cli_opt(a, map[i][0]);
-		if (v)
-			json_object_object_add(body, map[i][1], json_object_new_string(v));
-	}
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (map[i].v)
+			json_object_object_add(body, map[i].field, json_object_new_string(map[i].v));
 	bool added = !strcmp(a->cmd->words, "mounts add");
-	int rc = flag_pair(a, "read-only", "read-write", "read_only", body, err);
+	int rc = flag_pair(a, o->read_only, o->read_write, "read-only", "read-write", "read_only", body, err);
 	if (!rc)
-		rc = flag_pair(a, "enable", added ? "disabled" : "disable", "enabled", body, err);
+		rc = flag_pair(a, o->enable, o->disable, "enable", added ? "disabled" : "disable", "enabled", body, err);
 	if (!rc)
-		rc = flag_pair(a, "cache", "no-cache", "cache_enabled", body, err);
-	if (!rc)
-		rc = ah_cli_opt_int(a, "cache-ttl", 1, 86400, &ttl, err);
-	if (!rc && ttl)
-		json_object_object_add(body, "cache_ttl_seconds", json_object_new_int64(ttl));
+		rc = flag_pair(a, o->cache, o->no_cache, "cache", "no-cache", "cache_enabled", body, err);
+	if (!rc && o->cache_ttl.set)
+		json_object_object_add(body, "cache_ttl_seconds", json_object_new_int64(o->cache_ttl.n));
 	return rc;
 }
 
@@ -120,7 +123,8 @@ static int send_mount(struct ah_cli *c, const struct ah_cli_args *a, const char 
 
 static int run_add(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	if (!ah_cli_opt(a, "bucket") || !ah_cli_opt(a, "path"))
+	const struct mount_opts *o = a->opts;
+	if (!o->bucket || !o->path)
 		return ah_cli_usage(err, "mounts add: --bucket and --path are required (see agenthost mounts add --help)");
 	return send_mount(c, a, "POST", "Mounted", err);
 }
@@ -139,24 +143,32 @@ static int run_rm(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	return rc;
 }
 
+#define O struct mount_opts
 #define PLACE_OPTS \
-	{"bucket", 'b', "BUCKET", "the bucket's slug (agenthost buckets list)"}, \
-	{"path", 'p', "PATH", "where it appears in the sandbox, e.g. /data (absolute)"}, \
-	{"prefix", 0, "PREFIX", "show only this part of the bucket (\"\": all of it)"}, \
-	{"cache-ttl", 0, "SECONDS", "how long cached files and listings are kept, 1-86400"}
+	AH_OPT_STRING("bucket", 'b', "BUCKET", O, bucket, "the bucket's slug (agenthost buckets list)"), \
+	AH_OPT_STRING("path", 'p', "PATH", O, path, "where it appears in the sandbox, e.g. /data (absolute)"), \
+	AH_OPT_STRING("prefix", 0, "PREFIX", O, prefix, "show only this part of the bucket (\"\": all of it)"), \
+	AH_OPT_INT("cache-ttl", 0, "SECONDS", 1, 86400, O, cache_ttl, \
+	           "how long cached files and listings are kept, 1-86400")
 
 const struct ah_cli_cmd ah_cli_mounts_cmds[] = {
-	{"mounts list", "SLUG", "list an agent's bucket mounts", 1, 1, false, run_list, {AH_CLI_PAGING_OPTS}},
+	{"mounts list", "SLUG", "list an agent's bucket mounts", 1, 1, false, run_list,
+	 {AH_CLI_PAGING_OPTS(O, page)}, sizeof(O)},
 	{"mounts get", "SLUG MOUNT_ID", "show one mount", 2, 2, false, run_get, {{0}}},
 	{"mounts add", "SLUG", "mount a bucket into an agent's sandboxes (from its next deploy)", 1, 1, false,
 	 run_add,
-	 {PLACE_OPTS, {"read-only", 0, NULL, "the agent cannot write to it"},
-	  {"cache", 0, NULL, "rclone's file cache: faster re-reads, listings up to --cache-ttl old"},
-	  {"disabled", 0, NULL, "keep it without mounting it"}}},
+	 {PLACE_OPTS, AH_OPT_BOOL("read-only", 0, O, read_only, "the agent cannot write to it"),
+	  AH_OPT_BOOL("cache", 0, O, cache, "rclone's file cache: faster re-reads, listings up to --cache-ttl old"),
+	  AH_OPT_BOOL("disabled", 0, O, disable, "keep it without mounting it")},
+	 sizeof(O)},
 	{"mounts update", "SLUG MOUNT_ID", "change a mount (from the agent's next deploy)", 2, 2, false, run_update,
-	 {PLACE_OPTS, {"read-only", 0, NULL, "make it read-only"}, {"read-write", 0, NULL, "make it writable"},
-	  {"cache", 0, NULL, "turn the file cache on"}, {"no-cache", 0, NULL, "turn it off"},
-	  {"enable", 0, NULL, "mount it again"}, {"disable", 0, NULL, "keep it without mounting it"}}},
+	 {PLACE_OPTS, AH_OPT_BOOL("read-only", 0, O, read_only, "make it read-only"),
+	  AH_OPT_BOOL("read-write", 0, O, read_write, "make it writable"),
+	  AH_OPT_BOOL("cache", 0, O, cache, "turn the file cache on"),
+	  AH_OPT_BOOL("no-cache", 0, O, no_cache, "turn it off"),
+	  AH_OPT_BOOL("enable", 0, O, enable, "mount it again"),
+	  AH_OPT_BOOL("disable", 0, O, disable, "keep it without mounting it")},
+	 sizeof(O)},
 	{"mounts rm", "SLUG MOUNT_ID", "remove a mount (from the agent's next deploy)", 2, 2, false, run_rm, {{0}}},
 	{0},
 };

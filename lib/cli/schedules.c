@@ -53,12 +53,18 @@ static void show(struct ah_cli *c, json_object *o)
 		printf("  %s\n", json_object_get_string(json_object_array_get_idx(runs, i)));
 }
 
+/* The options of the commands below, one struct for all (a member without a
+ * row in a command's table stays unset). */
+struct schedule_opts {
+	struct ah_cli_paging page;
+	const char *cron, *prompt, *timezone, *session, *webhook;
+	bool paused;
+};
+
 static int run_list(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	const char *q;
-	int rc = ah_cli_paging(c, a, &q, err);
-	return rc ? rc : ah_cli_list(c, ah_sprintf(c->a, "%s?%s", schedules_path(c, a), q),
-	                             schedule_list_cols, err);
+	const char *q = ah_cli_paging(c, &((const struct schedule_opts *)a->opts)->page);
+	return ah_cli_list(c, ah_sprintf(c->a, "%s?%s", schedules_path(c, a), q), schedule_list_cols, err);
 }
 
 static int run_get(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
@@ -73,16 +79,15 @@ static int run_get(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 /* The options create and update share, into body. */
 static void fields(struct ah_cli *c, const struct ah_cli_args *a, json_object *body)
 {
-	static const char *const opts[][2] = {{"cron", "cron"}, {"prompt", "prompt"},
-	                                      {"timezone", "timezone"}, {"session", "session_id"},
-	                                      {"webhook", "webhook_url"}};
+	const struct schedule_opts *o = a->opts;
+	const struct { const char *v, *field; } opts[] = {{o->cron, "cron"}, {o->prompt, "prompt"},
+	                                                  {o->timezone, "timezone"}, {o->session, "session_id"},
+	                                                  {o->webhook, "webhook_url"}};
 	(void)c;
-	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
-		const char *v = ah_cli_opt(a, opts[i][0]);
-		if (v)
-			json_object_object_add(body, opts[i][1], json_object_new_string(v));
-	}
-	if (ah_cli_opt(a, "paused"))
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		if (opts[i].v)
+			json_object_object_add(body, opts[i].field, json_object_new_string(opts[i].v));
+	if (o->paused)
 		json_object_object_add(body, "paused", json_object_new_boolean(1));
 }
 
@@ -138,20 +143,23 @@ static int run_delete(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 	return rc;
 }
 
-#define SCHEDULE_OPTS(prompt_help)                                                          \
-	{"prompt", 'p', "TEXT", prompt_help},                                                   \
-	{"timezone", 0, "ZONE", "IANA time zone of the expression (default UTC)"},             \
-	{"session", 0, "ID", "run in this session (default: a fresh session each run)"},       \
-	{"webhook", 0, "URL", "a URL told of each run's end"}
+#define O struct schedule_opts
+#define SCHEDULE_OPTS(prompt_help)                                                                \
+	AH_OPT_STRING("prompt", 'p', "TEXT", O, prompt, prompt_help),                                 \
+	AH_OPT_STRING("timezone", 0, "ZONE", O, timezone, "IANA time zone of the expression (default UTC)"), \
+	AH_OPT_STRING("session", 0, "ID", O, session, "run in this session (default: a fresh session each run)"), \
+	AH_OPT_STRING("webhook", 0, "URL", O, webhook, "a URL told of each run's end")
 
 const struct ah_cli_cmd ah_cli_schedules_cmds[] = {
-	{"schedules list", "SLUG", "list an agent's schedules", 1, 1, false, run_list, {AH_CLI_PAGING_OPTS}},
+	{"schedules list", "SLUG", "list an agent's schedules", 1, 1, false, run_list,
+	 {AH_CLI_PAGING_OPTS(O, page)}, sizeof(O)},
 	{"schedules get", "SLUG ID", "show a schedule and its next five run times", 2, 2, false, run_get, {{0}}},
 	{"schedules create", "SLUG CRON", "run the agent at the times of CRON (5 fields, e.g. '0 9 * * 1-5')",
 	 2, 2, false, run_create,
-	 {SCHEDULE_OPTS("the prompt each run sends (required)"), {"paused", 0, NULL, "create it paused"}}},
+	 {SCHEDULE_OPTS("the prompt each run sends (required)"), AH_OPT_BOOL("paused", 0, O, paused, "create it paused")},
+	 sizeof(O)},
 	{"schedules update", "SLUG ID", "change a schedule", 2, 2, false, run_update,
-	 {{"cron", 0, "CRON", "a new expression"}, SCHEDULE_OPTS("a new prompt")}},
+	 {AH_OPT_STRING("cron", 0, "CRON", O, cron, "a new expression"), SCHEDULE_OPTS("a new prompt")}, sizeof(O)},
 	{"schedules pause", "SLUG ID", "stop a schedule's runs until resumed", 2, 2, false, run_pause, {{0}}},
 	{"schedules resume", "SLUG ID", "run again from the next tick (missed ones do not run)", 2, 2, false,
 	 run_resume, {{0}}},

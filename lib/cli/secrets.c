@@ -22,10 +22,14 @@ static int run_list(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 	return ah_cli_list(c, secrets_path(c, a->pos[0]), secret_cols, err);
 }
 
+struct secret_opts {
+	const char *value;
+};
+
 static int run_set(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
 	struct ah_cli_resp r;
-	char *value = (char *)ah_cli_opt(a, "value");
+	char *value = (char *)((const struct secret_opts *)a->opts)->value;
 	int rc = 0;
 	if (!value)
 		rc = ah_cli_read_secret(c, ah_sprintf(c->a, "Value of %s", a->pos[1]), VALUE_CAP, &value, err);
@@ -59,7 +63,9 @@ const struct ah_cli_cmd ah_cli_secrets_cmds[] = {
 	 false, run_list, {{0}}},
 	{"secrets set", "SLUG KEY", "set a secret, reading the value from stdin or a prompt without echo", 2, 2,
 	 false, run_set,
-	 {{"value", 0, "VALUE", "the value on the command line (visible to other local users; avoid)"}}},
+	 {AH_OPT_STRING("value", 0, "VALUE", struct secret_opts, value,
+	                "the value on the command line (visible to other local users; avoid)")},
+	 sizeof(struct secret_opts)},
 	{"secrets delete", "SLUG KEY", "delete a secret", 2, 2, false, run_delete, {{0}}},
 	{0},
 };

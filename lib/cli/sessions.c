@@ -24,10 +24,7 @@ static const struct ah_cli_col invocation_cols[] = {
 
 static int run_sessions(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	const char *q;
-	int rc = ah_cli_paging(c, a, &q, err);
-	if (rc)
-		return rc;
+	const char *q = ah_cli_paging(c, &((const struct ah_cli_list_opts *)a->opts)->page);
 	return ah_cli_list(c, ah_sprintf(c->a, "/agents/%s/sessions?%s", ah_cli_seg(c, a->pos[0]), q),
 	                   session_cols, err);
 }
@@ -45,18 +42,15 @@ static int run_delete(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 
 static int run_invocations(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	const char *q;
-	int rc = ah_cli_paging(c, a, &q, err);
-	if (rc)
-		return rc;
+	const char *q = ah_cli_paging(c, &((const struct ah_cli_list_opts *)a->opts)->page);
 	return ah_cli_list(c, ah_sprintf(c->a, "/agents/%s/invocations?%s", ah_cli_seg(c, a->pos[0]), q),
 	                   invocation_cols, err);
 }
 
 const struct ah_cli_cmd ah_cli_sessions_cmds[] = {
-	{"sessions list", "SLUG", "list an agent's sessions", 1, 1, false, run_sessions, {AH_CLI_PAGING_OPTS}},
+	{"sessions list", "SLUG", "list an agent's sessions", 1, 1, false, run_sessions, AH_CLI_LIST_OPTS},
 	{"sessions delete", "SLUG SESSION", "end a session and destroy its sandbox", 2, 2, false, run_delete, {{0}}},
 	{"invocations", "SLUG", "an agent's invocation history, newest first", 1, 1, false, run_invocations,
-	 {AH_CLI_PAGING_OPTS}},
+	 AH_CLI_LIST_OPTS},
 	{0},
 };

@@ -41,17 +41,21 @@ static const struct ah_cli_col budget_cols[] = {
 	{0},
 };
 
-void ah_cli_budget_fields(const struct ah_cli_args *a, json_object *body)
+void ah_cli_budget_fields(const struct ah_cli_budget *b, json_object *body)
 {
-	static const char *const map[][2] = {{"max-day", "max_cost_usd_per_day"},
-	                                     {"max-month", "max_cost_usd_per_month"}};
-	for (int i = 0; i < 2; i++) {
-		const char *v = ah_cli_opt(a, map[i][0]);
-		if (v) /* as text: the API takes the digits exactly */
-			json_object_object_add(body, map[i][1], strcmp(v, "none") == 0 ? NULL
-			                       : json_object_new_string(v));
-	}
+	const struct { const char *v, *field; } map[] = {{b->max_day, "max_cost_usd_per_day"},
+	                                                 {b->max_month, "max_cost_usd_per_month"}};
+	for (int i = 0; i < 2; i++)
+		if (map[i].v) /* as text: the API takes the digits exactly */
+			json_object_object_add(body, map[i].field, strcmp(map[i].v, "none") == 0 ? NULL
+			                       : json_object_new_string(map[i].v));
 }
+
+struct usage_opts {
+	struct ah_cli_budget budget;
+	struct ah_cli_int days;
+	bool daily;
+};
 
 static void show_budgets(struct ah_cli *c, json_object *usage)
 {
@@ -68,7 +72,7 @@ static int run_budget(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 {
 	struct ah_cli_resp r;
 	json_object *body = ah_cli_obj(c);
-	ah_cli_budget_fields(a, body);
+	ah_cli_budget_fields(&((const struct usage_opts *)a->opts)->budget, body);
 	int rc = json_object_object_length(body) ? ah_cli_send(c, "PATCH", "/users/me", body, &r, err)
 	                                         : ah_cli_get(c, "/users/me", &r, err);
 	if (!rc)
@@ -101,13 +105,11 @@ static void sparkline(struct ah_cli *c, json_object *items)
 
 static int run_usage(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	long long days = 30;
+	const struct usage_opts *o = a->opts;
+	long long days = o->days.set ? o->days.n : 30;
 	struct ah_cli_resp r, d;
-	bool daily = ah_cli_opt(a, "daily") != NULL;
-	int rc = ah_cli_opt_int(a, "days", 1, 365, &days, err);
-	if (rc)
-		return rc;
-	rc = ah_cli_get(c, ah_sprintf(c->a, "/usage%s?days=%lld", daily ? "/daily" : "", days), &r, err);
+	bool daily = o->daily;
+	int rc = ah_cli_get(c, ah_sprintf(c->a, "/usage%s?days=%lld", daily ? "/daily" : "", days), &r, err);
 	if (rc)
 		return rc;
 	json_object *items = NULL;
@@ -131,8 +133,10 @@ static int run_usage(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 
 const struct ah_cli_cmd ah_cli_usage_cmds[] = {
 	{"usage", NULL, "invocations, tokens and cost over the last days", 0, 0, false, run_usage,
-	 {{"days", 0, "N", "the last N days, 1-365 (default 30)"}, {"daily", 0, NULL, "one row per day"}}},
+	 {AH_OPT_INT("days", 0, "N", 1, 365, struct usage_opts, days, "the last N days, 1-365 (default 30)"),
+	  AH_OPT_BOOL("daily", 0, struct usage_opts, daily, "one row per day")},
+	 sizeof(struct usage_opts)},
 	{"budget", NULL, "show or set your own spend limits", 0, 0, false, run_budget,
-	 {AH_CLI_BUDGET_OPTS}},
+	 {AH_CLI_BUDGET_OPTS(struct usage_opts, budget)}, sizeof(struct usage_opts)},
 	{0},
 };

@@ -19,10 +19,7 @@ static const struct ah_cli_col delivery_cols[] = {
 
 static int run_deliveries(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 {
-	const char *q;
-	int rc = ah_cli_paging(c, a, &q, err);
-	if (rc)
-		return rc;
+	const char *q = ah_cli_paging(c, &((const struct ah_cli_list_opts *)a->opts)->page);
 	return ah_cli_list(c, ah_sprintf(c->a, "/agents/%s/webhook-deliveries?%s",
 	                                 ah_cli_seg(c, a->pos[0]), q), delivery_cols, err);
 }
@@ -47,7 +44,7 @@ static int run_rotate(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err
 
 const struct ah_cli_cmd ah_cli_webhooks_cmds[] = {
 	{"webhooks deliveries", "SLUG", "an agent's webhook deliveries and their attempts", 1, 1, false,
-	 run_deliveries, {AH_CLI_PAGING_OPTS}},
+	 run_deliveries, AH_CLI_LIST_OPTS},
 	{"webhooks secret rotate", NULL, "make a new webhook signing secret and print it (once)", 0, 0,
 	 false, run_rotate, {{0}}},
 	{0},

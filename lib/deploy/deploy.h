@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "core/err.h"
+#include "core/project.h"
 
 /* ---- paths (paths.c) ---------------------------------------------------- */
 
@@ -51,7 +52,7 @@ int ah_deploy_make_readonly(const char *dir, ah_err *err);
 #define AH_MANIFEST_MAX_BYTES (64 * 1024)
 
 struct ah_manifest {
-	char file[16];          /* "agent.json" or "castari.json" */
+	char file[AH_MANIFEST_NAME_CAP];   /* one of ah_manifest_names */
 	char name[256];
 	char slug[64];          /* "" when absent */
 	char version[128];

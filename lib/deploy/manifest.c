@@ -86,19 +86,6 @@ static int get_string(const char **out, json_object *obj, const char *key, bool 
 	return 0;
 }
 
-static bool slug_valid(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		bool ok = (s[i] >= 'a' && s[i] <= 'z') || isdigit((unsigned char)s[i]) || s[i] == '-';
-		if (!ok || (s[i] == '-' && s[i + 1] == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* Copies a value that passed its checks; over-long values are an error too. */
 static int keep(char *dst, size_t n, const char *v, const char *key, const char *file, ah_err *err)
 {
@@ -122,7 +109,7 @@ static int check_fields(struct ah_manifest *out, json_object *root, const char *
 		return rc;
 	if (!*name)
 		return ah_err_set(err, AH_EINVALID, "Invalid manifest %s: \"name\" must not be empty", file);
-	if (slug && !slug_valid(slug))
+	if (slug && !ah_slug_valid(slug))
 		return ah_err_set(err, AH_EINVALID, "Invalid manifest %s: \"slug\" must match "
 		                  "^[a-z0-9]+(-[a-z0-9]+)*$ (got \"%.64s\")", file, slug);
 	if (!ah_semver_valid(version))
@@ -233,18 +220,17 @@ static int check_entrypoint(int dirfd, const struct ah_manifest *m, ah_err *err)
 
 int ah_manifest_load(struct ah_manifest *out, const char *project_dir, ah_err *err)
 {
-	static const char *const names[] = {"agent.json", "castari.json"};
 	char buf[AH_MANIFEST_MAX_BYTES + 2];
 	int dirfd = open(project_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return ah_err_set(err, AH_EFAIL, "cannot open the project directory: %s", strerror(errno));
 	int rc = 0;
 	bool found = false;
-	for (size_t i = 0; i < 2 && !found && rc == 0; i++) {
+	for (size_t i = 0; ah_manifest_names[i] && !found && rc == 0; i++) {
 		size_t len = 0;
-		rc = read_manifest(buf, sizeof(buf), &len, &found, dirfd, names[i], err);
+		rc = read_manifest(buf, sizeof(buf), &len, &found, dirfd, ah_manifest_names[i], err);
 		if (rc == 0 && found)
-			rc = ah_manifest_parse(out, names[i], buf, len, err);
+			rc = ah_manifest_parse(out, ah_manifest_names[i], buf, len, err);
 	}
 	if (rc == 0 && !found)
 		rc = ah_err_set(err, AH_EINVALID, "No agent.json or castari.json in the project root");

@@ -304,11 +304,12 @@ static bool has_manifest(const char *dir)
 {
 	char p[PATH_CAP];
 	struct stat st;
-	snprintf(p, sizeof(p), "%s/agent.json", dir);
-	if (lstat(p, &st) == 0)
-		return true;
-	snprintf(p, sizeof(p), "%s/castari.json", dir);
-	return lstat(p, &st) == 0;
+	for (size_t i = 0; ah_manifest_names[i]; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, ah_manifest_names[i]);
+		if (lstat(p, &st) == 0)
+			return true;
+	}
+	return false;
 }
 
 int ah_tarball_project_root(char *out, size_t n, const char *dest, ah_err *err)

@@ -356,6 +356,18 @@ def test_errors_are_one_line_with_the_api_detail_and_documented_status(user):
     assert r.returncode == 0 and "agents list" in r.stdout and "invoke" not in r.stdout
 
 
+def test_a_misspelt_option_names_the_one_meant_and_changes_nothing(user):
+    _e, _k, env = user
+    r = run(env, "agents", "create", "typo-agent", "--descrption", "y")
+    assert (r.returncode, r.stderr) == (
+        2, "error: agents create: unknown option --descrption (did you mean --description?)\n")
+    assert run(env, "agents", "get", "typo-agent").returncode == 1      # not created
+    r = run(env, "files", "download", "x", "--forse")
+    assert r.returncode == 2 and "unknown option --forse (did you mean --force?)" in r.stderr
+    r = run(env, "agents", "list", "--zebra")       # near nothing: where to look instead
+    assert r.returncode == 2 and "(see agenthost agents list --help)" in r.stderr
+
+
 def test_every_command_has_help():
     top = subprocess.run([CLI, "--help"], capture_output=True, text=True)
     assert top.returncode == 0

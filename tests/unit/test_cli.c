@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/project.h"
 #include "tap.h"
 
 static const struct { const char *name, *slug; } slugs[] = {
@@ -133,7 +134,7 @@ int main(void)
 {
 	struct ah_cli c = {.a = ah_arena_new()};
 	for (size_t i = 0; i < sizeof(slugs) / sizeof(slugs[0]); i++) {
-		const char *s = ah_cli_slugify(&c, slugs[i].name);
+		const char *s = ah_slug_from_name(c.a, slugs[i].name, AH_SLUG_MAX);
 		ok(!strcmp(s, slugs[i].slug), "slug of \"%s\" is \"%s\" (got \"%s\")", slugs[i].name, slugs[i].slug, s);
 	}
 	for (size_t i = 0; i < sizeof(packs) / sizeof(packs[0]); i++)
