@@ -327,7 +327,7 @@ void ah_call_run(ah_req *r, ah_call *c)
 	 * (plain, streamed, asynchronous, a schedule's) passes here. */
 	const char *hook = c->in.webhook_url ? c->in.webhook_url : c->a->webhook_url;
 	if (hook)
-		ah_webhook_queue(r, c->a->id, inv->id, hook, call_json(r, c));
+		ah_webhook_queue(r, c->a->id, inv->id, hook, ah_json_own(r, call_json(r, c)));
 }
 
 /* The call as a client makes it and as the scheduler does (schedule_run.c):
