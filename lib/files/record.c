@@ -2,12 +2,15 @@
  * expired pending uploads. */
 #include "files/files.h"
 #include "core/log.h"
+#include "db/enums.h"
 #include "core/util.h"
 
 #include <string.h>
 
-const char *const ah_file_scope_names[] = {"user", "agent", "session", NULL};
-const char *const ah_file_status_names[] = {"pending", "confirmed", NULL};
+const char *const ah_file_scope_names[] = {[AH_SCOPE_USER] = AH_SCOPE_S_USER, [AH_SCOPE_AGENT] = AH_SCOPE_S_AGENT,
+                                           [AH_SCOPE_SESSION] = AH_SCOPE_S_SESSION, [AH_SCOPE_SESSION + 1] = NULL};
+const char *const ah_file_status_names[] = {[AH_FILE_PENDING] = AH_FILE_S_PENDING,
+                                            [AH_FILE_CONFIRMED] = AH_FILE_S_CONFIRMED, [AH_FILE_CONFIRMED + 1] = NULL};
 
 static const ah_col FILE_COLUMNS[] = {
 	AH_COL_S("f.id", ah_file, id),
