@@ -3,7 +3,7 @@
  * Deploys themselves happen in agenthost-runner. */
 #include "agents.h"
 #include "budgets.h"
-#include "files.h"
+#include "files_api.h"
 #include "core/log.h"
 #include "auth/auth.h"
 #include "list.h"

@@ -22,7 +22,7 @@
  * Expired pending uploads are swept (with their bytes and reservation) on
  * these paths and on list: at their expiry if nothing arrived, an hour later if
  * the bytes arrived but confirm did not. */
-#include "files.h"
+#include "files_api.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "crypto/crypto.h"

@@ -10,7 +10,7 @@
  * part, then copy the part out. The presigned PUT is a bare body, so there
  * nginx writes it to a file (client_body_in_file_only) and the worker only
  * renames it: see upload_put. */
-#include "files.h"
+#include "files_api.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "db/enums.h"

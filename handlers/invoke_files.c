@@ -6,7 +6,7 @@
  * ends it: the rest are dropped and the result's files_error says so. The
  * runner's half is lib/runner/run_files.c and run_collect.c. */
 #include "invoke_files.h"
-#include "files.h"
+#include "files_api.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "db/enums.h"

@@ -2,7 +2,7 @@
  * INSERT into the history, whose trigger counts the user's daily usage and
  * touches the session in the same statement; the usage alone when the
  * history row cannot be written. */
-#include "files.h"
+#include "files_api.h"
 #include "invocations.h"
 #include "core/log.h"
 #include "core/money.h"

@@ -26,7 +26,7 @@
 #include "auth/user.h"
 #include "core/log.h"
 #include "core/util.h"
-#include "files.h"
+#include "files_api.h"
 #include "tokenize/tokenize.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
  * sandboxes keep state between calls, and the invocation history, newest first.
  * Also the contract's invocation result, shared with invoke.c. */
 #include "agents.h"
-#include "files.h"
+#include "files_api.h"
 #include "invocations.h"
 #include "list.h"
 #include "routes.h"
