@@ -62,8 +62,9 @@ static const char SQL_ENQUEUE[] =
 static const char SQL_RECORD_DEPLOY[] =
 	"INSERT INTO deploys (id, agent_id, job_id, source_type, git_repo_url, git_branch, code_sha256,"
 	" user_id, api_key_id, api_key_name, created_at) SELECT ?, id, LAST_INSERT_ID(), source_type,"
-	" IF(source_type = 'git', git_repo_url, NULL), IF(source_type = 'git', git_branch, NULL),"
-	" IF(source_type = 'local', code_sha256, NULL), ?, ?, (SELECT name FROM api_keys WHERE id = ?),"
+	" IF(source_type = " AH_SQ(AH_SOURCE_S_GIT) ", git_repo_url, NULL),"
+	" IF(source_type = " AH_SQ(AH_SOURCE_S_GIT) ", git_branch, NULL),"
+	" IF(source_type = " AH_SQ(AH_SOURCE_S_LOCAL) ", code_sha256, NULL), ?, ?, (SELECT name FROM api_keys WHERE id = ?),"
 	" NOW(3) FROM agents WHERE id = ?";
 /* Images the agent's deploy records still hold in the file store. */
 static const char SQL_KEPT_IMAGES[] =

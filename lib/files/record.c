@@ -44,7 +44,7 @@ static const char SQL_OF_USER[] =
 	"SELECT " AH_FILE_COLS AH_FILE_FROM " WHERE f.user_id = ? LIMIT 500";
 static const char SQL_EXPIRED[] =
 	"SELECT " AH_FILE_COLS AH_FILE_FROM
-	" WHERE f.status = 'pending'"
+	" WHERE f.status = " AH_SQ(AH_FILE_S_PENDING)
 	" AND f.upload_expires_at < NOW(3) - INTERVAL IF(f.uploaded, 3600, 0) SECOND LIMIT ?";
 
 const ah_col *ah_file_columns(size_t *n)
@@ -145,7 +145,7 @@ int ah_files_delete_for_user(ah_db *db, const ah_store *s, ah_arena *a, const ch
 	return delete_all(db, s, a, SQL_OF_USER, user_id, deleted, err);
 }
 
-static const char SQL_IS_PENDING[] = "SELECT 1 FROM files WHERE id = ? AND status = 'pending'";
+static const char SQL_IS_PENDING[] = "SELECT 1 FROM files WHERE id = ? AND status = " AH_SQ(AH_FILE_S_PENDING);
 
 struct orphans {
 	ah_db *db;
