@@ -4,6 +4,7 @@
 #include "budgets.h"
 #include "routes.h"
 #include "auth/auth.h"
+#include "db/enums.h"
 #include "db/record.h"
 #include "core/util.h"
 
@@ -11,9 +12,12 @@
 
 /* The schema's ENUM order; a value the schema gains before this code does is
  * read as "error" (the agent cannot be invoked until the code knows it). */
-const char *const ah_agent_status_names[] = {"draft", "deploying", "active", "error", "stopped",
-                                             NULL};
-const char *const ah_source_type_names[] = {"git", "local", NULL};
+const char *const ah_agent_status_names[] = {
+	[AH_AGENT_DRAFT] = AH_AGENT_S_DRAFT, [AH_AGENT_DEPLOYING] = AH_AGENT_S_DEPLOYING,
+	[AH_AGENT_ACTIVE] = AH_AGENT_S_ACTIVE, [AH_AGENT_ERROR] = AH_AGENT_S_ERROR,
+	[AH_AGENT_STOPPED] = AH_AGENT_S_STOPPED, [AH_AGENT_STOPPED + 1] = NULL};
+const char *const ah_source_type_names[] = {[AH_SOURCE_GIT] = AH_SOURCE_S_GIT, [AH_SOURCE_LOCAL] = AH_SOURCE_S_LOCAL,
+                                            [AH_SOURCE_LOCAL + 1] = NULL};
 
 _Static_assert(sizeof(ah_agent_status) == sizeof(int), "AH_COL_ENUM fields are ints");
 _Static_assert(sizeof(ah_source_type) == sizeof(int), "AH_COL_ENUM fields are ints");

@@ -10,7 +10,7 @@
  * for the files themselves). Deleting a file detaches it everywhere (the
  * agent_files rows cascade). */
 #include "agents.h"
-#include "files.h"
+#include "files_api.h"
 #include "routes.h"
 #include "list.h"
 #include "core/util.h"

@@ -3,7 +3,7 @@
  * Deploys themselves happen in agenthost-runner. */
 #include "agents.h"
 #include "budgets.h"
-#include "files.h"
+#include "files_api.h"
 #include "core/log.h"
 #include "auth/auth.h"
 #include "list.h"
@@ -15,6 +15,7 @@
 #include "core/util.h"
 #include "validate.h"
 #include "webhooks.h"
+#include "db/enums.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -38,7 +39,7 @@ static const char SQL_INSERT[] =
 	"INSERT INTO agents (id, user_id, name, slug, description, source_type, git_repo_url,"
 	" git_branch, timeout_seconds, min_warm, network, webhook_url, status, needs_redeploy, created_at,"
 	" updated_at, max_cost_usd_per_day, max_cost_usd_per_month)"
-	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'draft', 0, NOW(3), NOW(3), ?, ?)";
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, " AH_SQ(AH_AGENT_S_DRAFT) ", 0, NOW(3), NOW(3), ?, ?)";
 static const char SQL_UPDATE[] =
 	"UPDATE agents SET name = ?, slug = ?, description = ?, source_type = ?, git_repo_url = ?,"
 	" git_branch = ?, timeout_seconds = ?, min_warm = ?, network = ?, webhook_url = ?,"
@@ -48,29 +49,30 @@ static const char SQL_UPDATE[] =
  * after this request read the agent released the older ones itself. */
 static const char SQL_DELETE[] = "DELETE FROM agents WHERE id = ? RETURNING code_sha256, image_sha256";
 static const char SQL_START_DEPLOY[] =
-	"UPDATE agents SET status = 'deploying', status_message = NULL, updated_at = NOW(3)"
-	" WHERE id = ? AND status <> 'deploying'";
+	"UPDATE agents SET status = " AH_SQ(AH_AGENT_S_DEPLOYING) ", status_message = NULL, updated_at = NOW(3)"
+	" WHERE id = ? AND status <> " AH_SQ(AH_AGENT_S_DEPLOYING);
 static const char SQL_SUPERSEDE_JOBS[] =
-	"UPDATE deploy_jobs SET state = 'failed', error = 'superseded', updated_at = NOW(3)"
-	" WHERE agent_id = ? AND state = 'queued'";
+	"UPDATE deploy_jobs SET state = " AH_SQ(AH_JOB_S_FAILED) ", error = 'superseded', updated_at = NOW(3)"
+	" WHERE agent_id = ? AND state = " AH_SQ(AH_JOB_S_QUEUED);
 static const char SQL_ENQUEUE[] =
 	"INSERT INTO deploy_jobs (agent_id, state, created_at, updated_at)"
-	" VALUES (?, 'queued', NOW(3), NOW(3))";
+	" VALUES (?, " AH_SQ(AH_JOB_S_QUEUED) ", NOW(3), NOW(3))";
 /* The deploy's record (handlers/deploys.c), in the enqueue's transaction:
  * the source as it stands now and who asked. */
 static const char SQL_RECORD_DEPLOY[] =
 	"INSERT INTO deploys (id, agent_id, job_id, source_type, git_repo_url, git_branch, code_sha256,"
 	" user_id, api_key_id, api_key_name, created_at) SELECT ?, id, LAST_INSERT_ID(), source_type,"
-	" IF(source_type = 'git', git_repo_url, NULL), IF(source_type = 'git', git_branch, NULL),"
-	" IF(source_type = 'local', code_sha256, NULL), ?, ?, (SELECT name FROM api_keys WHERE id = ?),"
+	" IF(source_type = " AH_SQ(AH_SOURCE_S_GIT) ", git_repo_url, NULL),"
+	" IF(source_type = " AH_SQ(AH_SOURCE_S_GIT) ", git_branch, NULL),"
+	" IF(source_type = " AH_SQ(AH_SOURCE_S_LOCAL) ", code_sha256, NULL), ?, ?, (SELECT name FROM api_keys WHERE id = ?),"
 	" NOW(3) FROM agents WHERE id = ?";
 /* Images the agent's deploy records still hold in the file store. */
 static const char SQL_KEPT_IMAGES[] =
 	"SELECT image_sha256 FROM deploys WHERE agent_id = ? AND image_kept = 1";
 static const char SQL_STOP[] =
-	"UPDATE agents SET status = 'stopped', sandbox_id = NULL, updated_at = NOW(3) WHERE id = ?";
+	"UPDATE agents SET status = " AH_SQ(AH_AGENT_S_STOPPED) ", sandbox_id = NULL, updated_at = NOW(3) WHERE id = ?";
 static const char SQL_END_SESSIONS[] =
-	"UPDATE sessions SET state = 'ended', sandbox_id = NULL WHERE agent_id = ? AND state = 'active'";
+	"UPDATE sessions SET state = " AH_SQ(AH_SESSION_S_ENDED) ", sandbox_id = NULL WHERE agent_id = ? AND state = " AH_SQ(AH_SESSION_S_ACTIVE);
 
 static int reply_agent_by_id(ah_req *r, int status, const char *id)
 {

@@ -3,7 +3,7 @@
  * too, through ah_bucket_creds_fields/_store). They are sealed like secrets
  * (crypto_secretbox, a fresh nonce), opened only to make /test's request,
  * never returned, never logged (errors name fields, never values). */
-#include "buckets.h"
+#include "buckets_api.h"
 #include "routes.h"
 #include "core/util.h"
 #include "crypto/crypto.h"

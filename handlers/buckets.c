@@ -2,7 +2,7 @@
  * into agents' sandboxes (handlers/mounts.c). Credentials are set and checked
  * by bucket_access.c; this file never reads them. Endpoint rules are
  * lib/buckets' (the runner applies the same ones). */
-#include "buckets.h"
+#include "buckets_api.h"
 #include "list.h"
 #include "routes.h"
 #include "slug.h"

@@ -3,6 +3,7 @@
 #include "core/log.h"
 #include "core/money.h"
 #include "core/util.h"
+#include "db/enums.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -120,7 +121,6 @@ static const char SQL_TAKE[] =
 	" GREATEST(IF(inflight_until > NOW(3), inflight_until, NOW(3)), NOW(3) + INTERVAL ? SECOND)"
 	" WHERE scope = ? AND scope_id = ? AND period = ? AND period_start = ?";
 
-static const char *const SCOPE_NAMES[] = {"user", "agent", "key"};
 static const char *const SCOPE_WORDS[] = {"your", "the agent's", "the API key's"};
 
 /* The call's rows in a fixed order (user, agent, key; day, month): every
@@ -135,10 +135,10 @@ static int load_rows(ah_req *r, const char *agent_id, const periods *p, ah_budge
 	h->n = 0;
 	for (int s = 0; s < 3; s++)
 		for (size_t i = 0; i < rows.n; i++) {
-			if (strcmp(rows.v[i][0], SCOPE_NAMES[s]) != 0)
+			if (strcmp(rows.v[i][0], ah_spend_scope_names[s]) != 0)
 				continue;
-			h->rows[h->n++] = (ah_budget_row){SCOPE_NAMES[s], rows.v[i][1], "day", day, rows.v[i][2]};
-			h->rows[h->n++] = (ah_budget_row){SCOPE_NAMES[s], rows.v[i][1], "month", month,
+			h->rows[h->n++] = (ah_budget_row){ah_spend_scope_names[s], rows.v[i][1], AH_PERIOD_S_DAY, day, rows.v[i][2]};
+			h->rows[h->n++] = (ah_budget_row){ah_spend_scope_names[s], rows.v[i][1], AH_PERIOD_S_MONTH, month,
 			                                  rows.v[i][3]};
 		}
 	return 0;

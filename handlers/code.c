@@ -5,7 +5,7 @@
  * file store under its SHA-256, for a runner on another machine (whose
  * data_dir this host's upload never reached: docs/cluster.md). */
 #include "agents.h"
-#include "files.h"
+#include "files_api.h"
 #include "code.h"
 #include "routes.h"
 #include "core/log.h"

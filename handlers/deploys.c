@@ -10,6 +10,7 @@
 #include "core/redact.h"
 #include "core/util.h"
 #include "crypto/crypto.h"
+#include "db/enums.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -18,8 +19,8 @@
 	"d.id, d.created_at, d.source_type, d.git_repo_url, d.git_branch, d.git_commit,"          \
 	" d.code_sha256, d.image_sha256, d.image_kept, d.user_id, d.api_key_id, d.api_key_name,"  \
 	" d.started_at, d.activated_at, j.state, j.error, j.attempts,"                            \
-	" IF(j.state IN ('done', 'failed'), j.updated_at, NULL),"                                 \
-	" IF(j.state IN ('done', 'failed'), TIMESTAMPDIFF(MICROSECOND, COALESCE(d.started_at,"    \
+	" IF(j.state IN (" AH_SQ(AH_JOB_S_DONE) ", " AH_SQ(AH_JOB_S_FAILED) "), j.updated_at, NULL),"                                 \
+	" IF(j.state IN (" AH_SQ(AH_JOB_S_DONE) ", " AH_SQ(AH_JOB_S_FAILED) "), TIMESTAMPDIFF(MICROSECOND, COALESCE(d.started_at,"    \
 	" d.created_at), j.updated_at) DIV 1000, NULL), d.image_path, d.entrypoint"
 enum { D_ID, D_CREATED, D_TYPE, D_REPO, D_BRANCH, D_COMMIT, D_CODE, D_IMAGE, D_KEPT, D_USER,
        D_KEY, D_KEY_NAME, D_STARTED, D_ACTIVATED, D_STATE, D_ERROR, D_ATTEMPTS, D_FINISHED,
@@ -48,13 +49,13 @@ static const char SQL_SECRETS[] = "SELECT nonce, ciphertext FROM secrets WHERE a
 /* Only while no deploy is queued or running and the image is still kept:
  * both can change between the checks and here. */
 static const char SQL_SWITCH[] =
-	"UPDATE agents SET status = 'active', status_message = NULL, image_path = ?, image_sha256 = ?,"
-	" entrypoint = ?, sandbox_id = ?, updated_at = NOW(3) WHERE id = ? AND status <> 'deploying'"
-	" AND NOT EXISTS (SELECT 1 FROM deploy_jobs WHERE agent_id = ? AND state IN ('queued', 'running'))"
+	"UPDATE agents SET status = " AH_SQ(AH_AGENT_S_ACTIVE) ", status_message = NULL, image_path = ?, image_sha256 = ?,"
+	" entrypoint = ?, sandbox_id = ?, updated_at = NOW(3) WHERE id = ? AND status <> " AH_SQ(AH_AGENT_S_DEPLOYING) 
+	" AND NOT EXISTS (SELECT 1 FROM deploy_jobs WHERE agent_id = ? AND state IN (" AH_SQ(AH_JOB_S_QUEUED) ", " AH_SQ(AH_JOB_S_RUNNING) "))"
 	" AND EXISTS (SELECT 1 FROM deploys WHERE id = ? AND agent_id = ? AND image_kept = 1)";
 static const char SQL_ACTIVATED[] = "UPDATE deploys SET activated_at = NOW(3) WHERE id = ?";
 static const char SQL_END_SESSIONS[] =
-	"UPDATE sessions SET state = 'ended', sandbox_id = NULL WHERE agent_id = ? AND state = 'active'";
+	"UPDATE sessions SET state = " AH_SQ(AH_SESSION_S_ENDED) ", sandbox_id = NULL WHERE agent_id = ? AND state = " AH_SQ(AH_SESSION_S_ACTIVE);
 
 #define LOG_MAX_SHOWN 262144
 

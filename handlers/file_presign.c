@@ -22,11 +22,12 @@
  * Expired pending uploads are swept (with their bytes and reservation) on
  * these paths and on list: at their expiry if nothing arrived, an hour later if
  * the bytes arrived but confirm did not. */
-#include "files.h"
+#include "files_api.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "crypto/crypto.h"
 #include "validate.h"
+#include "db/enums.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -41,14 +42,14 @@ static const char SQL_AGENT_ID[] = "SELECT id FROM agents WHERE user_id = ? AND 
 static const char SQL_INSERT[] =
 	"INSERT INTO files (id, user_id, filename, size_bytes, content_type, scope, status,"
 	" description, tags, agent_id, upload_expires_at, created_at, updated_at)"
-	" VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, FROM_UNIXTIME(?), NOW(3), NOW(3))";
+	" VALUES (?, ?, ?, ?, ?, ?, " AH_SQ(AH_FILE_S_PENDING) ", ?, ?, ?, FROM_UNIXTIME(?), NOW(3), NOW(3))";
 static const char SQL_BY_ID[] = "SELECT " AH_FILE_COLS AH_FILE_FROM " WHERE f.id = ?";
 static const char SQL_CLAIM[] =
 	"UPDATE files SET uploaded = 1, updated_at = NOW(3)"
-	" WHERE id = ? AND status = 'pending' AND uploaded = 0";
-static const char SQL_UNCLAIM[] = "UPDATE files SET uploaded = 0 WHERE id = ? AND status = 'pending'";
+	" WHERE id = ? AND status = " AH_SQ(AH_FILE_S_PENDING) " AND uploaded = 0";
+static const char SQL_UNCLAIM[] = "UPDATE files SET uploaded = 0 WHERE id = ? AND status = " AH_SQ(AH_FILE_S_PENDING);
 static const char SQL_CONFIRM[] =
-	"UPDATE files SET status = 'confirmed', sha256 = ?, uploaded = 0, upload_expires_at = NULL,"
+	"UPDATE files SET status = " AH_SQ(AH_FILE_S_CONFIRMED) ", sha256 = ?, uploaded = 0, upload_expires_at = NULL,"
 	" updated_at = NOW(3) WHERE id = ?";
 
 /* The MAC'd text of an upload URL: what it may do, to which file, until when. */
@@ -134,7 +135,7 @@ static int presign(ah_req *r)
 	char *url = NULL;
 	if (rc == 0)
 		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "sssisssssi", id, r->user->id, in.filename, in.size,
-		                in.content_type, in.agent_id ? "agent" : "user", in.description, in.tags,
+		                in.content_type, in.agent_id ? AH_SCOPE_S_AGENT : AH_SCOPE_S_USER, in.description, in.tags,
 		                in.agent_id, expires);
 	if (rc != 0) {
 		ah_quota_release(r->db, r->user->id, in.size);

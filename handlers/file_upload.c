@@ -10,9 +10,10 @@
  * part, then copy the part out. The presigned PUT is a bare body, so there
  * nginx writes it to a file (client_body_in_file_only) and the worker only
  * renames it: see upload_put. */
-#include "files.h"
+#include "files_api.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "db/enums.h"
 #include "validate.h"
 
 #include <errno.h>
@@ -191,7 +192,7 @@ static int store_upload(ah_req *r, struct upload *u, const char *id, const char 
 		ah_log_error("storing %s: %s", id, err.msg);
 	if (rc == 0)
 		rc = ah_db_exec(r->db, NULL, SQL_INSERT, "sssissssssss", id, r->user->id, u->filename,
-		                u->size, u->content_type, agent_id ? "agent" : "user", "confirmed",
+		                u->size, u->content_type, agent_id ? AH_SCOPE_S_AGENT : AH_SCOPE_S_USER, AH_FILE_S_CONFIRMED,
 		                u->have[0] ? u->desc : NULL, tags, sha, agent_id, (const char *)NULL);
 	if (rc == 0)
 		rc = ah_db_commit(r->db);

@@ -4,7 +4,7 @@
  * (X-Accel-Redirect to an internal location), an S3 blob by a redirect to a
  * short-lived presigned GET, so Range, sendfile and slow clients are nginx's
  * or S3's business, not a worker's. */
-#include "files.h"
+#include "files_api.h"
 #include "list.h"
 #include "core/log.h"
 #include "core/util.h"

@@ -6,9 +6,10 @@
  * ends it: the rest are dropped and the result's files_error says so. The
  * runner's half is lib/runner/run_files.c and run_collect.c. */
 #include "invoke_files.h"
-#include "files.h"
+#include "files_api.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "db/enums.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -21,7 +22,7 @@ static const char SQL_REPLACE[] =
 static const char SQL_INSERT[] =
 	"INSERT INTO files (id, user_id, filename, size_bytes, content_type, scope, status, tags,"
 	" sha256, agent_id, session_id, created_at, updated_at)"
-	" VALUES (?, ?, ?, ?, ?, 'session', 'confirmed', '', ?, ?, ?, NOW(3), NOW(3))";
+	" VALUES (?, ?, ?, ?, ?, " AH_SQ(AH_SCOPE_S_SESSION) ", " AH_SQ(AH_FILE_S_CONFIRMED) ", '', ?, ?, ?, NOW(3), NOW(3))";
 
 static json_object *entry(const char *k1, const char *v1, const char *k2, const char *v2)
 {

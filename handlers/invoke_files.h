@@ -3,6 +3,7 @@
 #define AH_HANDLERS_INVOKE_FILES_H
 
 #include "agents.h"
+#include "db/enums.h"
 
 /* What a run request's "files" are made of, as rows of the invocation's first
  * statement (invoke.c reads them with the secrets: one round trip, issue 31):
@@ -11,9 +12,9 @@
  * ('s') and the user's free quota ('q'). */
 #define AH_INVOKE_FILES_SQL                                                                    \
 	"SELECT 'a', f.id, f.sha256, af.mount_path, af.read_only FROM agent_files af"             \
-	" JOIN files f ON f.id = af.file_id WHERE af.agent_id = ? AND f.status = 'confirmed'"     \
+	" JOIN files f ON f.id = af.file_id WHERE af.agent_id = ? AND f.status = " AH_SQ(AH_FILE_S_CONFIRMED)      \
 	" UNION ALL SELECT 's', filename, sha256, size_bytes, NULL FROM files WHERE agent_id = ?" \
-	" AND session_id = ? AND scope = 'session' AND status = 'confirmed'"                       \
+	" AND session_id = ? AND scope = " AH_SQ(AH_SCOPE_S_SESSION) " AND status = " AH_SQ(AH_FILE_S_CONFIRMED)                        \
 	" UNION ALL SELECT 'q', quota_bytes - storage_used_bytes, NULL, NULL, NULL FROM users WHERE id = ?"
 
 /* Adds the run request's "files" from those rows (rows[i][0] is the kind):

@@ -2,13 +2,14 @@
  * INSERT into the history, whose trigger counts the user's daily usage and
  * touches the session in the same statement; the usage alone when the
  * history row cannot be written. */
-#include "files.h"
+#include "files_api.h"
 #include "invocations.h"
 #include "core/log.h"
 #include "core/money.h"
 #include "core/metrics.h"
 #include "core/util.h"
 #include "tokenize/tokenize.h"
+#include "db/enums.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -64,7 +65,7 @@ static const char SQL_RECORD[] =
 	" response_content, input_tokens, output_tokens, total_cost_usd, duration_ms, status, error,"
 	" created_at, model_input_tokens, model_output_tokens, prompt_sha256, response_sha256, files_error,"
 	" trigger_type, schedule_id, timing)"
-	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, IF(? IS NULL, 'api', 'schedule'), ?, ?)";
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, IF(? IS NULL, " AH_SQ(AH_TRIGGER_S_API) ", " AH_SQ(AH_TRIGGER_S_SCHEDULE) "), ?, ?)";
 /* Only for an invocation whose history row cannot be written (its agent was
  * deleted during the call); otherwise the invocations_rollup trigger (schema/
  * 004) counts the usage and touches the session within SQL_RECORD itself. */

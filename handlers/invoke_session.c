@@ -4,13 +4,14 @@
 #include "runner_calls.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "db/enums.h"
 
 #include <string.h>
 
 static const char SQL_SESSION_LOCK[] =
 	"SELECT state FROM sessions WHERE agent_id = ? AND id = ? FOR UPDATE";
 static const char SQL_SESSION_CREATE[] =
-	"INSERT IGNORE INTO sessions (agent_id, id, state, created_at) VALUES (?, ?, 'active', NOW(3))";
+	"INSERT IGNORE INTO sessions (agent_id, id, state, created_at) VALUES (?, ?, " AH_SQ(AH_SESSION_S_ACTIVE) ", NOW(3))";
 /* The session cap: the user's row serialises every call that would start a
  * session, so two of them at the cap minus one cannot both pass the count.
  * Live: active and used within session_idle_seconds (an active row older than
@@ -22,10 +23,10 @@ static const char SQL_SESSIONS_LIVE[] =
 	"SELECT COUNT(*), GREATEST(1, TIMESTAMPDIFF(SECOND, NOW(3),"
 	" MIN(COALESCE(s.last_invoked_at, s.created_at)) + INTERVAL ? SECOND) + 1)"
 	" FROM sessions s JOIN agents a ON a.id = s.agent_id"
-	" WHERE a.user_id = ? AND s.state = 'active' AND NOT (s.agent_id = ? AND s.id = ?)"
+	" WHERE a.user_id = ? AND s.state = " AH_SQ(AH_SESSION_S_ACTIVE) " AND NOT (s.agent_id = ? AND s.id = ?)"
 	" AND COALESCE(s.last_invoked_at, s.created_at) > NOW(3) - INTERVAL ? SECOND";
 static const char SQL_SESSION_RESTART[] =
-	"UPDATE sessions SET state = 'active', sandbox_id = NULL, created_at = NOW(3),"
+	"UPDATE sessions SET state = " AH_SQ(AH_SESSION_S_ACTIVE) ", sandbox_id = NULL, created_at = NOW(3),"
 	" last_invoked_at = NULL, invocation_count = 0 WHERE agent_id = ? AND id = ?";
 
 /* Asks the runner to drop whatever sandbox a session had. */

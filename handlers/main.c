@@ -10,7 +10,7 @@
 #include "crypto/crypto.h"
 #include "core/money.h"
 #include "tokenize/tokenize.h"
-#include "files.h"
+#include "files_api.h"
 #include "routes.h"
 #include "schedules.h"
 

@@ -3,7 +3,7 @@
  * deploy (lib/runner/mounts.c), so every change flags the agent
  * needs_redeploy. */
 #include "agents.h"
-#include "buckets.h"
+#include "buckets_api.h"
 #include "list.h"
 #include "routes.h"
 #include "validate.h"

@@ -30,7 +30,7 @@
 #include "auth/user.h"
 #include "core/log.h"
 #include "core/util.h"
-#include "files.h"
+#include "files_api.h"
 #include "running.h"
 #include "tokenize/tokenize.h"
 

@@ -2,13 +2,14 @@
  * sandboxes keep state between calls, and the invocation history, newest first.
  * Also the contract's invocation result, shared with invoke.c. */
 #include "agents.h"
-#include "files.h"
+#include "files_api.h"
 #include "invocations.h"
 #include "list.h"
 #include "routes.h"
 #include "runner_calls.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "db/enums.h"
 #include "db/record.h"
 
 #include <string.h>
@@ -82,7 +83,9 @@ enum { H_ID, H_SESSION, H_SANDBOX, H_PROMPT, H_RESPONSE, H_IN, H_OUT, H_COST, H_
 
 /* ---- the invocation result ---- */
 
-const char *const ah_invocation_status_names[] = {"completed", "failed", "cancelled", NULL};
+const char *const ah_invocation_status_names[] = {
+	[AH_INV_COMPLETED] = AH_INV_S_COMPLETED, [AH_INV_FAILED] = AH_INV_S_FAILED,
+	[AH_INV_CANCELLED] = AH_INV_S_CANCELLED, [AH_INV_CANCELLED + 1] = NULL};
 
 /* A status the schema gains before this code knows it is shown as "failed":
  * never claim success that was not seen. */
@@ -122,7 +125,7 @@ json_object *ah_invocation_json(ah_req *r, const ah_invocation *inv, bool with_p
 	if (inv->files_error)
 		ah_json_str(o, "files_error", inv->files_error);
 	/* What started it: a client's call, or a schedule (issue 32). */
-	ah_json_str(o, "trigger", inv->schedule_id ? "schedule" : "api");
+	ah_json_str(o, "trigger", inv->schedule_id ? AH_TRIGGER_S_SCHEDULE : AH_TRIGGER_S_API);
 	if (inv->schedule_id)
 		ah_json_str(o, "schedule_id", inv->schedule_id);
 	ah_json_time(r, o, "created_at", inv->created_at);

@@ -4,6 +4,7 @@
  * local users can read it in /proc: it is typed without echo or piped on
  * stdin; a gcs key file is read from a path. Nothing of it is printed. */
 #include "cli/cli.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <string.h>
@@ -156,15 +157,6 @@ static int run_test(struct ah_cli *c, const struct ah_cli_args *a, ah_err *err)
 #define KEY_CAP 256                 /* the API's bound on access_key_id and secret_access_key */
 #define ACCOUNT_CAP (64 * 1024)     /* and on service_account_json */
 
-static void chomp(char *s)
-{
-	size_t n = strlen(s);
-	if (n && s[n - 1] == '\n')
-		s[--n] = 0;
-	if (n && s[n - 1] == '\r')
-		s[--n] = 0;
-}
-
 /* The service account's JSON key file (- for stdin), checked to be JSON here
  * so that a wrong path is told apart from a wrong key. */
 static int account_body(struct ah_cli *c, const char *file, json_object *body, ah_err *err)
@@ -204,8 +196,8 @@ static int key_pair(struct ah_cli *c, const struct bucket_opts *o, char **id, ch
 		return ah_cli_usage(err, "buckets credentials: stdin holds the access key id and the secret "
 		                    "on two lines (or give --access-key-id and the secret alone)");
 	*nl = 0;
-	chomp(all);
-	chomp(nl + 1);
+	ah_chomp(all);
+	ah_chomp(nl + 1);
 	if (strchr(nl + 1, '\n'))
 		return ah_cli_usage(err, "buckets credentials: stdin holds more than two lines");
 	*id = all;

@@ -3,6 +3,7 @@
  * 0600, "key = value" lines), overridden by AGENTHOST_URL and AGENTHOST_API_KEY,
  * and the URL by --url. */
 #include "cli/cli.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,15 +23,6 @@ static const char *config_dir(struct ah_cli *c)
 	return ah_sprintf(c->a, "%s/.config/agenthost", home && *home ? home : ".");
 }
 
-static char *trim(char *s)
-{
-	s += strspn(s, " \t");
-	size_t n = strlen(s);
-	while (n && strchr(" \t\r\n", s[n - 1]))
-		s[--n] = 0;
-	return s;
-}
-
 /* "url = …" and "api_key = …" lines of an open config file. */
 static void read_lines(struct ah_cli *c, FILE *f, const char **url, const char **key)
 {
@@ -40,7 +32,7 @@ static void read_lines(struct ah_cli *c, FILE *f, const char **url, const char *
 		if (line[0] == '#' || !eq)
 			continue;
 		*eq = 0;
-		const char *k = trim(line), *v = trim(eq + 1);
+		const char *k = ah_trim(line), *v = ah_trim(eq + 1);
 		if (!strcmp(k, "url"))
 			*url = ah_strdup(c->a, v);
 		else if (!strcmp(k, "api_key"))

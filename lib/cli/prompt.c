@@ -2,6 +2,7 @@
  * echo (or piped on stdin: secrets never need to be on the command line, where
  * other local users can read them in /proc), a yes/no question. */
 #include "cli/cli.h"
+#include "core/util.h"
 
 #include <signal.h>
 #include <string.h>
@@ -23,21 +24,12 @@ int ah_cli_read_all(struct ah_cli *c, FILE *f, size_t cap, char **out, size_t *l
 	return 0;
 }
 
-static void chomp(char *s)
-{
-	size_t n = strlen(s);
-	if (n && s[n - 1] == '\n')
-		s[--n] = 0;
-	if (n && s[n - 1] == '\r')
-		s[--n] = 0;
-}
-
 static int read_line(struct ah_cli *c, size_t cap, char **out, ah_err *err)
 {
 	char *p = ah_alloc(c->a, cap + 2);
 	if (!fgets(p, (int)cap + 2, stdin))
 		return ah_cli_usage(err, "no input");
-	chomp(p);
+	ah_chomp(p);
 	*out = p;
 	return 0;
 }
@@ -81,7 +73,7 @@ int ah_cli_read_secret(struct ah_cli *c, const char *question, size_t cap, char 
 		int rc = ah_cli_read_all(c, stdin, cap + 2, out, NULL, err);
 		if (rc)
 			return rc;
-		chomp(*out);
+		ah_chomp(*out);
 		return strlen(*out) > cap ? ah_cli_usage(err, "the value is larger than %zu bytes", cap) : 0;
 	}
 	struct termios old, quiet;

@@ -31,16 +31,6 @@ struct ah_config {
 	char *path;                   /* the file read, owned; NULL if none */
 };
 
-static char *trim(char *s)
-{
-	while (isspace((unsigned char)*s))
-		s++;
-	char *e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = '\0';
-	return s;
-}
-
 int ah_cfg_find(const char *name)
 {
 	for (int k = 0; k < AH_CFG_COUNT; k++)
@@ -96,19 +86,19 @@ static int parse_file(ah_config *c, FILE *f, const char *path, ah_err *err)
 	int lineno = 0;
 	while (fgets(line, sizeof(line), f)) {
 		lineno++;
-		char *s = trim(line);
+		char *s = ah_trim(line);
 		if (*s == '\0' || *s == '#')
 			continue;
 		char *eq = strchr(s, '=');
 		if (!eq)
 			return ah_err_set(err, AH_EINVALID, "%s:%d: expected key = value", path, lineno);
 		*eq = '\0';
-		int k = ah_cfg_find(trim(s));
+		int k = ah_cfg_find(ah_trim(s));
 		if (k < 0)
-			return unknown_key(path, lineno, trim(s), err);
+			return unknown_key(path, lineno, ah_trim(s), err);
 		/* Last occurrence wins, as in most key = value formats. */
 		free(c->file[k]);
-		if (!(c->file[k] = strdup(trim(eq + 1))))
+		if (!(c->file[k] = strdup(ah_trim(eq + 1))))
 			return ah_err_set(err, AH_EFAIL, "out of memory");
 		c->line[k] = lineno;
 	}

@@ -2,6 +2,7 @@
 #include "core/util.h"
 #include "core/err.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <sodium.h>
@@ -168,4 +169,23 @@ const char *ah_utf8_repair(ah_arena *a, const char *str, size_t len, size_t *out
 void ah_sleep_jittered(unsigned base_us, unsigned jitter_us)
 {
 	usleep(base_us + randombytes_uniform(jitter_us));
+}
+
+char *ah_trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	char *e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+void ah_chomp(char *s)
+{
+	size_t n = strlen(s);
+	if (n && s[n - 1] == '\n')
+		s[--n] = 0;
+	if (n && s[n - 1] == '\r')
+		s[--n] = 0;
 }

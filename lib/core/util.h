@@ -39,6 +39,13 @@ size_t ah_utf8_seq(const unsigned char *s, size_t n, size_t *bad);
  * browsers decode. Returns s itself when it is valid already. */
 const char *ah_utf8_repair(ah_arena *a, const char *s, size_t len, size_t *outlen);
 
+/* s with its leading and trailing white space (isspace) cut off, in place:
+ * a "key = value" line's parts. */
+char *ah_trim(char *s);
+/* Cuts one line ending ("\n", "\r\n" or "\r") off the end of s, in place: a
+ * line read with fgets or getline. */
+void ah_chomp(char *s);
+
 /* Sleeps base_us plus a uniform random part below jitter_us (jitter_us > 0):
  * processes retrying the same conflict fall out of step. */
 void ah_sleep_jittered(unsigned base_us, unsigned jitter_us);

@@ -2,12 +2,15 @@
  * expired pending uploads. */
 #include "files/files.h"
 #include "core/log.h"
+#include "db/enums.h"
 #include "core/util.h"
 
 #include <string.h>
 
-const char *const ah_file_scope_names[] = {"user", "agent", "session", NULL};
-const char *const ah_file_status_names[] = {"pending", "confirmed", NULL};
+const char *const ah_file_scope_names[] = {[AH_SCOPE_USER] = AH_SCOPE_S_USER, [AH_SCOPE_AGENT] = AH_SCOPE_S_AGENT,
+                                           [AH_SCOPE_SESSION] = AH_SCOPE_S_SESSION, [AH_SCOPE_SESSION + 1] = NULL};
+const char *const ah_file_status_names[] = {[AH_FILE_PENDING] = AH_FILE_S_PENDING,
+                                            [AH_FILE_CONFIRMED] = AH_FILE_S_CONFIRMED, [AH_FILE_CONFIRMED + 1] = NULL};
 
 static const ah_col FILE_COLUMNS[] = {
 	AH_COL_S("f.id", ah_file, id),
@@ -41,7 +44,7 @@ static const char SQL_OF_USER[] =
 	"SELECT " AH_FILE_COLS AH_FILE_FROM " WHERE f.user_id = ? LIMIT 500";
 static const char SQL_EXPIRED[] =
 	"SELECT " AH_FILE_COLS AH_FILE_FROM
-	" WHERE f.status = 'pending'"
+	" WHERE f.status = " AH_SQ(AH_FILE_S_PENDING)
 	" AND f.upload_expires_at < NOW(3) - INTERVAL IF(f.uploaded, 3600, 0) SECOND LIMIT ?";
 
 const ah_col *ah_file_columns(size_t *n)
@@ -142,7 +145,7 @@ int ah_files_delete_for_user(ah_db *db, const ah_store *s, ah_arena *a, const ch
 	return delete_all(db, s, a, SQL_OF_USER, user_id, deleted, err);
 }
 
-static const char SQL_IS_PENDING[] = "SELECT 1 FROM files WHERE id = ? AND status = 'pending'";
+static const char SQL_IS_PENDING[] = "SELECT 1 FROM files WHERE id = ? AND status = " AH_SQ(AH_FILE_S_PENDING);
 
 struct orphans {
 	ah_db *db;

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "deploy/deploy.h"
+#include "db/enums.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -95,7 +96,7 @@ static int still_ours(ah_db *db, ah_arena *a, struct ah_runner *r, const struct 
 	                "LIMIT 1", "si", j->agent_id, j->id) != 0)
 		return AH_EFAIL;
 	if (rows.n > 0) {
-		ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'failed', lease_until = NULL, "
+		ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = " AH_SQ(AH_JOB_S_FAILED) ", lease_until = NULL, "
 		           "error = 'Superseded by a newer deploy', updated_at = NOW(3) WHERE id = ?",
 		           "i", j->id);
 		return AH_EDONE; /* commit that, switch nothing */
@@ -118,18 +119,18 @@ static int switch_once(ah_db *db, ah_arena *a, struct ah_runner *r, struct ah_jo
 		snprintf(j->old_image_sha, sizeof j->old_image_sha, "%s",
 		         old.n == 1 && ah_cell(&old, 0, 0) ? ah_cell(&old, 0, 0) : "");
 	if (rc == 0)
-		rc = ah_db_exec(db, NULL, "UPDATE agents SET status = 'active', status_message = NULL, "
+		rc = ah_db_exec(db, NULL, "UPDATE agents SET status = " AH_SQ(AH_AGENT_S_ACTIVE) ", status_message = NULL, "
 		                "image_path = ?, image_sha256 = NULLIF(?, ''), entrypoint = ?, runner_id = ?, "
 		                "sandbox_id = ?, needs_redeploy = 0, deployed_at = NOW(3), updated_at = NOW(3) "
 		                "WHERE id = ?", "ssssss", q->image_dir, j->image_sha, m->entrypoint, r->id,
 		                sandbox_id, j->agent_id);
 	if (rc == 0)
-		rc = ah_db_exec(db, NULL, "UPDATE sessions SET state = 'ended', sandbox_id = NULL "
-		                "WHERE agent_id = ? AND state = 'active'", "s", j->agent_id);
+		rc = ah_db_exec(db, NULL, "UPDATE sessions SET state = " AH_SQ(AH_SESSION_S_ENDED) ", sandbox_id = NULL "
+		                "WHERE agent_id = ? AND state = " AH_SQ(AH_SESSION_S_ACTIVE), "s", j->agent_id);
 	if (rc == 0)
 		rc = ah_deploy_record_active(db, j, q->image_dir, m->entrypoint, j->commit);
 	if (rc == 0)
-		rc = ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'done', lease_until = NULL, "
+		rc = ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = " AH_SQ(AH_JOB_S_DONE) ", lease_until = NULL, "
 		                "error = NULL, updated_at = NOW(3) WHERE id = ?", "i", j->id);
 	if ((rc == 0 || rc == AH_EDONE) && ah_db_commit(db) != 0)
 		rc = AH_EFAIL;

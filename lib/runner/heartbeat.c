@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/arena.h"
+#include "db/enums.h"
 
 int ah_heartbeat_register(ah_db *db, const struct ah_runner *r, ah_err *err)
 {
@@ -53,7 +54,7 @@ static void renew_lease(ah_db *db, struct ah_runner *r)
 		return;
 	unsigned long long n = 0;
 	if (ah_db_exec(db, &n, "UPDATE deploy_jobs SET lease_until = NOW(3) + INTERVAL ? SECOND, "
-	               "updated_at = NOW(3) WHERE id = ? AND runner_id = ? AND state = 'running'",
+	               "updated_at = NOW(3) WHERE id = ? AND runner_id = ? AND state = " AH_SQ(AH_JOB_S_RUNNING),
 	               "iis", (long long)r->lease_seconds, job, r->id) != 0)
 		return; /* database away: the lease may run out, and then the job is redone */
 	if (n == 0) {
@@ -72,11 +73,11 @@ static void renew_lease(ah_db *db, struct ah_runner *r)
 static void sweep_lost_deploys(ah_db *db)
 {
 	unsigned long long n = 0;
-	ah_db_exec(db, &n, "UPDATE agents a SET status = 'error', status_message = "
+	ah_db_exec(db, &n, "UPDATE agents a SET status = " AH_SQ(AH_AGENT_S_ERROR) ", status_message = "
 	           "'Deploy lost: no deploy job is queued for this agent; deploy again', "
-	           "updated_at = NOW(3) WHERE status = 'deploying' "
+	           "updated_at = NOW(3) WHERE status = " AH_SQ(AH_AGENT_S_DEPLOYING) " "
 	           "AND updated_at < NOW(3) - INTERVAL 5 MINUTE AND NOT EXISTS (SELECT 1 FROM "
-	           "deploy_jobs j WHERE j.agent_id = a.id AND j.state IN ('queued', 'running'))", "");
+	           "deploy_jobs j WHERE j.agent_id = a.id AND j.state IN (" AH_SQ(AH_JOB_S_QUEUED) ", " AH_SQ(AH_JOB_S_RUNNING) "))", "");
 	if (n > 0)
 		ah_log_warn("%llu agent(s) were deploying without a job; set to error", n);
 }
@@ -115,15 +116,15 @@ static void expire_session(const char *agent_id, const char *session, void *ctx)
 {
 	ah_db *db = ctx;
 	ah_log_info("agent=%s session=%s: idle sandbox reclaimed", agent_id, session);
-	ah_db_exec(db, NULL, "UPDATE sessions SET state = 'expired', sandbox_id = NULL "
-	           "WHERE agent_id = ? AND id = ? AND state = 'active'", "ss", agent_id, session);
+	ah_db_exec(db, NULL, "UPDATE sessions SET state = " AH_SQ(AH_SESSION_S_EXPIRED) ", sandbox_id = NULL "
+	           "WHERE agent_id = ? AND id = ? AND state = " AH_SQ(AH_SESSION_S_ACTIVE), "ss", agent_id, session);
 }
 
 /* Spend rows of periods that are over (schema/027): nothing reads them. A
  * day's row is kept a day longer, for a call admitted before midnight. */
 static const char SQL_BUDGET_PURGE[] =
-	"DELETE FROM budget_spend WHERE (period = 'day' AND period_start < UTC_DATE() - INTERVAL 1 DAY)"
-	" OR (period = 'month' AND period_start < DATE_FORMAT(UTC_DATE() - INTERVAL 1 DAY, '%Y-%m-01'))"
+	"DELETE FROM budget_spend WHERE (period = " AH_SQ(AH_PERIOD_S_DAY) " AND period_start < UTC_DATE() - INTERVAL 1 DAY)"
+	" OR (period = " AH_SQ(AH_PERIOD_S_MONTH) " AND period_start < DATE_FORMAT(UTC_DATE() - INTERVAL 1 DAY, '%Y-%m-01'))"
 	" LIMIT 1000";
 
 /* A minute's share of retention: at most 20 batches, so a large backlog (the

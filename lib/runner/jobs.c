@@ -18,6 +18,7 @@
 #include "core/arena.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "db/enums.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -30,7 +31,7 @@ enum { CLAIMED = 0, NOTHING = 1, AGAIN = 2 };
  * saying so (the CLI and dashboard show it; the deploy's record has the
  * error); an agent that never had one is in error (API.md: invoke answers 409). */
 static const char SQL_AGENT_FAILED[] =
-	"UPDATE agents SET status = IF(image_path IS NULL, 'error', 'active'),"
+	"UPDATE agents SET status = IF(image_path IS NULL, " AH_SQ(AH_AGENT_S_ERROR) ", " AH_SQ(AH_AGENT_S_ACTIVE) "),"
 	" status_message = IF(image_path IS NULL, ?, CONCAT(?, '; the previous deploy keeps serving')),"
 	" updated_at = NOW(3) WHERE id = ?";
 
@@ -44,8 +45,8 @@ static bool has_newer_job(ah_db *db, ah_arena *a, const char *agent_id, long lon
 }
 
 #define SQL_CLAIMABLE \
-	"((state = 'queued' AND (lease_until IS NULL OR lease_until <= NOW(3))) " \
-	"OR (state = 'running' AND lease_until < NOW(3)))"
+	"((state = " AH_SQ(AH_JOB_S_QUEUED) " AND (lease_until IS NULL OR lease_until <= NOW(3))) " \
+	"OR (state = " AH_SQ(AH_JOB_S_RUNNING) " AND lease_until < NOW(3)))"
 
 /* A dead runner's job that used up its attempts: failed, if it still is
  * what the candidate's row said (another runner may be ahead of us). */
@@ -55,8 +56,8 @@ static int give_up(ah_db *db, const struct ah_job *j, const char *last_error, lo
 	unsigned long long n = 0;
 	snprintf(msg, sizeof(msg), "Deploy failed after %lld attempts: %s", attempts,
 	         last_error ? last_error : "the runner stopped during the deploy");
-	if (ah_db_exec(db, &n, "UPDATE deploy_jobs SET state = 'failed', lease_until = NULL, "
-	               "error = ?, updated_at = NOW(3) WHERE id = ? AND attempts = ? AND state = 'running' "
+	if (ah_db_exec(db, &n, "UPDATE deploy_jobs SET state = " AH_SQ(AH_JOB_S_FAILED) ", lease_until = NULL, "
+	               "error = ?, updated_at = NOW(3) WHERE id = ? AND attempts = ? AND state = " AH_SQ(AH_JOB_S_RUNNING) " "
 	               "AND lease_until < NOW(3)", "sii", msg, j->id, attempts) != 0)
 		return AH_EFAIL;
 	if (n == 0)
@@ -79,7 +80,7 @@ static int try_candidate(ah_db *db, ah_arena *a, struct ah_runner *r, ah_rows *r
 	snprintf(j->agent_id, sizeof(j->agent_id), "%s", ah_cell(rows, i, 1));
 	bool expired = strcmp(ah_cell(rows, i, 2), "running") == 0;
 	if (has_newer_job(db, a, j->agent_id, j->id)) {
-		if (ah_db_exec(db, &n, "UPDATE deploy_jobs SET state = 'failed', lease_until = NULL, "
+		if (ah_db_exec(db, &n, "UPDATE deploy_jobs SET state = " AH_SQ(AH_JOB_S_FAILED) ", lease_until = NULL, "
 		               "error = 'Superseded by a newer deploy', updated_at = NOW(3) "
 		               "WHERE id = ? AND " SQL_CLAIMABLE, "i", j->id) != 0)
 			return AH_EFAIL;
@@ -90,7 +91,7 @@ static int try_candidate(ah_db *db, ah_arena *a, struct ah_runner *r, ah_rows *r
 	if (expired && attempts >= r->max_attempts)
 		return give_up(db, j, ah_cell(rows, i, 4), attempts) == 0 ? AGAIN : AH_EFAIL;
 	/* attempts = ?: the row is still the one we looked at. */
-	if (ah_db_exec(db, &n, "UPDATE deploy_jobs SET state = 'running', attempts = attempts + 1, "
+	if (ah_db_exec(db, &n, "UPDATE deploy_jobs SET state = " AH_SQ(AH_JOB_S_RUNNING) ", attempts = attempts + 1, "
 	               "runner_id = ?, lease_until = NOW(3) + INTERVAL ? SECOND, updated_at = NOW(3) "
 	               "WHERE id = ? AND attempts = ? AND " SQL_CLAIMABLE, "siii", r->id,
 	               (long long)r->lease_seconds, j->id, attempts) != 0)
@@ -127,9 +128,9 @@ static int fail_job(ah_db *db, const struct ah_runner *r, const struct ah_job *j
 	unsigned long long n = 0;
 	int rc = ah_db_begin(db);
 	if (rc == 0)
-		rc = ah_db_exec(db, &n, "UPDATE deploy_jobs SET state = 'failed', lease_until = NULL, "
+		rc = ah_db_exec(db, &n, "UPDATE deploy_jobs SET state = " AH_SQ(AH_JOB_S_FAILED) ", lease_until = NULL, "
 		                "error = ?, updated_at = NOW(3) WHERE id = ? AND runner_id = ? "
-		                "AND state = 'running'", "sis", msg, j->id, r->id);
+		                "AND state = " AH_SQ(AH_JOB_S_RUNNING), "sis", msg, j->id, r->id);
 	/* A newer deploy of the agent decides its status; a lost lease decides nothing. */
 	if (rc == 0 && n == 1 && !has_newer_job(db, a, j->agent_id, j->id))
 		rc = ah_db_exec(db, NULL, SQL_AGENT_FAILED, "sss", msg, msg, j->agent_id);
@@ -148,7 +149,7 @@ static int requeue(ah_db *db, const struct ah_runner *r, const struct ah_job *j,
 	if (!quiet) /* said once, not again for each try to reach the database */
 		ah_log_warn("%s: attempt %d failed, retrying in %lld s: %s", j->tag, j->attempts, delay,
 		            msg);
-	return ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'queued', runner_id = NULL, "
+	return ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = " AH_SQ(AH_JOB_S_QUEUED) ", runner_id = NULL, "
 	                  "lease_until = NOW(3) + INTERVAL ? SECOND, error = ?, updated_at = NOW(3) "
 	                  "WHERE id = ? AND runner_id = ?", "isis", delay, msg, j->id, r->id);
 }
@@ -160,7 +161,7 @@ static int wait_for_room(ah_db *db, const struct ah_runner *r, const struct ah_j
 {
 	if (!quiet)
 		ah_log_warn("%s: %s; trying again in 10 s", j->tag, msg);
-	return ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'queued', runner_id = NULL, "
+	return ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = " AH_SQ(AH_JOB_S_QUEUED) ", runner_id = NULL, "
 	                  "lease_until = NOW(3) + INTERVAL 10 SECOND, error = ?, "
 	                  "attempts = GREATEST(attempts - 1, 0), updated_at = NOW(3) "
 	                  "WHERE id = ? AND runner_id = ?", "sis", msg, j->id, r->id);
@@ -169,16 +170,16 @@ static int wait_for_room(ah_db *db, const struct ah_runner *r, const struct ah_j
 int ah_jobs_release(ah_db *db, const struct ah_runner *r, long long job_id)
 {
 	/* Not the job's fault: the attempt does not count. */
-	return ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = 'queued', runner_id = NULL, "
+	return ah_db_exec(db, NULL, "UPDATE deploy_jobs SET state = " AH_SQ(AH_JOB_S_QUEUED) ", runner_id = NULL, "
 	                  "lease_until = NULL, attempts = GREATEST(attempts - 1, 0), updated_at = NOW(3) "
-	                  "WHERE id = ? AND runner_id = ? AND state = 'running'", "is", job_id, r->id);
+	                  "WHERE id = ? AND runner_id = ? AND state = " AH_SQ(AH_JOB_S_RUNNING), "is", job_id, r->id);
 }
 
 int ah_jobs_expire_own(ah_db *db, const struct ah_runner *r)
 {
 	unsigned long long n = 0;
 	int rc = ah_db_exec(db, &n, "UPDATE deploy_jobs SET lease_until = NOW(3) - INTERVAL 1 SECOND "
-	                    "WHERE state = 'running' AND runner_id = ?", "s", r->id);
+	                    "WHERE state = " AH_SQ(AH_JOB_S_RUNNING) " AND runner_id = ?", "s", r->id);
 	if (rc == 0 && n > 0)
 		ah_log_warn("%llu job(s) held by an earlier run of this runner will be taken again", n);
 	return rc;

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/util.h"
+#include "db/enums.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -54,12 +55,12 @@ void ah_metrics_read_queue(ah_db *db)
 	int64_t queued = 0, running = 0, oldest = 0;
 	if (ah_db_query(db, a, &rows, "SELECT state, COUNT(*), COALESCE(TIMESTAMPDIFF(MICROSECOND, "
 	                "MIN(created_at), NOW(3)) DIV 1000, 0) FROM deploy_jobs "
-	                "WHERE state IN ('queued', 'running') GROUP BY state", "") == 0) {
+	                "WHERE state IN (" AH_SQ(AH_JOB_S_QUEUED) ", " AH_SQ(AH_JOB_S_RUNNING) ") GROUP BY state", "") == 0) {
 		for (size_t i = 0; i < rows.n; i++) {
 			char **c = rows.v[i];
 			if (!c[0] || !c[1] || !c[2])
 				continue;
-			if (strcmp(c[0], "queued") == 0) {
+			if (strcmp(c[0], AH_JOB_S_QUEUED) == 0) {
 				queued = atoll(c[1]);
 				oldest = atoll(c[2]);
 			} else {
@@ -76,7 +77,7 @@ void ah_metrics_read_queue(ah_db *db)
 	 * is (a range read of webhook_deliveries_due). */
 	if (ah_db_query(db, a, &rows, "SELECT COUNT(*), COALESCE(GREATEST(0, TIMESTAMPDIFF(MICROSECOND,"
 	                " MIN(next_attempt_at), NOW(3)) DIV 1000), 0) FROM webhook_deliveries"
-	                " WHERE state = 'pending'", "") == 0 && rows.n == 1) {
+	                " WHERE state = " AH_SQ(AH_DELIVERY_S_PENDING), "") == 0 && rows.n == 1) {
 		__atomic_store_n(&st.hooks_pending, ah_cell_ll(rows.v[0][0]), __ATOMIC_RELAXED);
 		__atomic_store_n(&st.hooks_late_ms, ah_cell_ll(rows.v[0][1]), __ATOMIC_RELAXED);
 	}

@@ -11,6 +11,7 @@
 #include "webhooks/daemon.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "db/enums.h"
 
 #include <sodium.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@
 
 static const char SQL_CLAIM[] =
 	"UPDATE webhook_deliveries SET claim_token = ?, claimed_until = NOW(3) + INTERVAL ? SECOND"
-	" WHERE state = 'pending' AND next_attempt_at <= NOW(3)"
+	" WHERE state = " AH_SQ(AH_DELIVERY_S_PENDING) " AND next_attempt_at <= NOW(3)"
 	" AND (claimed_until IS NULL OR claimed_until < NOW(3)) ORDER BY next_attempt_at LIMIT ?";
 static const char SQL_CLAIMED[] =
 	"SELECT id, user_id, url, invocation_id, LENGTH(payload), attempts,"
@@ -42,12 +43,12 @@ static const char SQL_FINISH[] =
 	" attempt_log = JSON_ARRAY_APPEND(attempt_log, '$', JSON_OBJECT('at', ?,"
 	" 'status_code', CAST(? AS SIGNED), 'error', LEFT(?, 512), 'duration_ms', ?)),"
 	" next_attempt_at = NOW(3) + INTERVAL ? MICROSECOND,"
-	" delivered_at = IF(? = 'delivered', NOW(3), NULL), updated_at = NOW(3),"
+	" delivered_at = IF(? = " AH_SQ(AH_DELIVERY_S_DELIVERED) ", NOW(3), NULL), updated_at = NOW(3),"
 	" claim_token = NULL, claimed_until = NULL WHERE id = ? AND claim_token = ?";
 /* Finished deliveries go with the history they belong to: the same
  * retention (history_retention_days), in batches that hold no lock long. */
 static const char SQL_PURGE[] =
-	"DELETE FROM webhook_deliveries WHERE state <> 'pending'"
+	"DELETE FROM webhook_deliveries WHERE state <> " AH_SQ(AH_DELIVERY_S_PENDING) 
 	" AND created_at < NOW(3) - INTERVAL ? DAY LIMIT ?";
 static const char SQL_RELEASE[] =
 	"UPDATE webhook_deliveries SET claim_token = NULL, claimed_until = NULL"
@@ -103,15 +104,15 @@ static void decide(ah_whd *d, ah_whd_job *j, long status, const char *error)
 {
 	long long elapsed = (ah_mono_us() - j->start_us) / 1000, age = j->age_ms + elapsed;
 	long long window = ah_cfg_int(d->cfg, AH_CFG_WEBHOOK_GIVE_UP_SECONDS) * 1000LL, wait = 0;
-	const char *state = "delivered";
+	const char *state = AH_DELIVERY_S_DELIVERED;
 	if (error) {
 		wait = backoff_ms(d->cfg, j->attempts + 1);
 		if (age + wait > window) /* the last attempt at the deadline itself */
 			wait = window - age;
-		state = wait <= 0 ? "failed" : "pending";
+		state = wait <= 0 ? AH_DELIVERY_S_FAILED : AH_DELIVERY_S_PENDING;
 		ah_log_info("delivery %s (invocation %s): attempt %lld failed: %s; %s", j->id,
 		            j->invocation_id, j->attempts + 1, error,
-		            *state == 'f' ? "given up" : "will retry");
+		            strcmp(state, AH_DELIVERY_S_FAILED) == 0 ? "given up" : "will retry");
 	}
 	j->out.state = state;
 	j->out.code = status ? ah_sprintf(j->a, "%ld", status) : NULL;

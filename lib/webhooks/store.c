@@ -3,6 +3,7 @@
 #include "webhooks/webhooks.h"
 #include "crypto/crypto.h"
 #include "core/util.h"
+#include "db/enums.h"
 
 #include <sodium.h>
 #include <stdio.h>
@@ -20,7 +21,7 @@ static const char SQL_SECRET_EXISTS[] = "SELECT 1 FROM webhook_secrets WHERE use
 static const char SQL_ENQUEUE[] =
 	"INSERT INTO webhook_deliveries (id, user_id, agent_id, invocation_id, url, payload, state,"
 	" next_attempt_at, created_at, updated_at)"
-	" VALUES (?, ?, ?, ?, ?, ?, 'pending', NOW(3), NOW(3), NOW(3))";
+	" VALUES (?, ?, ?, ?, ?, ?, " AH_SQ(AH_DELIVERY_S_PENDING) ", NOW(3), NOW(3), NOW(3))";
 
 void ah_webhook_sign(char hex[AH_WEBHOOK_SIG_HEX], const char *secret, int64_t t,
                      const char *body, size_t len)

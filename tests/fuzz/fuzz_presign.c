@@ -6,7 +6,7 @@
  * the service itself makes is accepted (checked once at start-up). The
  * master key is a fixed test key in a temporary file. */
 #include "fake_req.h"
-#include "files.h"
+#include "files_api.h"
 #include "core/config.h"
 #include "crypto/crypto.h"
 

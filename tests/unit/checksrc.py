@@ -11,7 +11,12 @@ one test per rule; each failure lists the offending places.
     "{" and closes with "}" in column 0, as everywhere here);
   - layers: the include graph of lib/'s modules (which module's files include
     which module's headers) has no circle, and nothing in lib/ includes a
-    header of handlers/.
+    header of handlers/;
+  - declared order: each module includes only the modules its
+    lib/<module>/meson.build names (an ah_<m>_dep, <m>_dep or inc_<m>) and
+    what those name in turn, and the top-level meson.build enters every
+    module's subdir after the modules it names (the per-library include
+    paths make the build refuse the rest; this says where).
 
 Comments are not exempt: a banned name in a comment is rare and cheap to
 reword, and exempting comments would need a C lexer.
@@ -76,11 +81,18 @@ def long_functions():
     return out
 
 
+def lib_modules():
+    return {d for d in os.listdir(os.path.join(ROOT, "lib"))
+            if os.path.isdir(os.path.join(ROOT, "lib", d))}
+
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
 def layers():
     edges, bad = {}, []
-    inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
-    modules = {d for d in os.listdir(os.path.join(ROOT, "lib"))
-               if os.path.isdir(os.path.join(ROOT, "lib", d))}
+    inc = INCLUDE
+    modules = lib_modules()
     for p, lines in FILES:
         parts = p.split(os.sep)
         if parts[0] != "lib":
@@ -113,6 +125,56 @@ def layers():
     return bad
 
 
+def read(path):
+    try:
+        return open(os.path.join(ROOT, path), encoding="utf-8").read()
+    except OSError:
+        return None
+
+
+def declared_deps(modules):
+    """Each module's meson.build: the modules it names (comments left out)."""
+    deps = {}
+    for mod in modules:
+        text = re.sub(r"#[^\n]*", "", read(f"lib/{mod}/meson.build") or "")
+        names = set(re.findall(r"\b(?:ah_)?([a-z0-9_]+?)_dep\b", text))
+        names |= set(re.findall(r"\binc_([a-z0-9_]+)\b", text))
+        deps[mod] = {n for n in names if n in modules and n != mod}
+    return deps
+
+
+def declared_order():
+    modules = lib_modules()
+    deps, bad = declared_deps(modules), []
+
+    def closure(mod, seen):
+        for d in deps.get(mod, ()):
+            if d not in seen:
+                seen.add(d)
+                closure(d, seen)
+        return seen
+    for p, lines in FILES:
+        parts = p.split(os.sep)
+        if parts[0] != "lib":
+            continue
+        allowed = closure(parts[1], set())
+        for i, line in enumerate(lines):
+            m = INCLUDE.match(line)
+            target = m.group(1).split("/")[0] if m and "/" in m.group(1) else None
+            if target in modules and target != parts[1] and target not in allowed:
+                bad.append(f"{p}:{i + 1}: includes \"{m.group(1)}\"; lib/{parts[1]}/meson.build "
+                           f"does not name {target} (nor does anything it names)")
+    top = read("meson.build")
+    if top is not None:
+        order = re.findall(r"^subdir\('lib/([a-z0-9_]+)'\)", top, re.M)
+        for mod in order:
+            for d in sorted(deps.get(mod, ())):
+                if d in order and order.index(d) > order.index(mod):
+                    bad.append(f"meson.build: subdir('lib/{mod}') comes before subdir('lib/{d}'), "
+                               f"which it depends on")
+    return bad
+
+
 RULES = [
     ("no banned function in lib/ or handlers/", banned),
     ("strtol and friends get an end pointer", strtol_without_end),
@@ -120,6 +182,7 @@ RULES = [
     (f"no file over {MAX_FILE_LINES} lines", long_files),
     (f"no function over {MAX_FUNCTION_LINES} lines", long_functions),
     ("lib/ modules include each other without a circle, never handlers/", layers),
+    ("lib/ modules include only what their meson.build declares, in order", declared_order),
 ]
 
 

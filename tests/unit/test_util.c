@@ -299,12 +299,26 @@ static void test_log_escape(void)
 	ok(took == 0 && n == 0 && out[0] == '\0', "log_escape: empty input");
 }
 
+/* The line helpers the server's config and the CLI share (core/util.h). */
+static void test_trim_chomp(void)
+{
+	char a[] = " \t key = value \r\n", b[] = "line\r\n", c[] = "line\n", d[] = "a\n\n", e[] = "";
+	ok(strcmp(ah_trim(a), "key = value") == 0, "trim cuts white space at both ends");
+	ah_chomp(b);
+	ah_chomp(c);
+	ah_chomp(d);
+	ah_chomp(e);
+	ok(strcmp(b, "line") == 0 && strcmp(c, "line") == 0, "chomp cuts a \\r\\n or \\n ending");
+	ok(strcmp(d, "a\n") == 0 && *e == 0, "chomp cuts one line ending only, and leaves \"\" alone");
+}
+
 int main(void)
 {
 	if (sodium_init() < 0)
 		return 1;
 	ah_arena *a = ah_arena_new();
 	test_parse_ll();
+	test_trim_chomp();
 	test_utf8();
 	test_time(a);
 	test_ids(a);

@@ -1,8 +1,8 @@
 /* Shared by the files handlers (files.c, file_upload.c, agent_files.c): the
  * process's storage backend, the contract's file record and the answers every
  * one of them gives the same way. */
-#ifndef AH_HANDLERS_FILES_H
-#define AH_HANDLERS_FILES_H
+#ifndef AH_HANDLERS_FILES_API_H
+#define AH_HANDLERS_FILES_API_H
 
 #include "files/files.h"
 #include "http/http.h"

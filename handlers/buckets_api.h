@@ -1,6 +1,6 @@
 /* The bucket record, shared by /buckets and /agents/{slug}/mounts. */
-#ifndef AH_HANDLERS_BUCKETS_H
-#define AH_HANDLERS_BUCKETS_H
+#ifndef AH_HANDLERS_BUCKETS_API_H
+#define AH_HANDLERS_BUCKETS_API_H
 
 #include <stdbool.h>
 
