@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "db/db.h"
+#include "db/enums.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -51,7 +52,8 @@ static const char SQL_MOVE[] =
 	"UPDATE agents SET runner_id = ?, updated_at = NOW(3) "
 	"WHERE id = ? AND runner_id = ?";
 static const char SQL_END_SESSIONS[] =
-	"UPDATE sessions SET state = 'ended', sandbox_id = NULL WHERE agent_id = ? AND state = 'active'";
+	"UPDATE sessions SET state = " AH_SQ(AH_SESSION_S_ENDED) ", sandbox_id = NULL "
+	"WHERE agent_id = ? AND state = " AH_SQ(AH_SESSION_S_ACTIVE);
 static const char SQL_NOW[] = "SELECT runner_id FROM agents WHERE id = ?";
 
 const char *ah_runner_takeover(ah_req *r, const char *agent_id, const char *runner_id,
