@@ -197,6 +197,37 @@ def test_redeploy_with_unchanged_dependencies_reuses_the_tree(sdk):
     assert r.status_code == 200 and r.json()["response_content"] == "ran: a new release", r.text
 
 
+def test_a_second_agent_of_the_same_user_takes_the_installed_tree(sdk):
+    """Issue 27 (d): the same user's second agent with the same lockfile
+    links the first one's node_modules (no npm, no second copy of the
+    binary) and runs. Another user's agent would run npm: test_deps_reuse."""
+    client, slug = sdk
+    first_id = client.get(f"/agents/{slug}").json()["id"]
+    r = client.post("/agents", json={"name": "sdk two " + uuid.uuid4().hex[:8],
+                                     "source_type": "local", "timeout_seconds": 300})
+    assert r.status_code == 201, r.text
+    two = r.json()
+    r = client.put(f"/agents/{two['slug']}/code", data=agent_tarball(),
+                   headers={"Content-Type": "application/gzip"})
+    assert r.status_code == 200, r.text
+    assert client.post(f"/agents/{two['slug']}/deploy").status_code == 202
+    a = wait_deployed(client, two["slug"])
+    assert a["status"] == "active", a["status_message"]
+    newest = client.get(f"/agents/{two['slug']}/deploys").json()[0]
+    log = client.get(f"/agents/{two['slug']}/deploys/{newest['id']}/logs").json()["log"]
+    assert "another of your agents" in log and "npm ci" not in log, log[-2000:]
+
+    def binary(agent_id):
+        images = os.path.join(DATA, "images", agent_id)
+        job = max((d for d in os.listdir(images) if "." not in d), key=int)
+        return os.stat(os.path.join(images, job, "node_modules/@anthropic-ai/"
+                                    "claude-agent-sdk-linux-x64/claude"))
+    assert binary(two["id"]).st_ino == binary(first_id).st_ino
+    r = invoke(client, two["slug"], "SAY: second")
+    assert r.status_code == 200 and r.json()["response_content"] == "said: second", r.text
+    client.delete(f"/agents/{two['slug']}")
+
+
 def test_deploy_records_logs_and_rollback_of_an_sdk_agent(sdk, standin):
     """Issue 29 with the real workload: the SDK agent's deploys are records
     with their build output (npm's, then the redeploy that reused its tree),
