@@ -298,6 +298,10 @@ int ah_build_image(const char *project_dir, const char *image_dir, const char *s
 		ah_deps_part_path(to, sizeof to, image_dir);
 		if (link(part, to) != 0 && errno != ENOENT)
 			ah_log_warn("%s: cannot link %s: %s", opts->log_tag, part, strerror(errno));
+		strcat(part, ".sha"); /* and the hash state after it (ah_image_pack_sha256) */
+		strcat(to, ".sha");
+		if (link(part, to) != 0 && errno != ENOENT)
+			ah_log_warn("%s: cannot link %s: %s", opts->log_tag, part, strerror(errno));
 	}
 	return rc;
 }

@@ -93,6 +93,10 @@ int ah_tarball_pack(const char *dir, const char *dest, ah_err *err);
  * of its tar entries, kept beside the image) when it exists, else packed into
  * it first. NULL deps_part: ah_tarball_pack. */
 int ah_image_pack(const char *dir, const char *dest, const char *deps_part, ah_err *err);
+/* The SHA-256 (hex) and size of an archive ah_image_pack made with deps_part
+ * (may be NULL), reading only what follows the part when its hash is kept. */
+int ah_image_pack_sha256(const char *archive, const char *deps_part, char sha[65],
+                         long long *size, ah_err *err);
 /* The project root inside an extracted tree: dest itself, or its only entry
  * when that is a directory and dest holds no manifest (`tar czf x project/`).
  * Writes into out (size n). */

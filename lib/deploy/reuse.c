@@ -152,6 +152,8 @@ void ah_deps_forget(const char *image_dir)
 	unlink(p);
 	ah_deps_part_path(p, sizeof p, image_dir);
 	unlink(p);
+	strcat(p, ".sha"); /* its hash state (ah_image_pack_sha256) */
+	unlink(p);
 }
 
 /* The root package's own install scripts, which run with /app as cwd. */

@@ -8,10 +8,11 @@ The first user's tree is altered in place (as the runner, standing for what
 that user's own install output could hold): its own second agent gets that
 tree (one tenant trusting its own output), the other user's does not.
 Uses is-number 7.0.0 (test_npm_cache.py's package and lockfile)."""
+import hashlib
 import os
 
 from agent_code import needs_runner
-from conftest import new_client
+from conftest import VAR, new_client
 from test_deploy import tgz
 from test_npm_cache import deploy_log, image_file, local_agent, package
 
@@ -37,6 +38,15 @@ def alter(path, text):
     os.rename(tmp, path)
 
 
+def assert_kept_image_is_its_hash(client, agent):
+    """The image kept for another runner (its node_modules frame and that
+    frame's hash state linked from the other image) hashes to its name."""
+    d = client.get(f"/agents/{agent['slug']}/deploys").json()[0]
+    sha = d["image_sha256"]
+    with open(os.path.join(VAR, "files", "blobs", sha[:2], sha), "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == sha
+
+
 def test_same_users_agents_share_a_tree_other_users_never(client):
     first = local_agent(client, tgz(package()))
     assert "npm ci" in deploy_log(client, first)
@@ -52,6 +62,7 @@ def test_same_users_agents_share_a_tree_other_users_never(client):
     a = os.stat(image_file(first["id"], "node_modules/is-number/index.js"))
     b = os.stat(image_file(second["id"], "node_modules/is-number/index.js"))
     assert (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
+    assert_kept_image_is_its_hash(client, second)
 
     # Another user, the same lockfile: npm runs, and the tree is npm's.
     other = new_client()
