@@ -298,10 +298,11 @@ int ah_build_image(const char *project_dir, const char *image_dir, const char *s
 		ah_deps_part_path(to, sizeof to, image_dir);
 		if (link(part, to) != 0 && errno != ENOENT)
 			ah_log_warn("%s: cannot link %s: %s", opts->log_tag, part, strerror(errno));
-		strcat(part, ".sha"); /* and the hash state after it (ah_image_pack_sha256) */
-		strcat(to, ".sha");
-		if (link(part, to) != 0 && errno != ENOENT)
-			ah_log_warn("%s: cannot link %s: %s", opts->log_tag, part, strerror(errno));
+		char sha_from[4300], sha_to[4300]; /* and the hash state after it (ah_image_pack_sha256) */
+		snprintf(sha_from, sizeof sha_from, "%s.sha", part);
+		snprintf(sha_to, sizeof sha_to, "%s.sha", to);
+		if (link(sha_from, sha_to) != 0 && errno != ENOENT)
+			ah_log_warn("%s: cannot link %s: %s", opts->log_tag, sha_from, strerror(errno));
 	}
 	return rc;
 }

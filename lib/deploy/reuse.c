@@ -152,7 +152,7 @@ void ah_deps_forget(const char *image_dir)
 	unlink(p);
 	ah_deps_part_path(p, sizeof p, image_dir);
 	unlink(p);
-	strcat(p, ".sha"); /* its hash state (ah_image_pack_sha256) */
+	snprintf(p, sizeof p, "%s.deps.tzst.sha", image_dir); /* its hash state (pack.c) */
 	unlink(p);
 }
 
