@@ -262,6 +262,13 @@ static int take_as_is(const char *project_dir, const char *image_dir,
 	return rc;
 }
 
+/* Two images of one agent: <data_dir>/images/<agent>/<job>, same parent. */
+static bool same_agent(const char *a, const char *b)
+{
+	const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+	return sa && sb && sa - a == sb - b && strncmp(a, b, (size_t)(sa - a)) == 0;
+}
+
 int ah_build_image(const char *project_dir, const char *image_dir, const char *scratch_file,
                    const struct ah_build_opts *opts, ah_err *err)
 {
@@ -273,20 +280,29 @@ int ah_build_image(const char *project_dir, const char *image_dir, const char *s
 	}
 	char fp[65];
 	bool known = ah_deps_fingerprint(project_dir, fp) == 0;
-	bool reuse = known && ah_deps_reuse(project_dir, opts->reuse_from, fp, opts->log_tag);
-	if (reuse)
+	const char *from = known ? ah_deps_reuse(project_dir, opts->reuse_from, fp, opts->log_tag)
+	                         : NULL;
+	if (from && same_agent(from, image_dir))
 		ah_deploy_say(opts->output, opts->output_ctx,
 		              "==> dependencies unchanged since the last deploy: its node_modules reused, npm not run");
-	int rc = reuse ? take_as_is(project_dir, image_dir, opts, err)
-	               : build_in_sandbox(project_dir, image_dir, scratch_file, opts, err);
+	else if (from)
+		ah_deploy_say(opts->output, opts->output_ctx, "==> dependencies unchanged from another "
+		              "of your agents' images: its node_modules reused, npm not run");
+	int rc = from ? take_as_is(project_dir, image_dir, opts, err)
+	              : build_in_sandbox(project_dir, image_dir, scratch_file, opts, err);
 	if (rc == 0 && known)
 		ah_deps_note(image_dir, fp);
-	if (rc == 0 && reuse) { /* the same tree: its packed form too (ah_image_pack) */
-		char from[4200], to[4200];
-		ah_deps_part_path(from, sizeof from, opts->reuse_from);
+	if (rc == 0 && from) { /* the same tree: its packed form too (ah_image_pack) */
+		char part[4200], to[4200];
+		ah_deps_part_path(part, sizeof part, from);
 		ah_deps_part_path(to, sizeof to, image_dir);
-		if (link(from, to) != 0 && errno != ENOENT)
-			ah_log_warn("%s: cannot link %s: %s", opts->log_tag, from, strerror(errno));
+		if (link(part, to) != 0 && errno != ENOENT)
+			ah_log_warn("%s: cannot link %s: %s", opts->log_tag, part, strerror(errno));
+		char sha_from[4300], sha_to[4300]; /* and the hash state after it (ah_image_pack_sha256) */
+		snprintf(sha_from, sizeof sha_from, "%s.sha", part);
+		snprintf(sha_to, sizeof sha_to, "%s.sha", to);
+		if (link(sha_from, sha_to) != 0 && errno != ENOENT)
+			ah_log_warn("%s: cannot link %s: %s", opts->log_tag, sha_from, strerror(errno));
 	}
 	return rc;
 }

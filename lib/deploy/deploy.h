@@ -94,6 +94,10 @@ int ah_tarball_pack(const char *dir, const char *dest, ah_err *err);
  * of its tar entries, kept beside the image) when it exists, else packed into
  * it first. NULL deps_part: ah_tarball_pack. */
 int ah_image_pack(const char *dir, const char *dest, const char *deps_part, ah_err *err);
+/* The SHA-256 (hex) and size of an archive ah_image_pack made with deps_part
+ * (may be NULL), reading only what follows the part when its hash is kept. */
+int ah_image_pack_sha256(const char *archive, const char *deps_part, char sha[65],
+                         long long *size, ah_err *err);
 /* The project root inside an extracted tree: dest itself, or its only entry
  * when that is a directory and dest holds no manifest (`tar czf x project/`).
  * Writes into out (size n). */
@@ -162,7 +166,10 @@ struct ah_build_opts {
 	long long image_max_bytes;  /* the finished image (apparent sizes, holes count) */
 	const char *log_tag;        /* "agent=<slug> job=<id>" for log lines */
 	volatile const int *cancel;
-	const char *reuse_from;     /* the agent's previous image (reuse.c), or NULL */
+	/* Images whose node_modules a build with the same dependencies may take
+	 * (reuse.c): the agent's previous one first, then its owner's other
+	 * agents' (never another user's); NULL-terminated, or NULL. */
+	const char *const *reuse_from;
 	const char *npm_cache;      /* the host-wide npm download cache (npm_cache.c), or NULL */
 	/* Optional: the deploy's own log for the user (GET …/deploys/{id}/logs):
 	 * each step's line and npm's stdout and stderr as they come. */
@@ -189,11 +196,14 @@ int ah_build_image(const char *project_dir, const char *image_dir, const char *s
 /* The fingerprint of what decides node_modules (lockfile, else package.json;
  * node; the machine) as 64 hex characters. -1 when it cannot be made. */
 int ah_deps_fingerprint(const char *project_dir, char out[65]);
-/* True when prev_image was built from the same fingerprint and its
- * node_modules is now hard-linked into project_dir (npm need not run). */
-bool ah_deps_reuse(const char *project_dir, const char *prev_image, const char *fingerprint,
-                   const char *log_tag);
-/* Records the fingerprint beside a built image, as <image_dir>.deps. */
+/* The first of images (NULL-terminated, may be NULL) built from the same
+ * fingerprint whose whole node_modules is now hard-linked into project_dir
+ * (npm need not run); NULL when none is. */
+const char *ah_deps_reuse(const char *project_dir, const char *const *images,
+                          const char *fingerprint, const char *log_tag);
+/* Records the fingerprint and node_modules' entry count beside a built
+ * image, as <image_dir>.deps; not for a project with install scripts of its
+ * own (its tree is not what the lockfile alone makes). */
 void ah_deps_note(const char *image_dir, const char *fingerprint);
 /* <image_dir>.deps.tzst: its node_modules packed (ah_image_pack). */
 void ah_deps_part_path(char *out, size_t n, const char *image_dir);

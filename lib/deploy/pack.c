@@ -9,6 +9,8 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -237,7 +239,96 @@ int ah_image_pack(const char *dir, const char *dest, const char *deps_part, ah_e
 	archive_write_free(out);
 	if (fd >= 0 && close(fd) != 0 && rc == 0)
 		rc = ah_err_set(err, AH_EFAIL, "cannot finish %s", dest);
-	if (rc != 0)
-		unlink(deps_part); /* made again next time */
+	if (rc != 0) { /* made again next time */
+		unlink(deps_part);
+		snprintf(deps, sizeof deps, "%s.sha", deps_part);
+		unlink(deps);
+	}
 	return rc;
+}
+
+/* The archive's SHA-256 without reading its node_modules frame again: the
+ * hash's state after that frame is kept beside it (<part>.sha: the part's
+ * size, inode and time, then libsodium's state), made once per tree like the part
+ * and linked with it to the next image. Only taken when the part is still
+ * the file the state was made from and the archive is at least as long;
+ * anything else hashes the whole archive. */
+struct part_sha {
+	char magic[4];
+	long long size, ino, mtime_ns;
+	crypto_hash_sha256_state st;
+};
+
+static int hash_range(crypto_hash_sha256_state *st, int fd, off_t from, long long *total)
+{
+	unsigned char buf[1 << 16];
+	ssize_t n;
+	while ((n = pread(fd, buf, sizeof buf, from)) > 0) {
+		crypto_hash_sha256_update(st, buf, (size_t)n);
+		from += n;
+	}
+	*total = (long long)from;
+	return n == 0 ? 0 : -1;
+}
+
+static bool part_state(const char *part, struct part_sha *ps)
+{
+	char p[4200];
+	struct stat st;
+	snprintf(p, sizeof p, "%s.sha", part);
+	int fd = open(part, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	FILE *f = fopen(p, "re");
+	bool ok = f && fread(ps, sizeof *ps, 1, f) == 1 && memcmp(ps->magic, "AHS1", 4) == 0 &&
+	          ps->size == (long long)st.st_size && ps->ino == (long long)st.st_ino &&
+	          ps->mtime_ns == (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+	if (f)
+		fclose(f);
+	long long n = 0;
+	if (!ok) { /* made here, once per tree */
+		memcpy(ps->magic, "AHS1", 4);
+		ps->size = (long long)st.st_size;
+		ps->ino = (long long)st.st_ino;
+		ps->mtime_ns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+		crypto_hash_sha256_init(&ps->st);
+		ok = hash_range(&ps->st, fd, 0, &n) == 0 && n == ps->size;
+		char tmp[4300];
+		snprintf(tmp, sizeof tmp, "%s.tmp", p);
+		f = ok ? fopen(tmp, "we") : NULL;
+		bool written = f && fwrite(ps, sizeof *ps, 1, f) == 1;
+		if (f && (fclose(f) != 0 || !written || rename(tmp, p) != 0))
+			unlink(tmp);
+	}
+	close(fd);
+	return ok;
+}
+
+int ah_image_pack_sha256(const char *archive, const char *deps_part, char sha[65],
+                         long long *size, ah_err *err)
+{
+	struct part_sha ps;
+	struct stat st;
+	int fd = open(archive, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return ah_err_set(err, AH_EFAIL, "cannot read %s", archive);
+	}
+	bool from_part = deps_part && part_state(deps_part, &ps) && (long long)st.st_size >= ps.size;
+	if (!from_part) {
+		ps.size = 0;
+		crypto_hash_sha256_init(&ps.st);
+	}
+	int rc = hash_range(&ps.st, fd, (off_t)ps.size, size);
+	close(fd);
+	if (rc != 0)
+		return ah_err_set(err, AH_EFAIL, "cannot read %s", archive);
+	unsigned char h[crypto_hash_sha256_BYTES];
+	crypto_hash_sha256_final(&ps.st, h);
+	sodium_bin2hex(sha, 65, h, sizeof h);
+	return 0;
 }

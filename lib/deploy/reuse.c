@@ -1,24 +1,31 @@
-/* A redeploy whose dependencies did not change takes the agent's previous
- * node_modules instead of running npm again (issue 27: the Claude Agent
- * SDK's tree is 450 MB, fetched on every deploy).
+/* A deploy whose dependencies are those of an image already built takes
+ * that image's node_modules instead of running npm again (issue 27: the
+ * Claude Agent SDK's tree is 450 MB, fetched and unpacked on every deploy).
  *
- * "Did not change" is a fingerprint of what decides the tree: the lockfile
- * (package-lock.json or npm-shrinkwrap.json; package.json when there is
- * none), node's binary and the machine. The runner writes it beside each
- * image it built (<image>.deps, in data_dir, which no tenant can write),
- * and a later deploy of the same agent whose fingerprint matches links the
- * previous image's node_modules into the new project (hard links: the new
- * image costs no bytes, and removing the old image later only drops its
- * names). Only the agent's own previous image is ever used, so nothing of
- * another tenant's build is trusted. Not taken when the project brings its
- * own node_modules, or its package.json has install scripts of its own
- * (preinstall, install, postinstall, prepare): those may write anywhere in
- * /app, which a copy of node_modules would not repeat. */
+ * "The same dependencies" is a fingerprint of what decides the tree: the
+ * lockfile (package-lock.json or npm-shrinkwrap.json; package.json when there
+ * is none), the project's .npmrc, node's binary and the machine. The runner writes it beside each
+ * image it built (<image>.deps, in data_dir, which no tenant can write), with
+ * the count of node_modules' entries, and a later deploy whose fingerprint
+ * matches links that image's node_modules into the new project (hard links:
+ * the new image costs no bytes, and removing the other image later only drops
+ * its names). The images tried are the agent's own previous one, then its
+ * owner's other agents' current ones (runner/deploy_job.c): a tenant trusts
+ * its own install output, never another tenant's (whose install scripts could
+ * have changed its tree). A tree whose own package.json has install scripts
+ * (preinstall, install, postinstall, prepare) is never noted, nor taken into
+ * such a project: those may write anywhere in /app, which a copy of
+ * node_modules would not repeat.
+ *
+ * Another agent's image can be retired while it is being linked from; the
+ * copy is taken only when it holds as many entries as the note says (a
+ * removal only ever takes entries away), else npm runs. */
 #include "deploy/deploy.h"
 #include "core/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <json-c/json.h>
 #include <sodium.h>
 #include <spawn.h>
@@ -63,6 +70,12 @@ int ah_deps_fingerprint(const char *project_dir, char out[65])
 			rc = hash_file(&st, p);
 		}
 	}
+	/* The project's npm settings (omit=optional drops Claude Code's binary). */
+	snprintf(p, sizeof p, "%s/.npmrc", project_dir);
+	if (rc == 0 && lstat(p, &sb) == 0) {
+		crypto_hash_sha256_update(&st, (const unsigned char *)".npmrc", 7);
+		rc = S_ISREG(sb.st_mode) ? hash_file(&st, p) : -1;
+	}
 	/* node's binary (an upgrade changes its size or time) and the machine:
 	 * native modules are built for both. */
 	struct utsname u;
@@ -81,24 +94,49 @@ int ah_deps_fingerprint(const char *project_dir, char out[65])
 	return rc;
 }
 
-static bool read_note(const char *image_dir, char out[65])
+/* The fingerprint and entry count an image's note records. */
+static bool read_note(const char *image_dir, char out[65], long long *entries)
 {
-	char p[4096];
+	char p[4096], line[128];
 	snprintf(p, sizeof p, "%s.deps", image_dir);
 	FILE *f = fopen(p, "re");
 	if (!f)
 		return false;
-	bool ok = fgets(out, 65, f) != NULL && strlen(out) == 64;
+	bool ok = fgets(line, sizeof line, f) != NULL && strlen(line) == 65 && line[64] == '\n' &&
+	          fscanf(f, "%lld", entries) == 1 && *entries > 0;
 	fclose(f);
+	snprintf(out, 65, "%.64s", line);
 	return ok;
 }
+
+static __thread long long walk_entries;
+
+static int count_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)path, (void)st, (void)flag, (void)f;
+	walk_entries++;
+	return 0;
+}
+
+/* Entries (files, directories, links) under dir and itself; -1 on error. */
+static long long count_entries(const char *dir)
+{
+	walk_entries = 0;
+	return nftw(dir, count_one, 32, FTW_PHYS | FTW_MOUNT) == 0 ? walk_entries : -1;
+}
+
+static bool has_install_scripts(const char *project_dir);
 
 void ah_deps_note(const char *image_dir, const char *fingerprint)
 {
 	char p[4096];
+	snprintf(p, sizeof p, "%s/node_modules", image_dir);
+	long long n = count_entries(p);
+	if (n <= 0 || has_install_scripts(image_dir))
+		return; /* nothing to take, or not the lockfile's tree alone */
 	snprintf(p, sizeof p, "%s.deps", image_dir);
 	FILE *f = fopen(p, "we");
-	if (!f || fputs(fingerprint, f) < 0 || fclose(f) != 0)
+	if (!f || fprintf(f, "%s\n%lld\n", fingerprint, n) < 0 || fclose(f) != 0)
 		ah_log_warn("cannot write %s: %s (the next deploy runs npm)", p, strerror(errno));
 }
 
@@ -113,6 +151,8 @@ void ah_deps_forget(const char *image_dir)
 	snprintf(p, sizeof p, "%s.deps", image_dir);
 	unlink(p);
 	ah_deps_part_path(p, sizeof p, image_dir);
+	unlink(p);
+	snprintf(p, sizeof p, "%s.deps.tzst.sha", image_dir); /* its hash state (pack.c) */
 	unlink(p);
 }
 
@@ -151,24 +191,39 @@ static int link_tree(const char *from, const char *to)
 	return ah_deploy_run_prog(argv);
 }
 
-bool ah_deps_reuse(const char *project_dir, const char *prev_image, const char *fingerprint,
-                   const char *log_tag)
+/* image's node_modules linked into project_dir, whole; false leaves none. */
+static bool take_from(const char *project_dir, const char *image, const char *fingerprint,
+                      const char *log_tag)
 {
 	char note[65], from[4096], to[4096];
+	long long entries = 0;
 	struct stat sb;
-	if (!prev_image || !read_note(prev_image, note) || strcmp(note, fingerprint) != 0)
+	if (!read_note(image, note, &entries) || strcmp(note, fingerprint) != 0)
 		return false;
-	snprintf(from, sizeof from, "%s/node_modules", prev_image);
+	snprintf(from, sizeof from, "%s/node_modules", image);
 	snprintf(to, sizeof to, "%s/node_modules", project_dir);
-	if (lstat(from, &sb) != 0 || !S_ISDIR(sb.st_mode) || lstat(to, &sb) == 0 ||
-	    has_install_scripts(project_dir))
+	if (lstat(from, &sb) != 0 || !S_ISDIR(sb.st_mode))
 		return false;
-	if (link_tree(from, to) != 0) {
-		ah_log_warn("%s: could not link the previous node_modules; running npm", log_tag);
-		ah_deploy_rmtree(to);
-		return false;
-	}
-	ah_log_info("%s: dependencies unchanged (%.12s): the previous image's node_modules, "
-	            "linked, without npm", log_tag, fingerprint);
-	return true;
+	if (link_tree(from, to) == 0 && count_entries(to) == entries)
+		return true;
+	ah_log_warn("%s: could not link all of %s (retired meanwhile?)", log_tag, from);
+	ah_deploy_rmtree(to);
+	return false;
+}
+
+const char *ah_deps_reuse(const char *project_dir, const char *const *images,
+                          const char *fingerprint, const char *log_tag)
+{
+	char to[4096];
+	struct stat sb;
+	snprintf(to, sizeof to, "%s/node_modules", project_dir);
+	if (!images || lstat(to, &sb) == 0 || has_install_scripts(project_dir))
+		return NULL;
+	for (; *images; images++)
+		if (take_from(project_dir, *images, fingerprint, log_tag)) {
+			ah_log_info("%s: dependencies unchanged (%.12s): %s's node_modules, linked, "
+			            "without npm", log_tag, fingerprint, *images);
+			return *images;
+		}
+	return NULL;
 }

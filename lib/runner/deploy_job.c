@@ -42,7 +42,39 @@ static int load_agent(ah_db *db, ah_arena *a, const char *agent_id, struct agent
 	return 0;
 }
 
-static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner *r,
+/* <data_dir>/images/<agent_id>/<job>: only ever an image in our own images
+ * directory, of the agent the row is, whatever the row's path says. */
+static bool image_of(ah_arena *a, const struct ah_runner *r, const char *agent_id,
+                     const char *image)
+{
+	const char *dir = ah_sprintf(a, "%s/images/%s/", r->data_dir, agent_id);
+	return image && strncmp(image, dir, strlen(dir)) == 0 && !strstr(image, "/../");
+}
+
+#define REUSE_OTHERS 8 /* the owner's most recently deployed agents tried (the LIMIT) */
+
+/* The images whose node_modules this build may take (deploy/reuse.c): the
+ * agent's previous one, then the same user's other agents' (a tenant trusts
+ * its own install output; never another user's). */
+static const char *const *reuse_candidates(ah_db *db, ah_arena *a, const struct ah_runner *r,
+                                           const char *agent_id, const char *old_image)
+{
+	const char **list = ah_alloc(a, sizeof(*list) * (REUSE_OTHERS + 2));
+	size_t n = 0;
+	if (image_of(a, r, agent_id, old_image))
+		list[n++] = old_image;
+	ah_rows rows;
+	if (ah_db_query(db, a, &rows, "SELECT o.id, o.image_path FROM agents o JOIN agents me "
+	                "ON me.user_id = o.user_id WHERE me.id = ? AND o.id <> me.id AND "
+	                "o.image_path IS NOT NULL ORDER BY o.deployed_at DESC LIMIT 8", "s", agent_id) == 0)
+		for (size_t i = 0; i < rows.n && i < REUSE_OTHERS; i++)
+			if (image_of(a, r, ah_cell(&rows, i, 0), ah_cell(&rows, i, 1)))
+				list[n++] = ah_cell(&rows, i, 1);
+	list[n] = NULL;
+	return list;
+}
+
+static void fill_request(struct ah_deploy_req *q, ah_db *db, ah_arena *a, struct ah_runner *r,
                          struct ah_job *j, const struct agent_row *ag)
 {
 	const ah_config *c = r->cfg;
@@ -70,12 +102,7 @@ static void fill_request(struct ah_deploy_req *q, ah_arena *a, struct ah_runner 
 	q->build.image_max_bytes = ah_cfg_int(c, AH_CFG_IMAGE_MAX_MB) << 20;
 	q->build.log_tag = j->tag;
 	q->build.cancel = &r->stopping;
-	/* This agent's own previous image, never another's, and only one in our
-	 * own images directory, whatever the row says (as retire_old). */
-	const char *images = ah_sprintf(a, "%s/images/%s/", r->data_dir, j->agent_id);
-	if (ag->old_image && strncmp(ag->old_image, images, strlen(images)) == 0 &&
-	    !strstr(ag->old_image, "/../"))
-		q->build.reuse_from = ag->old_image;
+	q->build.reuse_from = reuse_candidates(db, a, r, j->agent_id, ag->old_image);
 	q->git.commit_out = j->commit;
 }
 
@@ -263,7 +290,7 @@ int ah_deploy_job_run(ah_db *db, struct ah_runner *r, struct ah_job *j, ah_err *
 		snprintf(j->tag, sizeof(j->tag), "agent=%s (%s) job=%lld", ag.slug, j->agent_id, j->id);
 		ah_log_info("%s: deploy attempt %d (%s)", j->tag, j->attempts,
 		            ag.from_git ? "git" : "uploaded code");
-		fill_request(&q, a, r, j, &ag);
+		fill_request(&q, db, a, r, j, &ag);
 		q.build.output = ah_deploy_log_write;
 		q.build.output_ctx = log;
 		ah_deploy_rmtree(q.image_dir); /* left by an attempt that died after building */

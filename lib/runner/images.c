@@ -47,7 +47,7 @@ int ah_image_publish(const struct ah_runner *r, ah_db *db, const char *image_dir
 	if (rc == 0)
 		rc = ah_image_pack(image_dir, tmp, part, err);
 	if (rc == 0)
-		rc = ah_file_sha256(tmp, sha, &size, err);
+		rc = ah_image_pack_sha256(tmp, part, sha, &size, err);
 	if (rc == 0)
 		rc = ah_blob_keep(db, s, sha, size, tmp, "application/zstd", err); /* consumes tmp */
 	if (tmp)

@@ -197,6 +197,37 @@ def test_redeploy_with_unchanged_dependencies_reuses_the_tree(sdk):
     assert r.status_code == 200 and r.json()["response_content"] == "ran: a new release", r.text
 
 
+def test_a_second_agent_of_the_same_user_takes_the_installed_tree(sdk):
+    """Issue 27 (d): the same user's second agent with the same lockfile
+    links the first one's node_modules (no npm, no second copy of the
+    binary) and runs. Another user's agent would run npm: test_deps_reuse."""
+    client, slug = sdk
+    first_id = client.get(f"/agents/{slug}").json()["id"]
+    r = client.post("/agents", json={"name": "sdk two " + uuid.uuid4().hex[:8],
+                                     "source_type": "local", "timeout_seconds": 300})
+    assert r.status_code == 201, r.text
+    two = r.json()
+    r = client.put(f"/agents/{two['slug']}/code", data=agent_tarball(),
+                   headers={"Content-Type": "application/gzip"})
+    assert r.status_code == 200, r.text
+    assert client.post(f"/agents/{two['slug']}/deploy").status_code == 202
+    a = wait_deployed(client, two["slug"])
+    assert a["status"] == "active", a["status_message"]
+    newest = client.get(f"/agents/{two['slug']}/deploys").json()[0]
+    log = client.get(f"/agents/{two['slug']}/deploys/{newest['id']}/logs").json()["log"]
+    assert "another of your agents" in log and "npm ci" not in log, log[-2000:]
+
+    def binary(agent_id):
+        images = os.path.join(DATA, "images", agent_id)
+        job = max((d for d in os.listdir(images) if "." not in d), key=int)
+        return os.stat(os.path.join(images, job, "node_modules/@anthropic-ai/"
+                                    "claude-agent-sdk-linux-x64/claude"))
+    assert binary(two["id"]).st_ino == binary(first_id).st_ino
+    r = invoke(client, two["slug"], "SAY: second")
+    assert r.status_code == 200 and r.json()["response_content"] == "said: second", r.text
+    client.delete(f"/agents/{two['slug']}")
+
+
 def test_deploy_records_logs_and_rollback_of_an_sdk_agent(sdk, standin):
     """Issue 29 with the real workload: the SDK agent's deploys are records
     with their build output (npm's, then the redeploy that reused its tree),
@@ -261,3 +292,124 @@ def test_template_agent_has_claude_code_running_before_its_prompt(sdk, tmp_path)
     age_s = int(inv["response_content"].split()[1])
     assert age_s * 1000 > inv["duration_ms"] + 5000, (age_s, inv)
     client.patch(f"/agents/{slug}", json={"min_warm": 0})
+
+
+# The sandbox's needs, checked from an agent that takes query()'s options from
+# its prompt's first line ("OPTS {json}"): HOME, permissionMode, allowedTools,
+# extraArgs.
+PROBE_JS = r"""
+import { query } from '@anthropic-ai/claude-agent-sdk';
+const chunks = [];
+for await (const c of process.stdin) chunks.push(c);
+let [head, ...rest] = Buffer.concat(chunks).toString('utf8').split('\n');
+const o = JSON.parse(head.replace(/^OPTS /, ''));
+const env = { ...process.env, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+              CLAUDE_CODE_MAX_RETRIES: '0', ...(o.home ? { HOME: o.home } : {}) };
+const options = { allowedTools: o.allowedTools ?? ['Bash'], maxTurns: 4, env };
+if (o.permissionMode) options.permissionMode = o.permissionMode;
+if (o.extraArgs) options.extraArgs = o.extraArgs; // flags for Claude Code's command line
+try {
+  let result;
+  for await (const m of query({ prompt: rest.join('\n'), options }))
+    if (m.type === 'result') result = m;
+  process.stdout.write(result?.subtype === 'success' ? result.result : `failed: ${result?.subtype}`);
+} catch (e) {
+  process.stderr.write(`agent failed: ${e.message}\n`);
+  process.stdout.write(`agent failed: ${e.message}`);
+  process.exit(3);
+}
+"""
+
+
+def same_user_agent(client, files):
+    """Another agent of the sdk fixture's user with the test agent's lockfile
+    (so its deploy takes the installed tree: test above) and files changed."""
+    r = client.post("/agents", json={"name": "sdk probe " + uuid.uuid4().hex[:8],
+                                     "source_type": "local", "timeout_seconds": 300})
+    assert r.status_code == 201, r.text
+    slug = r.json()["slug"]
+    r = client.put(f"/agents/{slug}/code", data=agent_tarball(files),
+                   headers={"Content-Type": "application/gzip"})
+    assert r.status_code == 200, r.text
+    assert client.post(f"/agents/{slug}/deploy").status_code == 202
+    return slug, wait_deployed(client, slug)
+
+
+@pytest.fixture(scope="module")
+def probe(sdk):
+    client, _ = sdk
+    slug, a = same_user_agent(client, {"index.mjs": PROBE_JS})
+    assert a["status"] == "active", a["status_message"]
+    yield client, slug
+    client.delete(f"/agents/{slug}")
+
+
+def probe_call(probe, opts, prompt, **body):
+    client, slug = probe
+    return invoke(client, slug, "OPTS " + json.dumps(opts) + "\n" + prompt, **body)
+
+
+def test_bypass_permissions_works_as_the_sandbox_runs_agents_not_as_root(probe):
+    """Claude Code refuses bypassPermissions as uid 0 unless IS_SANDBOX=1;
+    agents run as uid 1000, so it needs neither."""
+    r = probe_call(probe, {"permissionMode": "bypassPermissions", "allowedTools": []},
+                   "RUN: id -u; echo ${IS_SANDBOX:-unset}")
+    assert r.status_code == 200, r.text
+    assert r.json()["response_content"] == "ran: 1000\nunset", r.text
+
+
+def test_claude_codes_threads_fit_the_default_pids_limit(probe):
+    """Every thread counts against sandbox_pids (256 by default): Claude
+    Code, the agent's node and the tool's bash use a small part of it."""
+    r = probe_call(probe, {}, "RUN: t=0; for s in /proc/[0-9]*/status; do "
+                              "t=$((t + $(awk '/^Threads/ {print $2}' $s))); done; echo $t")
+    assert r.status_code == 200, r.text
+    threads = int(r.json()["response_content"].split()[1])
+    assert 10 < threads < 256 // 4, threads
+
+
+def test_a_home_claude_code_cannot_write_still_answers(probe):
+    """The issue saw a read-only HOME hang Claude Code; 0.3.332 in this
+    sandbox answers with a HOME it cannot write (uid 1000 under /usr/share),
+    keeping no state there. The sandbox's own HOME (/tmp) is writable."""
+    r = probe_call(probe, {"home": "/usr/share"}, "SAY: hi", timeout_seconds=120)
+    assert r.status_code == 200 and r.json()["response_content"] == "said: hi", r.text
+    r = probe_call(probe, {}, "RUN: test -w $HOME && ls -d $HOME/.claude")
+    assert r.status_code == 200 and r.json()["response_content"] == "ran: /tmp/.claude", r.text
+
+
+def test_omit_optional_in_npmrc_does_not_drop_claude_code(sdk):
+    """npm's omit=optional drops the SDK's native binary; the build passes
+    --omit=dev on npm's command line, which replaces the list an .npmrc
+    sets, so the binary stays. The .npmrc is in the dependencies'
+    fingerprint: npm runs (no reuse of a tree built without it)."""
+    client, _ = sdk
+    slug, a = same_user_agent(client, {".npmrc": "omit=optional\n"})
+    try:
+        assert a["status"] == "active", a["status_message"]
+        newest = client.get(f"/agents/{slug}/deploys").json()[0]
+        log = client.get(f"/agents/{slug}/deploys/{newest['id']}/logs").json()["log"]
+        assert "npm ci" in log and "reused" not in log, log[-2000:]
+        images = os.path.join(DATA, "images", a["id"])
+        job = max((d for d in os.listdir(images) if "." not in d), key=int)
+        assert os.path.getsize(os.path.join(images, job, "node_modules/@anthropic-ai/"
+                                            "claude-agent-sdk-linux-x64/claude")) > 100 << 20
+        r = invoke(client, slug, "SAY: hi")
+        assert r.status_code == 200 and r.json()["response_content"] == "said: hi", r.text
+    finally:
+        client.delete(f"/agents/{slug}")
+
+
+def test_claude_code_exiting_non_zero_is_a_failed_call_naming_the_exit(probe):
+    """A flag Claude Code does not know makes it exit 1 at once; query()
+    throws, the agent exits 3: a failed invocation whose error names the
+    agent's exit, with the SDK's message (Claude Code's exit) in its logs."""
+    client, slug = probe
+    r = probe_call(probe, {"extraArgs": {"no-such-flag-" + uuid.uuid4().hex[:6]: None}}, "SAY: hi")
+    assert r.status_code == 500, r.text
+    inv = r.json()["invocation"]
+    assert inv["status"] == "failed" and "exited with status 3" in inv["error"], inv
+    logs = client.get(f"/agents/{slug}/invocations/{inv['invocation_id']}/logs").json()["logs"]
+    assert "agent failed:" in logs and "exited with code 1" in logs, logs[-2000:]
+    r = probe_call(probe, {}, "SAY: after")
+    assert r.status_code == 200 and r.json()["response_content"] == "said: after", r.text
