@@ -33,7 +33,7 @@ const ah_settings_set_info ah_settings_sets[AH_SET_COUNT] = {
 #define AH_SET_ROW(set) [AH_SET_##set] = {#set, offsetof(ah_settings, set), sizeof(((ah_settings *)0)->set)},
 	AH_SET_ROW(db) AH_SET_ROW(api) AH_SET_ROW(host) AH_SET_ROW(files) AH_SET_ROW(runner)
 	AH_SET_ROW(deploy) AH_SET_ROW(buckets) AH_SET_ROW(webhook) AH_SET_ROW(model)
-	AH_SET_ROW(invoke) AH_SET_ROW(schedule) AH_SET_ROW(jwt) AH_SET_ROW(sandbox)
+	AH_SET_ROW(price) AH_SET_ROW(invoke) AH_SET_ROW(schedule) AH_SET_ROW(jwt) AH_SET_ROW(sandbox)
 #undef AH_SET_ROW
 };
 

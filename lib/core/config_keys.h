@@ -106,11 +106,11 @@
 	X(MODEL_GATEWAY_MAX_BODY_BYTES, "model_gateway_max_body_bytes", INT, "33554432", 1024, 256LL << 20, model, max_body_bytes, "gateway body cap") \
 	X(MODEL_GATEWAY_ENDPOINTS, "model_gateway_endpoints", STR, "POST /v1/messages usage, POST /v1/messages/count_tokens free", 0, 0, model, endpoints, "what the gateway forwards: METHOD /path usage|free, comma-separated; nothing else") \
 	X(MODEL_GATEWAY_RESPONSE_HEADERS, "model_gateway_response_headers", STR, "content-type, request-id, retry-after, retry-after-ms, x-should-retry", 0, 0, model, response_headers, "provider answer headers passed back to agents (name, or prefix*)") \
-	X(PRICE_INPUT_PER_MTOK, "price_input_per_mtok", PRICE, "3.00", 0, 0, invoke, price_input, "USD per million input tokens") \
-	X(PRICE_OUTPUT_PER_MTOK, "price_output_per_mtok", PRICE, "15.00", 0, 0, invoke, price_output, "USD per million output tokens") \
-	X(PRICE_CACHE_WRITE_PER_MTOK, "price_cache_write_per_mtok", PRICE, NULL, 0, 0, invoke, price_cache_write, "USD per million cache-write input tokens (1.25 x price_input_per_mtok)") \
-	X(PRICE_CACHE_WRITE_1H_PER_MTOK, "price_cache_write_1h_per_mtok", PRICE, NULL, 0, 0, invoke, price_cache_write_1h, "USD per million 1-hour cache-write input tokens (2 x price_input_per_mtok)") \
-	X(PRICE_CACHE_READ_PER_MTOK, "price_cache_read_per_mtok", PRICE, NULL, 0, 0, invoke, price_cache_read, "USD per million cache-read input tokens (0.1 x price_input_per_mtok)") \
+	X(PRICE_INPUT_PER_MTOK, "price_input_per_mtok", PRICE, "3.00", 0, 0, price, input, "USD per million input tokens") \
+	X(PRICE_OUTPUT_PER_MTOK, "price_output_per_mtok", PRICE, "15.00", 0, 0, price, output, "USD per million output tokens") \
+	X(PRICE_CACHE_WRITE_PER_MTOK, "price_cache_write_per_mtok", PRICE, NULL, 0, 0, price, cache_write, "USD per million cache-write input tokens (1.25 x price_input_per_mtok)") \
+	X(PRICE_CACHE_WRITE_1H_PER_MTOK, "price_cache_write_1h_per_mtok", PRICE, NULL, 0, 0, price, cache_write_1h, "USD per million 1-hour cache-write input tokens (2 x price_input_per_mtok)") \
+	X(PRICE_CACHE_READ_PER_MTOK, "price_cache_read_per_mtok", PRICE, NULL, 0, 0, price, cache_read, "USD per million cache-read input tokens (0.1 x price_input_per_mtok)") \
 	X(MAX_PROMPT_BYTES, "max_prompt_bytes", INT, "2097152", 0, 16 * 1024 * 1024, invoke, max_prompt_bytes, "prompt cap") \
 	X(MAX_OUTPUT_BYTES, "max_output_bytes", INT, "10485760", 1, 16 * 1024 * 1024, invoke, max_output_bytes, "stdout cap") \
 	X(SCHEDULER, "scheduler", BOOL, "true", 0, 0, schedule, enabled, "this API host runs due schedules (any number of hosts may: each tick runs once)") \

@@ -135,13 +135,18 @@ typedef struct {
 	const char *response_headers;
 } ah_model_settings;
 
-/* calls: caps and prices (handlers/invoke*) */
+/* model prices, USD micro-dollars per million tokens: what a call costs (handlers/invoke_record)
+ * and what the gateway charges against budgets (lib/runner gateway_budget) */
 typedef struct {
-	long long price_input; /* micro-dollars */
-	long long price_output; /* micro-dollars */
-	long long price_cache_write; /* micro-dollars */
-	long long price_cache_write_1h; /* micro-dollars */
-	long long price_cache_read; /* micro-dollars */
+	long long input;
+	long long output;
+	long long cache_write;
+	long long cache_write_1h;
+	long long cache_read;
+} ah_price_settings;
+
+/* calls: caps (handlers/invoke*) */
+typedef struct {
 	long long max_prompt_bytes;
 	long long max_output_bytes;
 	long long output_max_files;
@@ -205,6 +210,7 @@ typedef struct {
 	ah_buckets_settings buckets;
 	ah_webhook_settings webhook;
 	ah_model_settings model;
+	ah_price_settings price;
 	ah_invoke_settings invoke;
 	ah_schedule_settings schedule;
 	ah_jwt_settings jwt;
@@ -222,6 +228,7 @@ typedef enum {
 	AH_SET_buckets,
 	AH_SET_webhook,
 	AH_SET_model,
+	AH_SET_price,
 	AH_SET_invoke,
 	AH_SET_schedule,
 	AH_SET_jwt,

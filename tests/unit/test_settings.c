@@ -7,6 +7,7 @@
 #include "core/settings.h"
 #include "tap.h"
 
+#include <ftw.h>
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,13 +142,13 @@ static void test_values(void)
 	if (!c)
 		return;
 	const ah_settings *s = ah_settings_of(c);
-	ok(s->api.socket_mode == 0640 && s->model.gateway && s->invoke.price_output == 500000 &&
+	ok(s->api.socket_mode == 0640 && s->model.gateway && s->price.output == 500000 &&
 	   strcmp(s->sandbox.dns, "9.9.9.9") == 0, "the file's values are in the structs");
 	ok(s->invoke.max_sessions[AH_PLAN_PRO] == 7 && s->invoke.max_sessions[AH_PLAN_FREE] == 3 &&
 	   s->invoke.max_sessions[AH_PLAN_ENTERPRISE] == 100,
 	   "max_sessions_<plan> lands by plan; unset, the plan's own cap");
-	ok(s->invoke.price_input == 3000000 && s->invoke.price_cache_write == 3750000 &&
-	   s->invoke.price_cache_read == 300000, "prices are micro-dollars, computed ones too");
+	ok(s->price.input == 3000000 && s->price.cache_write == 3750000 &&
+	   s->price.cache_write_1h == 6000000 && s->price.cache_read == 300000, "prices are micro-dollars, computed ones too");
 	check_filled(c, "a loaded file");
 	ah_config_free(c);
 	check_filled(NULL, "no configuration");
@@ -180,12 +181,47 @@ static void test_plans(void)
 	   "warm: 1, 10, 50; names are exact");
 }
 
-int main(void)
+static int built_names; /* source files that look a key up by a name */
+
+static int scan_file(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st, (void)ftw;
+	size_t n = strlen(path);
+	/* The loader, and config check (it reads a file's names), look keys up by name. */
+	if (type != FTW_F || n < 2 || strcmp(path + n - 2, ".c") != 0 || strstr(path, "/core/config.c") ||
+	    strstr(path, "/admin/config_check.c"))
+		return 0;
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	for (int no = 1; f && fgets(line, sizeof line, f); no++)
+		if (strstr(line, "ah_cfg_find(")) {
+			printf("# %s:%d looks a key up by a name built at run time\n", path, no);
+			built_names++;
+		}
+	if (f)
+		fclose(f);
+	return 0;
+}
+
+/* A setting is a field: no module builds a key's name at run time. */
+static void test_no_built_names(const char *root)
+{
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s/lib", root);
+	int rc = nftw(dir, scan_file, 16, FTW_PHYS);
+	snprintf(dir, sizeof dir, "%s/handlers", root);
+	rc |= nftw(dir, scan_file, 16, FTW_PHYS);
+	ok(rc == 0 && built_names == 0, "no module looks a setting up by name (ah_cfg_find)");
+}
+
+int main(int argc, char **argv)
 {
 	unsetenv("AGENTHOST_CONFIG");
 	test_fields();
 	test_no_orphans();
 	test_values();
 	test_plans();
+	if (argc > 1)
+		test_no_built_names(argv[1]);
 	return tap_done();
 }
