@@ -106,7 +106,7 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 	/* The socket first: it is what tells a second runner with this id that the
 	 * first is alive, before it can clean up (sandboxes, leases) under it. */
 	if ((rc = ah_server_listen(r, err)) != 0 || (rc = ah_metrics_listen(r, err)) != 0 ||
-	    (rc = ah_sandbox_init(r->cfg, err)) != 0 ||
+	    (rc = ah_sandbox_init(&ah_settings_of(r->cfg)->sandbox, err)) != 0 ||
 	    (rc = ah_fuse_init(r->cfg, r->data_dir, err)) != 0)
 		return rc;
 	if ((rc = open_db_patiently(db, r, err)) != 0 ||
