@@ -97,8 +97,8 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 		return rc;
 	ah_runner_local_id(r->cfg, r->id, sizeof(r->id)); /* the socket's dir exists now */
 	r->capacity = (int)ah_cfg_int(r->cfg, AH_CFG_RUNNER_CAPACITY);
-	r->lease_seconds = (int)ah_cfg_int(r->cfg, AH_CFG_DEPLOY_LEASE_SECONDS);
-	r->max_attempts = (int)ah_cfg_int(r->cfg, AH_CFG_DEPLOY_MAX_ATTEMPTS);
+	r->lease_seconds = (int)ah_settings_of(r->cfg)->deploy.lease_seconds;
+	r->max_attempts = (int)ah_settings_of(r->cfg)->deploy.max_attempts;
 	pthread_mutex_init(&r->job_mu, NULL);
 	ah_sandboxes_init();
 	if ((rc = ah_gateway_global_init(err)) != 0)
