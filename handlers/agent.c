@@ -126,7 +126,7 @@ static const char *runner_wait_note(ah_req *r, const ah_agent *a)
 	long long secs;
 	if (a->status != AH_AGENT_DEPLOYING || a->status_message ||
 	    ah_runner_heartbeat_age(r, &secs) != 0 ||
-	    (secs >= 0 && secs <= ah_cfg_int(r->cfg, AH_CFG_RUNNER_STALE_SECONDS)))
+	    (secs >= 0 && secs <= ah_settings_of(r->cfg)->runner.stale_seconds))
 		return a->status_message;
 	if (secs < 0)
 		return "Waiting for a runner: none has ever started (is agenthost-runner running?)";

@@ -39,7 +39,7 @@ static bool take_entry(ah_req *r, json_object *v, int i, json_object *out)
 		return false;
 	}
 	if (!e.is_name && ah_egress_net_private(e.addr, e.bits) &&
-	    !ah_cfg_bool(r->cfg, AH_CFG_EGRESS_ALLOW_PRIVATE)) {
+	    !ah_settings_of(r->cfg)->sandbox.egress_allow_private) {
 		net_err(r, "allow", i, "Loopback, private and reserved ranges are not allowed on this "
 		        "server (the operator's egress_allow_private)", "value_error");
 		return false;

@@ -84,10 +84,10 @@ static int reply_agent_by_id(ah_req *r, int status, const char *id)
 
 long long ah_agent_warm_cap(ah_req *r)
 {
-	long long plan = ah_plan_max_warm(r->user->plan ? r->user->plan : "free");
-	long long host = ah_cfg_int(r->cfg, AH_CFG_WARM_MAX);
-	if (plan < 0)
-		plan = ah_plan_max_warm("free");
+	/* A plan the table does not know gets the free plan's cap. */
+	const ah_plan *p = ah_plan_find(r->user->plan);
+	long long plan = (p ? p : &ah_plans[AH_PLAN_FREE])->warm;
+	long long host = ah_settings_of(r->cfg)->runner.warm_max;
 	return plan < host ? plan : host;
 }
 

@@ -32,7 +32,7 @@ static const char SQL_GET_CODE[] =
 
 static const char *code_dir(ah_req *r)
 {
-	return ah_sprintf(r->arena, "%s/code", ah_cfg_str(r->cfg, AH_CFG_DATA_DIR));
+	return ah_sprintf(r->arena, "%s/code", ah_settings_of(r->cfg)->host.data_dir);
 }
 
 void ah_code_remove(ah_req *r, const char *agent_id)

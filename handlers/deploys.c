@@ -137,8 +137,8 @@ static int get_deploy(ah_req *r)
 /* The model key as the invoke path reads it (value, or the file's first line). */
 static const char *model_key(ah_req *r)
 {
-	const char *v = ah_cfg_str(r->cfg, AH_CFG_MODEL_KEY_VALUE);
-	const char *path = ah_cfg_str(r->cfg, AH_CFG_MODEL_KEY_FILE);
+	const ah_model_settings *m = &ah_settings_of(r->cfg)->model;
+	const char *v = m->key_value, *path = m->key_file;
 	if (*v || !*path)
 		return v;
 	FILE *f = fopen(path, "re");
@@ -301,7 +301,7 @@ static const char *refusal(ah_req *r, const ah_agent *a, const ah_rows *rows)
 	if (strcmp(ah_cell(rows, 0, D_KEPT), "1") != 0)
 		return ah_sprintf(r->arena, "The image of deploy %s is no longer kept (an agent keeps the "
 		                  "images of its last %lld deploys: deploy_images_kept); deploy again instead",
-		                  id, ah_cfg_int(r->cfg, AH_CFG_DEPLOY_IMAGES_KEPT));
+		                  id, ah_settings_of(r->cfg)->deploy.images_kept);
 	return NULL;
 }
 

@@ -79,7 +79,7 @@ struct presign_in {
 
 static int presign_input(ah_req *r, json_object *o, struct presign_in *in)
 {
-	long long max_exp = ah_cfg_int(r->cfg, AH_CFG_FILES_UPLOAD_EXPIRY_SECONDS);
+	long long max_exp = ah_settings_of(r->cfg)->files.upload_expiry_seconds;
 	in->expires_in = max_exp;
 	ah_field_str(r, o, "filename", AH_F_REQUIRED, 1, AH_FILENAME_MAX, &in->filename, NULL);
 	if (in->filename && ah_filename_problem(in->filename, strlen(in->filename)))

@@ -32,7 +32,7 @@ static int health(ah_req *r)
 		ah_json_str(o, "database", "unreachable");
 		return ah_reply_json(r, 503, o);
 	}
-	long long stale = ah_cfg_int(r->cfg, AH_CFG_RUNNER_STALE_SECONDS);
+	long long stale = ah_settings_of(r->cfg)->runner.stale_seconds;
 	json_object *o = json_object_new_object();
 	ah_json_str(o, "status", (secs >= 0 && secs <= stale) ? "ok" : "degraded");
 	ah_json_str(o, "database", "ok");

@@ -57,7 +57,7 @@ typedef ah_invoke_in invoke_in;
 static void read_prompt(ah_req *r, json_object *o, invoke_in *in)
 {
 	json_object *v;
-	size_t cap = (size_t)ah_cfg_int(r->cfg, AH_CFG_MAX_PROMPT_BYTES);
+	size_t cap = (size_t)ah_settings_of(r->cfg)->invoke.max_prompt_bytes;
 	if (!json_object_object_get_ex(o, "prompt", &v)) {
 		ah_verr(r, "body", "prompt", "Field required", "missing");
 	} else if (!v || !json_object_is_type(v, json_type_string)) {
@@ -104,8 +104,8 @@ static int read_input(ah_req *r, const ah_agent *a, invoke_in *in)
 /* The model-provider key from the configuration: a value, or a file holding it. */
 static const char *model_key_value(ah_req *r)
 {
-	const char *v = ah_cfg_str(r->cfg, AH_CFG_MODEL_KEY_VALUE);
-	const char *path = ah_cfg_str(r->cfg, AH_CFG_MODEL_KEY_FILE);
+	const ah_model_settings *m = &ah_settings_of(r->cfg)->model;
+	const char *v = m->key_value, *path = m->key_file;
 	if (*v || !*path)
 		return v;
 	FILE *f = fopen(path, "re");
@@ -156,10 +156,10 @@ static int build_env(ah_req *r, const char *agent_id, const char *sid, json_obje
 	}
 	rows->n = nfiles;
 	/* With the model gateway on, the runner keeps the key and hands out a token. */
-	bool gateway = ah_cfg_bool(r->cfg, AH_CFG_MODEL_GATEWAY);
-	const char *key = gateway ? "" : model_key_value(r);
+	const ah_model_settings *m = &ah_settings_of(r->cfg)->model;
+	const char *key = m->gateway ? "" : model_key_value(r);
 	if (*key)
-		ah_json_str(env, ah_cfg_str(r->cfg, AH_CFG_MODEL_KEY_NAME), key);
+		ah_json_str(env, m->key_name, key);
 	*out = ah_json_own(r, env);
 	return 0;
 }
@@ -187,7 +187,7 @@ static json_object *run_request(ah_req *r, const ah_agent *a, const invoke_in *i
 	json_object_object_add(q, "env", json_object_get(env));
 	ah_json_str(q, "stdin_b64", b64);
 	ah_json_int(q, "timeout_ms", in->timeout_s * 1000);
-	ah_json_int(q, "max_output_bytes", ah_cfg_int(r->cfg, AH_CFG_MAX_OUTPUT_BYTES));
+	ah_json_int(q, "max_output_bytes", ah_settings_of(r->cfg)->invoke.max_output_bytes);
 	/* Warm agents (issue 15): the runner keeps this many processes of this
 	 * request's program and environment started, waiting for a prompt. */
 	if (a->min_warm > 0)

@@ -57,10 +57,9 @@ void ah_invoke_files_request(ah_req *r, char ***rows, size_t n, json_object *q)
 	json_object_object_add(files, "session", sl);
 	json_object_object_add(files, "collect_max", json_object_new_int64(left > 0 ? left : 0));
 	/* The call's caps (the runner also caps the bytes by the sandbox's disk). */
-	json_object_object_add(files, "max_bytes",
-	                       json_object_new_int64(ah_cfg_int(r->cfg, AH_CFG_SESSION_OUTPUT_MAX_BYTES)));
-	json_object_object_add(files, "max_files",
-	                       json_object_new_int64(ah_cfg_int(r->cfg, AH_CFG_SESSION_OUTPUT_MAX_FILES)));
+	const ah_invoke_settings *set = &ah_settings_of(r->cfg)->invoke;
+	json_object_object_add(files, "max_bytes", json_object_new_int64(set->output_max_bytes));
+	json_object_object_add(files, "max_files", json_object_new_int64(set->output_max_files));
 	json_object_object_add(q, "files", files);
 }
 

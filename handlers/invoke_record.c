@@ -20,39 +20,33 @@
 /* The exact cost of the model's own counts (the model gateway): uncached
  * input, cache writes (5-minute and 1-hour) and cache reads each at their
  * price, and output. */
-static int model_cost(ah_req *r, const ah_invocation *inv, long long pout, long long *pico)
+static int model_cost(const ah_price_settings *p, const ah_invocation *inv, long long *pico)
 {
-	long long pin = 0, pcw = 0, pcw1h = 0, pcr = 0;
 	long long cw = inv->model_cache_write_tokens, cr = inv->model_cache_read_tokens;
 	long long cw1h = inv->model_cache_write_1h_tokens;
-	ah_price_parse(&pin, ah_cfg_str(r->cfg, AH_CFG_PRICE_INPUT_PER_MTOK));
-	ah_price_parse(&pcw, ah_cfg_str(r->cfg, AH_CFG_PRICE_CACHE_WRITE_PER_MTOK));
-	ah_price_parse(&pcw1h, ah_cfg_str(r->cfg, AH_CFG_PRICE_CACHE_WRITE_1H_PER_MTOK));
-	ah_price_parse(&pcr, ah_cfg_str(r->cfg, AH_CFG_PRICE_CACHE_READ_PER_MTOK));
 	*pico = 0;
-	if (ah_cost_add(pico, ah_cell_ll(inv->model_input_tokens) - cw - cr, pin) != 0 ||
-	    ah_cost_add(pico, cw - cw1h, pcw) != 0 || ah_cost_add(pico, cw1h, pcw1h) != 0 ||
-	    ah_cost_add(pico, cr, pcr) != 0)
+	if (ah_cost_add(pico, ah_cell_ll(inv->model_input_tokens) - cw - cr, p->input) != 0 ||
+	    ah_cost_add(pico, cw - cw1h, p->cache_write) != 0 ||
+	    ah_cost_add(pico, cw1h, p->cache_write_1h) != 0 || ah_cost_add(pico, cr, p->cache_read) != 0)
 		return AH_EINVALID;
-	return ah_cost_add(pico, ah_cell_ll(inv->model_output_tokens), pout);
+	return ah_cost_add(pico, ah_cell_ll(inv->model_output_tokens), p->output);
 }
 
 /* Tokens and exact cost of what the caller receives: the prompt and the
  * response as returned (for a failure, what failed_output left), or, through
- * the model gateway, what the provider counted. Prices are checked at
- * start-up (pool_init.c). */
+ * the model gateway, what the provider counted. Prices are checked and parsed
+ * at load (core/config.c). */
 void ah_invocation_account(ah_req *r, ah_invocation *inv)
 {
-	long long pin = 3000000, pout = 15000000, pico = 0;
+	const ah_price_settings *p = &ah_settings_of(r->cfg)->price;
+	long long pico = 0;
 	size_t n = 0;
-	ah_price_parse(&pin, ah_cfg_str(r->cfg, AH_CFG_PRICE_INPUT_PER_MTOK));
-	ah_price_parse(&pout, ah_cfg_str(r->cfg, AH_CFG_PRICE_OUTPUT_PER_MTOK));
 	if (inv->response && ah_tokenize_count(&n, inv->response, inv->response_len) != 0)
 		ah_log_error("inv=%s: cannot count output tokens", inv->id);
 	inv->output_tokens = (long long)n;
 	int rc = inv->model_input_tokens && inv->model_output_tokens
-	             ? model_cost(r, inv, pout, &pico)
-	             : ah_cost_pico(&pico, inv->input_tokens, inv->output_tokens, pin, pout);
+	             ? model_cost(p, inv, &pico)
+	             : ah_cost_pico(&pico, inv->input_tokens, inv->output_tokens, p->input, p->output);
 	if (rc != 0)
 		ah_log_error("inv=%s: cost overflows", inv->id);
 	inv->cost = ah_money_text(r->arena, pico);

@@ -3,6 +3,7 @@
 #include "invoke.h"
 #include "runner_calls.h"
 #include "core/log.h"
+#include "core/plans.h"
 #include "core/util.h"
 #include "db/enums.h"
 
@@ -60,13 +61,14 @@ static int session_limit_reply(ah_req *r, const char *plan, long long cap, const
 static int check_session_cap(ah_req *r, const char *agent_id, const char *sid)
 {
 	ah_rows u, n;
-	long long idle = ah_cfg_int(r->cfg, AH_CFG_SESSION_IDLE_SECONDS), cap, live;
+	const ah_settings *set = ah_settings_of(r->cfg);
+	long long idle = set->runner.session_idle_seconds, cap, live;
 	if (ah_db_query(r->db, r->arena, &u, SQL_USER_LOCK, "s", r->user->id) != 0 || u.n != 1)
 		return AH_EFAIL;
 	const char *plan = u.v[0][0];
-	/* A plan without a max_sessions_<plan> key gets the free plan's cap. */
-	int key = ah_cfg_find(ah_sprintf(r->arena, "max_sessions_%s", plan));
-	cap = ah_cfg_int(r->cfg, key >= 0 ? (ah_cfg_key)key : AH_CFG_MAX_SESSIONS_FREE);
+	/* A plan the table does not know gets the free plan's cap. */
+	const ah_plan *p = ah_plan_find(plan);
+	cap = set->invoke.max_sessions[p ? ah_plan_id_of(p) : AH_PLAN_FREE];
 	/* Counted after the lock: the transaction's snapshot starts with this
 	 * read, so it sees every session a call that held the lock before made. */
 	if (ah_db_query(r->db, r->arena, &n, SQL_SESSIONS_LIVE, "isssi", idle, r->user->id, agent_id,

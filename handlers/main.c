@@ -25,7 +25,7 @@ static int init_pool(const ah_config *cfg, int pool, ah_err *err)
 	/* Prices are checked by ah_config_load with every other key. */
 	if (pool != AH_POOL_INVOKE)
 		return 0;
-	const char *vocab = ah_cfg_str(cfg, AH_CFG_TOKENIZER_VOCAB);
+	const char *vocab = ah_settings_of(cfg)->invoke.tokenizer_vocab;
 	char msg[256];
 	if (ah_tokenize_init(*vocab ? vocab : NULL, msg, sizeof(msg)) != 0)
 		return ah_err_set(err, AH_EFAIL, "tokenizer: %s", msg);

@@ -37,7 +37,7 @@ static int load(const char *path)
 
 static int openapi(ah_req *r)
 {
-	if (!doc && load(ah_cfg_str(r->cfg, AH_CFG_OPENAPI_FILE)) != 0) {
+	if (!doc && load(ah_settings_of(r->cfg)->api.openapi_file) != 0) {
 		ah_log_error("cannot read the OpenAPI document");
 		return AH_EFAIL;
 	}

@@ -217,7 +217,7 @@ static bool claim(ah_db *db, char *const *row, long long now)
 static void poll_once(const ah_config *cfg, ah_db *db, ah_arena *a)
 {
 	ah_rows rows;
-	long long now, cap = ah_cfg_int(cfg, AH_CFG_SCHEDULE_MAX_RUNNING);
+	long long now, cap = ah_settings_of(cfg)->schedule.max_running;
 	if (running >= cap)
 		return;
 	if (ah_db_query(db, a, &rows, SQL_DUE, "i", (long long)DUE_BATCH) != 0 ||
@@ -246,7 +246,7 @@ static void sweep_due(ah_db *db, ah_arena *a, const ah_config *cfg, int64_t *nex
 		return;
 	ah_req r = {.arena = a, .db = db, .cfg = cfg};
 	ah_running_sweep(&r);
-	*next = now + ah_cfg_int(cfg, AH_CFG_RUNNING_SWEEP_MS);
+	*next = now + ah_settings_of(cfg)->schedule.sweep_ms;
 }
 
 int ah_scheduler_run(const ah_config *cfg)
@@ -254,9 +254,9 @@ int ah_scheduler_run(const ah_config *cfg)
 	ah_err err = {0};
 	ah_db *db = NULL;
 	ah_log_set_program("agenthost-api[scheduler]");
-	bool schedules = ah_cfg_bool(cfg, AH_CFG_SCHEDULER); /* else only the sweep */
+	bool schedules = ah_settings_of(cfg)->schedule.enabled; /* else only the sweep */
 	char msg[256];
-	const char *vocab = ah_cfg_str(cfg, AH_CFG_TOKENIZER_VOCAB);
+	const char *vocab = ah_settings_of(cfg)->invoke.tokenizer_vocab;
 	if (ah_db_open(&db, cfg, &err) != 0 || ah_files_init(cfg, &err) != 0 ||
 	    ah_tokenize_init(*vocab ? vocab : NULL, msg, sizeof(msg)) != 0) {
 		ah_log_error("%s", err.msg[0] ? err.msg : msg);
@@ -266,7 +266,7 @@ int ah_scheduler_run(const ah_config *cfg)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	ah_arena *arena = ah_arena_new();
-	long long poll_ms = ah_cfg_int(cfg, AH_CFG_SCHEDULE_POLL_MS);
+	long long poll_ms = ah_settings_of(cfg)->schedule.poll_ms;
 	int64_t next_sweep = 0;
 	while (!stopping) {
 		reap();

@@ -159,7 +159,7 @@ static int load(ah_req *r, const ah_agent *a, const ah_schedule **out)
 static void read_fields(ah_req *r, json_object *o, ah_schedule *s, bool create)
 {
 	unsigned req = create ? AH_F_REQUIRED : 0;
-	size_t prompt_cap = (size_t)ah_cfg_int(r->cfg, AH_CFG_MAX_PROMPT_BYTES);
+	size_t prompt_cap = (size_t)ah_settings_of(r->cfg)->invoke.max_prompt_bytes;
 	if (prompt_cap > PROMPT_MAX)
 		prompt_cap = PROMPT_MAX;
 	char why[256];

@@ -54,7 +54,7 @@ static bool key_shape_ok(const char *k)
 /* Names the sandbox sets itself: a secret must never override them. */
 static bool key_reserved(ah_req *r, const char *k)
 {
-	const char *model = ah_cfg_str(r->cfg, AH_CFG_MODEL_KEY_NAME);
+	const char *model = ah_settings_of(r->cfg)->model.key_name;
 	return strcmp(k, model) == 0 || strcmp(k, "PATH") == 0 || strcmp(k, "HOME") == 0 ||
 	       strcmp(k, "NODE_OPTIONS") == 0 || strncmp(k, "AGENTHOST_", 10) == 0;
 }

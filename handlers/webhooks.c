@@ -35,7 +35,7 @@ void ah_webhook_url_field(ah_req *r, json_object *o, const char **out, bool *has
 	if (ah_field_str(r, o, "webhook_url", AH_F_NULLABLE, 1, AH_WEBHOOK_URL_MAX, out, has) != 0 ||
 	    !*out)
 		return;
-	if (ah_webhook_url_check(*out, r->cfg, &err) != 0) {
+	if (ah_webhook_url_check(*out, &ah_settings_of(r->cfg)->webhook, &err) != 0) {
 		ah_verr(r, "body", "webhook_url", ah_strdup(r->arena, err.msg), "url_parsing");
 		return;
 	}

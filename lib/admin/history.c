@@ -30,7 +30,7 @@ static int release_blobs(ah_admin *ad)
 
 int ah_admin_purge_history(ah_admin *ad, const char *days_arg)
 {
-	long long days = ah_cfg_int(ad->cfg, AH_CFG_HISTORY_RETENTION_DAYS), purged = 0;
+	long long days = ah_settings_of(ad->cfg)->host.history_retention_days, purged = 0;
 	ah_err err = {0};
 	if (days_arg && (ah_parse_ll(&days, days_arg) != 0 || days < 0)) {
 		fprintf(stderr, "agenthost-admin: --days should be a whole number of days, 0 or more\n");

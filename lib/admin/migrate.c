@@ -94,7 +94,7 @@ static int lock_schema(ah_admin *ad, const char *holder)
 int ah_admin_migrate(ah_admin *ad)
 {
 	char host[64] = "", *holder;
-	const char *dir = ah_cfg_str(ad->cfg, AH_CFG_SCHEMA_DIR);
+	const char *dir = ah_settings_of(ad->cfg)->host.schema_dir;
 	struct dirent **list;
 	int n = scandir(dir, &list, NULL, by_name), rc = 0;
 	if (n < 0) {

@@ -153,7 +153,7 @@ static int delete_agent(ah_admin *ad, const ah_store *s, const char *agent, ah_e
 	if (ah_db_query(ad->db, ad->arena, &kept, SQL_KEPT_IMAGES, "s", agent) != 0 ||
 	    ah_db_query(ad->db, ad->arena, &gone, SQL_AGENT_DELETE, "s", agent) != 0)
 		return ah_err_set(err, AH_EFAIL, "%s", ah_db_error(ad->db));
-	unlink(ah_sprintf(ad->arena, "%s/code/%s.tar.gz", ah_cfg_str(ad->cfg, AH_CFG_DATA_DIR), agent));
+	unlink(ah_sprintf(ad->arena, "%s/code/%s.tar.gz", ah_settings_of(ad->cfg)->host.data_dir, agent));
 	if (ah_history_blobs_sweep(ad->db, s, ad->arena, agent, 500, INT_MAX, &released, err) != 0)
 		return AH_EFAIL;
 	/* Each kept image's reference is its record's; the agent's own image

@@ -52,8 +52,8 @@ static void init_req(ah_req *r)
 static int rate_limit(ah_req *r, const ah_route *rt)
 {
 	bool invoke = rt && (rt->flags & AH_R_INVOKE) && r->user;
-	long long limit = invoke ? ah_cfg_int(r->cfg, AH_CFG_RATE_LIMIT_INVOKE)
-	                         : ah_cfg_int(r->cfg, AH_CFG_RATE_LIMIT_CRUD);
+	long long limit = invoke ? ah_settings_of(r->cfg)->api.rate_limit_invoke
+	                         : ah_settings_of(r->cfg)->api.rate_limit_crud;
 	const char *subject = r->user ? ah_sprintf(r->arena, "u:%s", r->user->id)
 	                              : ah_sprintf(r->arena, "ip:%s", r->remote_addr);
 	/* Uncounted routes (load balancers' /health) still say where the caller

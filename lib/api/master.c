@@ -117,10 +117,10 @@ static void respawn(const ah_config *cfg, const int fds[NPOOLS], pid_t dead, int
  * ".sock": two APIs with sockets of their own never share this one either. */
 static const char *metrics_socket(const ah_config *cfg, char *out, size_t n)
 {
-	const char *set = ah_cfg_str(cfg, AH_CFG_FCGI_METRICS_SOCKET);
+	const char *set = ah_settings_of(cfg)->api.fcgi_metrics_socket;
 	if (*set)
 		return set;
-	const char *crud = ah_cfg_str(cfg, AH_CFG_FCGI_SOCKET);
+	const char *crud = ah_settings_of(cfg)->api.fcgi_socket;
 	size_t len = strlen(crud);
 	bool dot_sock = len > 5 && strcmp(crud + len - 5, ".sock") == 0;
 	snprintf(out, n, "%.*s-metrics.sock", (int)(dot_sock ? len - 5 : len), crud);
@@ -152,8 +152,8 @@ static char paths[NPOOLS][4096];
 static void start_generation(const ah_config *cfg)
 {
 	/* crud_workers' default, 3 per CPU, is explained in core/config.c. */
-	int counts[NPOOLS] = {(int)ah_cfg_int(cfg, AH_CFG_CRUD_WORKERS),
-	                      (int)ah_cfg_int(cfg, AH_CFG_INVOKE_WORKERS), 1};
+	int counts[NPOOLS] = {(int)ah_settings_of(cfg)->api.crud_workers,
+	                      (int)ah_settings_of(cfg)->api.invoke_workers, 1};
 	/* JWTs from an identity provider: its keys are fetched by a process of
 	 * their own, so that no worker ever waits on the provider. */
 	static bool shared_jwks;
@@ -206,8 +206,8 @@ static void reload(ah_config **cfg, const char *path)
 		return;
 	}
 	char mx_path[4096];
-	const char *want[NPOOLS] = {ah_cfg_str(next, AH_CFG_FCGI_SOCKET),
-	                            ah_cfg_str(next, AH_CFG_FCGI_INVOKE_SOCKET),
+	const char *want[NPOOLS] = {ah_settings_of(next)->api.fcgi_socket,
+	                            ah_settings_of(next)->api.fcgi_invoke_socket,
 	                            metrics_socket(next, mx_path, sizeof(mx_path))};
 	for (int p = 0; p < NPOOLS; p++)
 		if (strcmp(want[p], paths[p]) != 0)
@@ -265,8 +265,8 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 		return 1;
 	}
 	char mx_path[4096];
-	const char *want[NPOOLS] = {ah_cfg_str(cfg, AH_CFG_FCGI_SOCKET),
-	                            ah_cfg_str(cfg, AH_CFG_FCGI_INVOKE_SOCKET),
+	const char *want[NPOOLS] = {ah_settings_of(cfg)->api.fcgi_socket,
+	                            ah_settings_of(cfg)->api.fcgi_invoke_socket,
 	                            metrics_socket(cfg, mx_path, sizeof(mx_path))};
 	for (int p = 0; p < NPOOLS; p++) {
 		snprintf(paths[p], sizeof paths[p], "%s", want[p]);
@@ -276,7 +276,7 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 		}
 	}
 	/* Before forking: every worker, respawned ones too, shares the counters. */
-	unsigned rl_slots = (unsigned)ah_cfg_int(cfg, AH_CFG_RATE_LIMIT_SLOTS);
+	unsigned rl_slots = (unsigned)ah_settings_of(cfg)->api.rate_limit_slots;
 	if (ah_ratelimit_init(rl_slots) != 0)
 		ah_log_warn("no shared rate-limit table: counting every request in the database");
 	/* Metrics: a slot of counters per worker, summed by whichever answers a

@@ -40,11 +40,11 @@ int ah_worker_listen(const ah_config *cfg, const char *path, ah_err *err)
 			close(fd);
 		return -1;
 	}
-	const char *group = ah_cfg_str(cfg, AH_CFG_SOCKET_GROUP);
+	const char *group = ah_settings_of(cfg)->api.socket_group;
 	struct group *g = getgrnam(group);
 	if (g && chown(path, (uid_t)-1, g->gr_gid) != 0)
 		ah_log_warn("cannot chown %s to group %s: %s", path, group, strerror(errno));
-	long long mode = ah_cfg_int(cfg, AH_CFG_SOCKET_MODE); /* checked at load */
+	long long mode = ah_settings_of(cfg)->api.socket_mode; /* checked at load */
 	if (chmod(path, (mode_t)mode) != 0)
 		ah_err_set(err, AH_EFAIL, "cannot chmod %s: %s", path, strerror(errno));
 	/* Workers poll it with their kept connections; whoever loses the race

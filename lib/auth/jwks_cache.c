@@ -105,7 +105,7 @@ static int fetch_keys(const ah_config *cfg, const char *url, struct sink *doc, a
 	ah_err err = {0};
 	*doc = (struct sink){0};
 	*keys = NULL;
-	if (fetch(doc, url, ah_cfg_bool(cfg, AH_CFG_JWT_JWKS_ALLOW_LOCAL)) == 0 && ah_jwks_parse(keys, doc->buf, doc->len, &err) != 0)
+	if (fetch(doc, url, ah_settings_of(cfg)->jwt.jwks_allow_local) == 0 && ah_jwks_parse(keys, doc->buf, doc->len, &err) != 0)
 		ah_log_warn("JWKS from %s: %s", url, err.msg);
 	if (*keys)
 		return 0;
@@ -180,7 +180,7 @@ static bool kid_asked(int64_t now, int64_t last_kid)
 int ah_jwks_refresher_run(const ah_config *cfg)
 {
 	const char *url = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
-	int64_t ttl = ah_cfg_int(cfg, AH_CFG_JWT_JWKS_CACHE_SECONDS) * 1000;
+	int64_t ttl = ah_settings_of(cfg)->jwt.jwks_cache_seconds * 1000;
 	int64_t fetched = 0, tried = 0, last_kid = -KID_REFETCH_MS;
 	if (!shm || !url || !*url)
 		return 0;
@@ -252,7 +252,7 @@ static void sync_shared(bool refresh)
 void ah_jwks_cached(const ah_jwks **out, const ah_config *cfg, bool refresh)
 {
 	const char *url = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
-	int64_t ttl = ah_cfg_int(cfg, AH_CFG_JWT_JWKS_CACHE_SECONDS) * 1000;
+	int64_t ttl = ah_settings_of(cfg)->jwt.jwks_cache_seconds * 1000;
 	int64_t now = ah_now_ms();
 	if (url && *url && shm) {
 		sync_shared(refresh);

@@ -101,7 +101,7 @@ int ah_jwks_url_check(const ah_config *cfg, ah_err *err)
 	if (split_url(url, host, sizeof host, port) != 0)
 		return ah_err_set(err, AH_EINVALID, "jwt_jwks_url should be an http:// or https:// "
 		                  "URL with a host (and a port from 1 to 65535)");
-	if (ah_cfg_bool(cfg, AH_CFG_JWT_JWKS_ALLOW_LOCAL))
+	if (ah_settings_of(cfg)->jwt.jwks_allow_local)
 		return 0;
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res = NULL;
 	int g = getaddrinfo(host, port, &hints, &res);

@@ -70,8 +70,8 @@ static const struct jwt_conf *conf_get(const ah_config *cfg)
 	conf.audience = setting(cfg, AH_CFG_JWT_AUDIENCE);
 	conf.email_claim = setting(cfg, AH_CFG_JWT_EMAIL_CLAIM);
 	conf.plan = setting(cfg, AH_CFG_JWT_DEFAULT_PLAN);
-	conf.leeway = ah_cfg_int(cfg, AH_CFG_JWT_LEEWAY_SECONDS);
-	conf.link_by_email = ah_cfg_bool(cfg, AH_CFG_JWT_LINK_BY_EMAIL);
+	conf.leeway = ah_settings_of(cfg)->jwt.leeway_seconds;
+	conf.link_by_email = ah_settings_of(cfg)->jwt.link_by_email;
 	conf.enabled = conf.secret_len > 0 || conf.jwks_url;
 	return &conf;
 }

@@ -96,8 +96,8 @@ int ah_bucket_endpoint_check(const char *url, const ah_addr_policy *pol, bool pa
 
 ah_addr_policy ah_bucket_policy(const struct ah_config *cfg)
 {
-	return (ah_addr_policy){.allow_private = ah_cfg_bool(cfg, AH_CFG_STORAGE_ALLOW_PRIVATE),
-	                        .allow_hosts = ah_cfg_str(cfg, AH_CFG_STORAGE_ALLOW_HOSTS)};
+	const ah_buckets_settings *set = &ah_settings_of(cfg)->buckets;
+	return (ah_addr_policy){.allow_private = set->allow_private, .allow_hosts = set->allow_hosts};
 }
 
 bool ah_bucket_name_valid(const char *s)

@@ -5,20 +5,36 @@
 #include "core/paths.h"
 #include "core/money.h"
 #include "core/plans.h"
+#include "core/settings.h"
 #include "core/util.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* The field's C type, told by the compiler (so a row cannot lie about it). */
+#define FIELD_KIND(e) \
+	_Generic((e), const char *: AH_CFGF_STR, long long: AH_CFGF_LL, bool: AH_CFGF_BOOL, \
+	         default: AH_CFGF_OTHER)
+
 const ah_cfg_info ah_cfg_table[AH_CFG_COUNT] = {
-#define AH_CFG_ROW(id, name, type, def, min, max, doc) \
-	[AH_CFG_##id] = {name, AH_CFGT_##type, def, min, max, doc},
+#define AH_CFG_ROW(id, name, type, def, min, max, set, field, doc) \
+	[AH_CFG_##id] = {name, AH_CFGT_##type, def, min, max, doc, AH_SET_##set, \
+	                 offsetof(ah_settings, set.field), FIELD_KIND(((ah_settings *)0)->set.field)},
 	AH_CONFIG_KEYS(AH_CFG_ROW)
 #undef AH_CFG_ROW
+};
+
+const ah_settings_set_info ah_settings_sets[AH_SET_COUNT] = {
+#define AH_SET_ROW(set) [AH_SET_##set] = {#set, offsetof(ah_settings, set), sizeof(((ah_settings *)0)->set)},
+	AH_SET_ROW(db) AH_SET_ROW(api) AH_SET_ROW(host) AH_SET_ROW(files) AH_SET_ROW(runner)
+	AH_SET_ROW(deploy) AH_SET_ROW(buckets) AH_SET_ROW(webhook) AH_SET_ROW(model)
+	AH_SET_ROW(price) AH_SET_ROW(invoke) AH_SET_ROW(schedule) AH_SET_ROW(jwt) AH_SET_ROW(sandbox)
+#undef AH_SET_ROW
 };
 
 struct ah_config {
@@ -29,6 +45,7 @@ struct ah_config {
 	bool set[AH_CFG_COUNT];       /* by the environment or the file */
 	int line[AH_CFG_COUNT];       /* the file's line of that value, 0 if none */
 	char *path;                   /* the file read, owned; NULL if none */
+	ah_settings settings;         /* val and num again, by module (settings.h) */
 };
 
 int ah_cfg_find(const char *name)
@@ -243,6 +260,25 @@ static int resolve(ah_config *c, ah_err *err)
 	return 0;
 }
 
+/* Key k's value into its settings field: str or num, as the field's type. */
+static void fill(ah_settings *s, int k, const char *str, long long num)
+{
+	char *p = (char *)s + ah_cfg_table[k].offset;
+	switch (ah_cfg_table[k].field) {
+	case AH_CFGF_STR:
+		memcpy(p, &str, sizeof str);
+		break;
+	case AH_CFGF_LL:
+		memcpy(p, &num, sizeof num);
+		break;
+	case AH_CFGF_BOOL:
+		*(bool *)p = num != 0;
+		break;
+	default:
+		break;
+	}
+}
+
 static int read_file(ah_config *c, const char *path, ah_err *err)
 {
 	FILE *f = fopen(path, "r");
@@ -276,6 +312,8 @@ int ah_config_load(ah_config **out, const char *path, ah_err *err)
 		ah_config_free(c);
 		return rc;
 	}
+	for (int k = 0; k < AH_CFG_COUNT; k++)
+		fill(&c->settings, k, c->val[k], c->num[k]);
 	*out = c;
 	return 0;
 }
@@ -330,4 +368,19 @@ const char *ah_cfg_path(const ah_config *c)
 bool ah_cfg_bool(const ah_config *c, ah_cfg_key k)
 {
 	return ah_cfg_int(c, k) != 0;
+}
+
+const ah_settings *ah_settings_of(const ah_config *c)
+{
+	/* No configuration (tools and tests): the table's defaults, once a thread. */
+	static _Thread_local ah_settings defaults;
+	static _Thread_local bool filled;
+	if (c)
+		return &c->settings;
+	if (!filled) {
+		for (int k = 0; k < AH_CFG_COUNT; k++)
+			fill(&defaults, k, ah_cfg_str(NULL, (ah_cfg_key)k), ah_cfg_int(NULL, (ah_cfg_key)k));
+		filled = true;
+	}
+	return &defaults;
 }

@@ -9,6 +9,7 @@
 
 #include "core/config_keys.h"
 #include "core/err.h"
+#include "core/settings.h"
 
 #include <stdbool.h>
 

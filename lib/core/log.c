@@ -38,7 +38,7 @@ void ah_log_set_json(bool on)
 
 int ah_log_configure(const ah_config *cfg, ah_err *err)
 {
-	const char *f = ah_cfg_str(cfg, AH_CFG_LOG_FORMAT);
+	const char *f = ah_settings_of(cfg)->host.log_format;
 	if (strcmp(f, "text") != 0 && strcmp(f, "json") != 0)
 		return ah_err_set(err, AH_EINVALID, "log_format must be text or json, not \"%.40s\"", f);
 	ah_log_set_json(strcmp(f, "json") == 0);

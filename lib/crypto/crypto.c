@@ -52,7 +52,7 @@ int ah_crypto_init(const ah_config *cfg, int create, ah_err *err)
 {
 	if (sodium_init() < 0)
 		return ah_err_set(err, AH_EFAIL, "libsodium failed to initialise");
-	const char *path = ah_cfg_str(cfg, AH_CFG_MASTER_KEY_FILE);
+	const char *path = ah_settings_of(cfg)->host.master_key_file;
 	unsigned char master[crypto_kdf_KEYBYTES];
 	int rc = read_key(path, master, err);
 	if (rc == AH_ENOTFOUND && create) {

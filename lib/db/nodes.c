@@ -9,7 +9,7 @@
 
 static MYSQL *connect_one(ah_db *db, const char *host, unsigned port, const char *sock)
 {
-	const ah_config *c = db->cfg;
+	const ah_db_settings *s = &ah_settings_of(db->cfg)->db;
 	MYSQL *m = mysql_init(NULL);
 	if (!m) {
 		ah_db_set_error(db, "connect", "out of memory");
@@ -19,8 +19,7 @@ static MYSQL *connect_one(ah_db *db, const char *host, unsigned port, const char
 	mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
 	mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
 	mysql_options(m, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
-	if (!mysql_real_connect(m, host, ah_cfg_str(c, AH_CFG_DB_USER), ah_cfg_str(c, AH_CFG_DB_PASSWORD),
-	                        ah_cfg_str(c, AH_CFG_DB_NAME), port, sock, 0)) {
+	if (!mysql_real_connect(m, host, s->user, s->password, s->name, port, sock, 0)) {
 		ah_db_set_error(db, "connect", mysql_error(m));
 		mysql_close(m);
 		return NULL;
@@ -64,19 +63,18 @@ static int connect_cluster(ah_db *db)
 
 int ah_db_connect(ah_db *db)
 {
-	const ah_config *c = db->cfg;
+	const ah_db_settings *s = &ah_settings_of(db->cfg)->db;
 	if (db->nnodes > 0)
 		return connect_cluster(db);
-	db->conn = connect_one(db, ah_cfg_str(c, AH_CFG_DB_HOST), (unsigned)ah_cfg_int(c, AH_CFG_DB_PORT),
-	                       ah_cfg_opt(c, AH_CFG_DB_SOCKET));
+	db->conn = connect_one(db, s->host, (unsigned)s->port, *s->socket ? s->socket : NULL);
 	return db->conn ? 0 : AH_EFAIL;
 }
 
 /* db_hosts: "host:port,host:port,..." (a missing port is db_port). */
 int ah_db_parse_nodes(ah_db *db, ah_err *err)
 {
-	const char *list = ah_cfg_str(db->cfg, AH_CFG_DB_HOSTS);
-	unsigned defport = (unsigned)ah_cfg_int(db->cfg, AH_CFG_DB_PORT);
+	const char *list = ah_settings_of(db->cfg)->db.hosts;
+	unsigned defport = (unsigned)ah_settings_of(db->cfg)->db.port;
 	while (list && *list) {
 		size_t len = strcspn(list, ", ");
 		if (len > 0) {

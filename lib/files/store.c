@@ -60,21 +60,21 @@ int ah_store_open(ah_store **out, const ah_config *cfg, ah_err *err)
 	ah_store *s = calloc(1, sizeof(*s));
 	if (!s)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
-	snprintf(s->dir, sizeof(s->dir), "%s", ah_cfg_str(cfg, AH_CFG_FILES_DIR));
+	const ah_files_settings *set = &ah_settings_of(cfg)->files;
+	snprintf(s->dir, sizeof(s->dir), "%s", set->dir);
 	struct stat st;
 	s->uid = stat(s->dir, &st) == 0 ? st.st_uid : geteuid();
-	struct group *g = getgrnam(ah_cfg_str(cfg, AH_CFG_SOCKET_GROUP));
+	struct group *g = getgrnam(ah_settings_of(cfg)->api.socket_group);
 	if (g) {
 		s->gid = g->gr_gid;
 		s->have_gid = true;
 	}
-	const char *backend = ah_cfg_str(cfg, AH_CFG_STORAGE_BACKEND);
+	const char *backend = set->backend;
 	int rc = 0;
 	if (strcmp(backend, "s3") == 0) {
 		s->s3 = true;
-		rc = ah_s3_init(&s->bucket, ah_cfg_str(cfg, AH_CFG_S3_ENDPOINT), ah_cfg_str(cfg, AH_CFG_S3_BUCKET),
-		                ah_cfg_str(cfg, AH_CFG_S3_REGION), ah_cfg_str(cfg, AH_CFG_S3_ACCESS_KEY_ID),
-		                ah_cfg_str(cfg, AH_CFG_S3_SECRET_ACCESS_KEY), err);
+		rc = ah_s3_init(&s->bucket, set->s3_endpoint, set->s3_bucket, set->s3_region,
+		                set->s3_access_key_id, set->s3_secret_access_key, err);
 		if (rc == 0 && !*s->bucket.bucket)
 			rc = ah_err_set(err, AH_EINVALID, "storage_backend = s3 needs s3_bucket");
 	} else if (strcmp(backend, "local") != 0) {

@@ -77,7 +77,7 @@ static const char *const *reuse_candidates(ah_db *db, ah_arena *a, const struct 
 static void fill_request(struct ah_deploy_req *q, ah_db *db, ah_arena *a, struct ah_runner *r,
                          struct ah_job *j, const struct agent_row *ag)
 {
-	const ah_config *c = r->cfg;
+	const ah_deploy_settings *d = &ah_settings_of(r->cfg)->deploy;
 	q->log_tag = j->tag;
 	q->from_git = ag->from_git;
 	q->git_url = ag->git_url;
@@ -87,19 +87,19 @@ static void fill_request(struct ah_deploy_req *q, ah_db *db, ah_arena *a, struct
 	q->image_dir = ah_sprintf(a, "%s/images/%s/%lld", r->data_dir, j->agent_id, j->id);
 	q->store_dir = ah_sprintf(a, "%s/store", r->data_dir);
 	q->build.npm_cache = ah_sprintf(a, "%s/npm-cache", r->data_dir);
-	q->git.max_bytes = ah_cfg_int(c, AH_CFG_GIT_MAX_BYTES);
-	q->git.timeout_seconds = (int)ah_cfg_int(c, AH_CFG_GIT_TIMEOUT_SECONDS);
-	q->git.allow_hosts = ah_cfg_str(c, AH_CFG_GIT_ALLOW_HOSTS);
-	q->git.allow_private = ah_cfg_bool(c, AH_CFG_GIT_ALLOW_PRIVATE); /* development only */
-	q->git.ssh_key = ah_cfg_opt(c, AH_CFG_GIT_SSH_KEY);
+	q->git.max_bytes = d->git_max_bytes;
+	q->git.timeout_seconds = (int)d->git_timeout_seconds;
+	q->git.allow_hosts = d->git_allow_hosts;
+	q->git.allow_private = d->git_allow_private; /* development only */
+	q->git.ssh_key = *d->git_ssh_key ? d->git_ssh_key : NULL;
 	q->git.cancel = &r->stopping;
 	q->git.log_tag = j->tag;
 	q->tar = (struct ah_tar_limits)AH_TAR_LIMITS_DEFAULT;
-	q->tar.max_compressed = ah_cfg_int(c, AH_CFG_CODE_MAX_BYTES);
-	q->tar.max_extracted = ah_cfg_int(c, AH_CFG_CODE_MAX_EXTRACTED_BYTES);
-	q->build.timeout_seconds = (int)ah_cfg_int(c, AH_CFG_DEPLOY_TIMEOUT_SECONDS);
-	q->build.disk_bytes = ah_cfg_int(c, AH_CFG_BUILD_DISK_MB) << 20;
-	q->build.image_max_bytes = ah_cfg_int(c, AH_CFG_IMAGE_MAX_MB) << 20;
+	q->tar.max_compressed = d->code_max_bytes;
+	q->tar.max_extracted = d->code_max_extracted_bytes;
+	q->build.timeout_seconds = (int)d->timeout_seconds;
+	q->build.disk_bytes = d->build_disk_mb << 20;
+	q->build.image_max_bytes = d->image_max_mb << 20;
 	q->build.log_tag = j->tag;
 	q->build.cancel = &r->stopping;
 	q->build.reuse_from = reuse_candidates(db, a, r, j->agent_id, ag->old_image);

@@ -113,7 +113,7 @@ void ah_deploy_images_prune(ah_db *db, const struct ah_runner *r, const struct a
 {
 	ah_arena *a = ah_arena_new();
 	ah_rows rows, held;
-	long long keep = ah_cfg_int(r->cfg, AH_CFG_DEPLOY_IMAGES_KEPT);
+	long long keep = ah_settings_of(r->cfg)->deploy.images_kept;
 	if (ah_db_query(db, a, &rows, "SELECT d.id, d.image_sha256, d.image_path = g.image_path "
 	                "FROM deploys d JOIN agents g ON g.id = d.agent_id WHERE d.agent_id = ? "
 	                "AND d.image_kept = 1 ORDER BY d.activated_at DESC, d.created_at DESC", "s",

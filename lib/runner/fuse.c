@@ -78,7 +78,7 @@ static void kill_leftovers(void)
 int ah_fuse_init(const ah_config *cfg, const char *data_dir, ah_err *err)
 {
 	snprintf(g.root, sizeof(g.root), "%s/mounts", data_dir);
-	snprintf(g.rclone, sizeof(g.rclone), "%s", ah_cfg_str(cfg, AH_CFG_MOUNT_RCLONE));
+	snprintf(g.rclone, sizeof(g.rclone), "%s", ah_settings_of(cfg)->buckets.rclone);
 	g.policy = ah_bucket_policy(cfg);
 	procs = NULL;
 	kill_leftovers();

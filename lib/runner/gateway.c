@@ -48,7 +48,7 @@ void ah_gateway_new_token(char *out)
 
 int ah_gateway_env(struct ah_run_req *q, const ah_config *cfg, char *token, ah_err *err)
 {
-	const char *name = ah_cfg_str(cfg, AH_CFG_MODEL_KEY_NAME);
+	const char *name = ah_settings_of(cfg)->model.key_name;
 	ah_gateway_new_token(token);
 	ah_run_req_unsetenv(q, name);
 	ah_run_req_unsetenv(q, "ANTHROPIC_BASE_URL");
@@ -58,8 +58,8 @@ int ah_gateway_env(struct ah_run_req *q, const ah_config *cfg, char *token, ah_e
 
 int ah_gateway_read_key(char **out, const ah_config *cfg, ah_err *err)
 {
-	const char *v = ah_cfg_str(cfg, AH_CFG_MODEL_KEY_VALUE);
-	const char *path = ah_cfg_str(cfg, AH_CFG_MODEL_KEY_FILE);
+	const char *v = ah_settings_of(cfg)->model.key_value;
+	const char *path = ah_settings_of(cfg)->model.key_file;
 	char *buf = calloc(1, KEY_MAX + 1);
 	if (!buf)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
@@ -287,7 +287,7 @@ static void *acceptor(void *arg)
 
 static int upstream_from(ah_gateway *g, const ah_config *cfg, ah_err *err)
 {
-	const char *u = ah_cfg_str(cfg, AH_CFG_MODEL_GATEWAY_UPSTREAM);
+	const char *u = ah_settings_of(cfg)->model.upstream;
 	size_t n = strlen(u);
 	while (n > 0 && u[n - 1] == '/')
 		n--;
@@ -330,7 +330,7 @@ int ah_gateway_start(ah_gateway **out, const ah_config *cfg, int listen_fd, cons
 	snprintf(g->token, sizeof g->token, "%s", token);
 	snprintf(g->tag, sizeof g->tag, "%s", tag);
 	g->deadline_ms = gw_mono_ms() + timeout_ms;
-	g->max_body = (size_t)ah_cfg_int(cfg, AH_CFG_MODEL_GATEWAY_MAX_BODY_BYTES);
+	g->max_body = (size_t)ah_settings_of(cfg)->model.max_body_bytes;
 	int rc = upstream_from(g, cfg, err);
 	if (rc == 0)
 		rc = gw_policy_load(&g->policy, cfg, err);

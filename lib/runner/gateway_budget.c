@@ -74,11 +74,10 @@ int gw_budget_load(struct gw_budget **out, const ah_config *cfg, json_object *sp
 		return ah_err_set(err, AH_EFAIL, "out of memory");
 	pthread_mutex_init(&b->mu, NULL);
 	b->cfg = cfg;
-	ah_price_parse(&b->pin, ah_cfg_str(cfg, AH_CFG_PRICE_INPUT_PER_MTOK));
-	ah_price_parse(&b->pout, ah_cfg_str(cfg, AH_CFG_PRICE_OUTPUT_PER_MTOK));
-	ah_price_parse(&b->pcw, ah_cfg_str(cfg, AH_CFG_PRICE_CACHE_WRITE_PER_MTOK));
-	ah_price_parse(&b->pcw1h, ah_cfg_str(cfg, AH_CFG_PRICE_CACHE_WRITE_1H_PER_MTOK));
-	ah_price_parse(&b->pcr, ah_cfg_str(cfg, AH_CFG_PRICE_CACHE_READ_PER_MTOK));
+	/* The prices the API bills a call at (parsed once, at load). */
+	const ah_price_settings *p = &ah_settings_of(cfg)->price;
+	b->pin = p->input, b->pout = p->output, b->pcw = p->cache_write;
+	b->pcw1h = p->cache_write_1h, b->pcr = p->cache_read;
 	for (size_t i = 0; i < n; i++)
 		if (parse_row(b, json_object_array_get_idx(spec, i), err) != 0) {
 			gw_budget_free(b);

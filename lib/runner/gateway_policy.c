@@ -94,11 +94,11 @@ int gw_policy_load(struct gw_policy *pol, const ah_config *cfg, ah_err *err)
 	bool too_long;
 	int rc = 0;
 	memset(pol, 0, sizeof *pol);
-	const char *p = ah_cfg_str(cfg, AH_CFG_MODEL_GATEWAY_ENDPOINTS);
+	const char *p = ah_settings_of(cfg)->model.endpoints;
 	while (rc == 0 && next_entry(&p, entry, sizeof entry, &too_long))
 		rc = too_long ? ah_err_set(err, AH_EINVALID, "model_gateway_endpoints: an entry is "
 		                           "too long") : add_route(pol, entry, err);
-	p = ah_cfg_str(cfg, AH_CFG_MODEL_GATEWAY_RESPONSE_HEADERS);
+	p = ah_settings_of(cfg)->model.response_headers;
 	while (rc == 0 && next_entry(&p, entry, sizeof pol->resp[0], &too_long))
 		rc = too_long ? ah_err_set(err, AH_EINVALID, "model_gateway_response_headers: a name "
 		                           "is too long") : add_header(pol, entry, err);

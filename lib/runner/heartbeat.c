@@ -136,7 +136,7 @@ static void purge_history(ah_db *db, const ah_config *cfg)
 	long long purged = 0;
 	int released = 0;
 	ah_err err = {0};
-	if (ah_history_purge(db, ah_cfg_int(cfg, AH_CFG_HISTORY_RETENTION_DAYS), AH_HISTORY_BATCH, 20,
+	if (ah_history_purge(db, ah_settings_of(cfg)->host.history_retention_days, AH_HISTORY_BATCH, 20,
 	                     &purged, &err) != 0)
 		ah_log_error("history retention: %s", err.msg);
 	else if (purged > 0)
@@ -163,8 +163,9 @@ void *ah_heartbeat_thread(void *arg)
 	struct ah_runner *r = arg;
 	ah_db *db = NULL;
 	ah_err err = {0};
-	int64_t idle_ms = ah_cfg_int(r->cfg, AH_CFG_SESSION_IDLE_SECONDS) * 1000;
-	int beat_ms = (int)ah_cfg_int(r->cfg, AH_CFG_RUNNER_HEARTBEAT_SECONDS) * 1000;
+	const ah_settings *set = ah_settings_of(r->cfg);
+	int64_t idle_ms = set->runner.session_idle_seconds * 1000;
+	int beat_ms = (int)set->runner.heartbeat_seconds * 1000;
 	int lease_ms = r->lease_seconds * 1000 / 3;
 	int64_t next_beat = 0, next_lease = 0, next_reap = 0, next_sweep = 0;
 	while (!r->stopping) {
@@ -184,7 +185,7 @@ void *ah_heartbeat_thread(void *arg)
 		}
 		if (db && now >= next_reap) {
 			ah_sandboxes_reap_idle(idle_ms, expire_session, db);
-			ah_fuse_reap_idle(ah_cfg_int(r->cfg, AH_CFG_MOUNT_IDLE_SECONDS) * 1000);
+			ah_fuse_reap_idle(set->buckets.mount_idle_seconds * 1000);
 			next_reap = now + 10000;
 		}
 		if (db && now >= next_sweep) {

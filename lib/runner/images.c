@@ -140,7 +140,7 @@ static int fetch_image(const struct ah_runner *r, const char *agent, const char 
 	ah_arena *a = ah_arena_new();
 	char *tmp = NULL, stage[PATH_MAX];
 	struct ah_tar_limits lim = AH_TAR_LIMITS_DEFAULT;
-	lim.max_extracted = ah_cfg_int(r->cfg, AH_CFG_IMAGE_MAX_MB) << 20;
+	lim.max_extracted = ah_settings_of(r->cfg)->deploy.image_max_mb << 20;
 	lim.max_compressed = lim.max_extracted + (lim.max_extracted >> 2) + (1 << 20);
 	lim.noun = "The stored image";
 	lim.zstd_too = true; /* packed since 2026-11-28; gzip before */

@@ -252,7 +252,7 @@ void *ah_jobs_thread(void *arg)
 	struct ah_runner *r = arg;
 	ah_db *db = NULL;
 	ah_err err = {0};
-	int poll_ms = (int)ah_cfg_int(r->cfg, AH_CFG_DEPLOY_POLL_MS);
+	int poll_ms = (int)ah_settings_of(r->cfg)->deploy.poll_ms;
 	while (!r->stopping && !db && ah_db_open(&db, r->cfg, &err) != 0) {
 		ah_log_error("job loop: %s; retrying", err.msg);
 		sleep(2);

@@ -42,13 +42,13 @@ static int absolute_dir(char *out, const char *dir, ah_err *err)
 static int setup_paths(struct ah_runner *r, ah_err *err)
 {
 	char dir[PATH_MAX], base[NAME_MAX + 1], abs[PATH_MAX];
-	const char *sock = ah_cfg_str(r->cfg, AH_CFG_RUNNER_SOCKET);
+	const char *sock = ah_settings_of(r->cfg)->runner.socket;
 	snprintf(dir, sizeof(dir), "%s", sock);
 	snprintf(base, sizeof(base), "%s", basename(dir));
 	snprintf(dir, sizeof(dir), "%s", sock);
 	int rc = absolute_dir(abs, dirname(dir), err);
 	if (rc == 0)
-		rc = absolute_dir(r->data_dir, ah_cfg_str(r->cfg, AH_CFG_DATA_DIR), err);
+		rc = absolute_dir(r->data_dir, ah_settings_of(r->cfg)->host.data_dir, err);
 	/* Uploaded code, images and builds are strangers' files: no other local
 	 * account may reach any of them, whatever a mode below says. */
 	if (rc == 0 && chmod(r->data_dir, 0700) != 0)
@@ -58,8 +58,8 @@ static int setup_paths(struct ah_runner *r, ah_err *err)
 	if ((size_t)snprintf(r->socket_path, sizeof(r->socket_path), "%s/%s", abs, base) >=
 	    sizeof(r->socket_path))
 		return ah_err_set(err, AH_EFAIL, "socket path too long");
-	const char *pid = ah_cfg_opt(r->cfg, AH_CFG_RUNNER_PID_FILE);
-	if (pid)
+	const char *pid = ah_settings_of(r->cfg)->runner.pid_file;
+	if (*pid)
 		snprintf(r->pid_file, sizeof(r->pid_file), "%s", pid);
 	else if ((size_t)snprintf(r->pid_file, sizeof(r->pid_file), "%s/runner.pid", abs) >=
 	         sizeof(r->pid_file))
@@ -92,13 +92,13 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 {
 	/* A gateway setting that cannot work stops the start before anything is
 	 * made, not the first agent's call. */
-	int rc = ah_cfg_bool(r->cfg, AH_CFG_MODEL_GATEWAY) ? ah_gateway_check_config(r->cfg, err) : 0;
+	int rc = ah_settings_of(r->cfg)->model.gateway ? ah_gateway_check_config(r->cfg, err) : 0;
 	if (rc != 0 || (rc = setup_paths(r, err)) != 0)
 		return rc;
 	ah_runner_local_id(r->cfg, r->id, sizeof(r->id)); /* the socket's dir exists now */
-	r->capacity = (int)ah_cfg_int(r->cfg, AH_CFG_RUNNER_CAPACITY);
-	r->lease_seconds = (int)ah_cfg_int(r->cfg, AH_CFG_DEPLOY_LEASE_SECONDS);
-	r->max_attempts = (int)ah_cfg_int(r->cfg, AH_CFG_DEPLOY_MAX_ATTEMPTS);
+	r->capacity = (int)ah_settings_of(r->cfg)->runner.capacity;
+	r->lease_seconds = (int)ah_settings_of(r->cfg)->deploy.lease_seconds;
+	r->max_attempts = (int)ah_settings_of(r->cfg)->deploy.max_attempts;
 	pthread_mutex_init(&r->job_mu, NULL);
 	ah_sandboxes_init();
 	if ((rc = ah_gateway_global_init(err)) != 0)
@@ -106,7 +106,7 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 	/* The socket first: it is what tells a second runner with this id that the
 	 * first is alive, before it can clean up (sandboxes, leases) under it. */
 	if ((rc = ah_server_listen(r, err)) != 0 || (rc = ah_metrics_listen(r, err)) != 0 ||
-	    (rc = ah_sandbox_init(r->cfg, err)) != 0 ||
+	    (rc = ah_sandbox_init(&ah_settings_of(r->cfg)->sandbox, err)) != 0 ||
 	    (rc = ah_fuse_init(r->cfg, r->data_dir, err)) != 0)
 		return rc;
 	if ((rc = open_db_patiently(db, r, err)) != 0 ||
@@ -142,7 +142,7 @@ static void wait_for_signal(void)
 static void stop(struct ah_runner *r, ah_db *db, pthread_t jobs, pthread_t beat, pthread_t srv,
                  pthread_t warm, pthread_t mx)
 {
-	int grace = (int)ah_cfg_int(r->cfg, AH_CFG_RUNNER_SHUTDOWN_GRACE_SECONDS);
+	int grace = (int)ah_settings_of(r->cfg)->runner.shutdown_grace_seconds;
 	r->stopping = 1;
 	pthread_join(srv, NULL);
 	ah_server_stop(grace * 1000);

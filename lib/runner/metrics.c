@@ -86,7 +86,7 @@ void ah_metrics_read_queue(ah_db *db)
 
 int ah_metrics_listen(struct ah_runner *r, ah_err *err)
 {
-	const char *spec = ah_cfg_str(r->cfg, AH_CFG_RUNNER_METRICS_LISTEN);
+	const char *spec = ah_settings_of(r->cfg)->runner.metrics_listen;
 	char host[256], port[16];
 	if (!*spec)
 		return 0;
@@ -125,7 +125,7 @@ static void write_sandboxes(FILE *f, const struct ah_runner *r)
 {
 	struct ah_sbx_census c;
 	ah_sandboxes_census(&c);
-	long long max = ah_cfg_int(r->cfg, AH_CFG_SANDBOX_MAX);
+	long long max = ah_settings_of(r->cfg)->sandbox.max;
 	long long used = (long long)(c.busy + c.warm + c.idle);
 	ah_mx_family(f, "agenthost_runner_sandboxes", "gauge",
 	             "Sandboxes of this runner by state: busy (running a call), warm (a program waiting "

@@ -366,7 +366,7 @@ static long long get_ll(json_object *o, const char *k, long long def)
 static void caps(struct collect *c, const ah_config *cfg, json_object *files)
 {
 	long long quota = get_ll(files, "collect_max", 0), set = get_ll(files, "max_bytes", quota);
-	long long disk = ah_cfg_int(cfg, AH_CFG_SANDBOX_DISK_MB) << 20;
+	long long disk = ah_settings_of(cfg)->sandbox.disk_mb << 20;
 	if (disk <= 0)
 		disk = 1LL << 30; /* the sandbox's tmpfs (sandbox/mounts.c) */
 	c->max_bytes = set, c->bytes_why = "session_output_max_bytes";

@@ -99,8 +99,8 @@ int ah_server_listen(struct ah_runner *r, ah_err *err)
 		                  strerror(errno));
 	if (chmod(r->socket_path, 0660) != 0)
 		return ah_err_set(err, AH_EFAIL, "chmod %s: %s", r->socket_path, strerror(errno));
-	const char *group = ah_cfg_opt(r->cfg, AH_CFG_RUNNER_SOCKET_GROUP);
-	int rc = group && *group ? socket_group(r->socket_path, group, err) : 0;
+	const char *group = ah_settings_of(r->cfg)->runner.socket_group; /* "": unchanged */
+	int rc = *group ? socket_group(r->socket_path, group, err) : 0;
 	return rc ? rc : ah_tcp_listen(r, err);
 }
 

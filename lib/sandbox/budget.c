@@ -70,10 +70,10 @@ static long long host_memory(void)
 	return pages > 0 && size > 0 ? (long long)pages * size : 0;
 }
 
-static int read_limits(const ah_config *cfg, ah_err *err)
+static int read_limits(const ah_sandbox_settings *set, ah_err *err)
 {
 	long long ram = host_memory(), reserve = ram / 4 > 2 * GIB ? ram / 4 : 2 * GIB;
-	long long mb = ah_cfg_int(cfg, AH_CFG_SANDBOX_MEMORY_BUDGET_MB);
+	long long mb = set->memory_budget_mb;
 	sb_g.memory_budget = mb > 0 ? mb * MIB : ram - reserve;
 	/* A host too small for the default reserve still runs one sandbox. */
 	if (sb_g.memory_budget < sb_g.memory_bytes)
@@ -84,14 +84,14 @@ static int read_limits(const ah_config *cfg, ah_err *err)
 		return ah_err_set(err, AH_EFAIL, "statvfs %s: %s", sb_g.root, strerror(errno));
 	root_dev = (unsigned long long)st.st_dev;
 	long long size = (long long)vs.f_blocks * (long long)vs.f_frsize;
-	long long rmb = ah_cfg_int(cfg, AH_CFG_DISK_RESERVE_MB);
+	long long rmb = set->disk_reserve_mb;
 	sb_g.disk_reserve = rmb >= 0 ? rmb * MIB : (size / 20 > GIB ? size / 20 : GIB);
 	return 0;
 }
 
-int sb_budget_init(const ah_config *cfg, ah_err *err)
+int sb_budget_init(const ah_sandbox_settings *set, ah_err *err)
 {
-	int rc = read_limits(cfg, err);
+	int rc = read_limits(set, err);
 	if (rc)
 		return rc;
 	ah_err why = { 0 };

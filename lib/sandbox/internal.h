@@ -241,8 +241,7 @@ void sb_cgroup_clear_slot(struct ah_sandbox *sb);
 int sb_cgroup_set_parent_memory(long long bytes, ah_err *err);
 
 /* ---- budget.c: host-wide memory and disk admission ---- */
-struct ah_config;
-int sb_budget_init(const struct ah_config *cfg, ah_err *err);
+int sb_budget_init(const ah_sandbox_settings *set, ah_err *err);
 /* Admits sb (AH_EBUSY when the host is at its budget) and records its
  * commitment in the slot's lock file, lock_fd. */
 int sb_budget_admit(struct ah_sandbox *sb, int lock_fd, ah_err *err);

@@ -95,9 +95,9 @@ static void add_dns(const char *s)
 }
 
 /* sandbox_dns (comma separated), else the nameservers of /etc/resolv.conf. */
-static void read_dns(const ah_config *cfg)
+static void read_dns(const ah_sandbox_settings *set)
 {
-	const char *conf = ah_cfg_str(cfg, AH_CFG_SANDBOX_DNS);
+	const char *conf = set->dns;
 	char buf[256], line[512];
 	if (conf[0]) {
 		snprintf(buf, sizeof buf, "%s", conf);
@@ -151,34 +151,34 @@ static bool cgroup_name_ok(const char *s)
 	return true;
 }
 
-static int read_config(const ah_config *cfg, ah_err *err)
+static int read_config(const ah_sandbox_settings *set, ah_err *err)
 {
-	const char *root = ah_cfg_str(cfg, AH_CFG_SANDBOX_ROOT);
+	const char *root = set->root;
 	char abs[PATH_MAX];
 	if (mkdir_p(root) < 0)
 		return ah_err_set(err, AH_EFAIL, "mkdir %s: %s", root, strerror(errno));
 	if (!realpath(root, abs) || strlen(abs) >= sizeof sb_g.root - 16)
 		return ah_err_set(err, AH_EINVALID, "sandbox_root %s: unusable", root);
 	snprintf(sb_g.root, sizeof sb_g.root, "%s", abs);
-	sb_g.memory_bytes = ah_cfg_int(cfg, AH_CFG_SANDBOX_MEMORY_MB) << 20;
-	sb_g.disk_bytes = ah_cfg_int(cfg, AH_CFG_SANDBOX_DISK_MB) << 20;
-	sb_g.cpus = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_CPUS);
-	sb_g.pids_max = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_PIDS);
-	sb_g.nofile = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_NOFILE);
-	sb_g.pool_size = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_POOL_SIZE);
-	sb_g.pool_max = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_POOL_MAX);
-	sb_g.max_slots = (int)ah_cfg_int(cfg, AH_CFG_SANDBOX_MAX);
-	sb_g.uid_base = (unsigned)ah_cfg_int(cfg, AH_CFG_SANDBOX_UID_BASE);
-	sb_g.allow_host = ah_cfg_bool(cfg, AH_CFG_SANDBOX_ALLOW_LOOPBACK_EGRESS);
-	sb_g.egress_private = ah_cfg_bool(cfg, AH_CFG_EGRESS_ALLOW_PRIVATE);
-	const char *cg = ah_cfg_str(cfg, AH_CFG_SANDBOX_CGROUP);
+	sb_g.memory_bytes = set->memory_mb << 20;
+	sb_g.disk_bytes = set->disk_mb << 20;
+	sb_g.cpus = (int)set->cpus;
+	sb_g.pids_max = (int)set->pids;
+	sb_g.nofile = (int)set->nofile;
+	sb_g.pool_size = (int)set->pool_size;
+	sb_g.pool_max = (int)set->pool_max;
+	sb_g.max_slots = (int)set->max;
+	sb_g.uid_base = (unsigned)set->uid_base;
+	sb_g.allow_host = set->allow_loopback_egress;
+	sb_g.egress_private = set->egress_allow_private;
+	const char *cg = set->cgroup;
 	if (!cgroup_name_ok(cg))
 		return ah_err_set(err, AH_EINVALID, "sandbox_cgroup %s: want 1-63 of [a-z0-9_-]", cg);
 	snprintf(sb_g.cg_name, sizeof sb_g.cg_name, "%s", cg);
-	const char *net = ah_cfg_str(cfg, AH_CFG_SANDBOX_NET);
+	const char *net = set->net;
 	if (sscanf(net, "%u.%u", &sb_g.net_a, &sb_g.net_b) != 2 || sb_g.net_a > 255 || sb_g.net_b > 255)
 		return ah_err_set(err, AH_EINVALID, "sandbox_net %s: want two octets like 10.254", net);
-	read_dns(cfg);
+	read_dns(set);
 	return 0;
 }
 
@@ -186,10 +186,10 @@ static int read_config(const ah_config *cfg, ah_err *err)
  * the build tree's lib/sandbox beside this program's directory (a runner run
  * from the build), else where meson installs it (libexec/agenthost). Opened
  * once: every keeper is exec'd from this descriptor. */
-static int open_keeper(const ah_config *cfg, ah_err *err)
+static int open_keeper(const ah_sandbox_settings *set, ah_err *err)
 {
 	char self[PATH_MAX], here[PATH_MAX + 32], built[PATH_MAX + 48];
-	const char *conf = ah_cfg_str(cfg, AH_CFG_SANDBOX_KEEPER);
+	const char *conf = set->keeper;
 	const char *tries[4] = { conf[0] ? conf : NULL, NULL, NULL, conf[0] ? NULL : AH_KEEPER_PATH };
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	if (!conf[0] && n > 0) {
@@ -240,7 +240,7 @@ static void policy_release(void)
 
 /* ---- public API ---- */
 
-int ah_sandbox_init(const ah_config *cfg, ah_err *err)
+int ah_sandbox_init(const ah_sandbox_settings *set, ah_err *err)
 {
 	if (inited)
 		return 0;
@@ -249,9 +249,9 @@ int ah_sandbox_init(const ah_config *cfg, ah_err *err)
 	int rc;
 	sb_g.keeper_exe = -1;
 	sb_slots_init();
-	if ((rc = read_config(cfg, err)) || (rc = sb_cgroup_init(err)) ||
-	    (rc = sb_budget_init(cfg, err)) ||
-	    (rc = sb_seccomp_build(&sb_g.seccomp, err)) || (rc = open_keeper(cfg, err)))
+	if ((rc = read_config(set, err)) || (rc = sb_cgroup_init(err)) ||
+	    (rc = sb_budget_init(set, err)) ||
+	    (rc = sb_seccomp_build(&sb_g.seccomp, err)) || (rc = open_keeper(set, err)))
 		return rc;
 	char dir[300];
 	snprintf(dir, sizeof dir, "%s/root", sb_g.root);

@@ -184,8 +184,9 @@ typedef struct ah_sandbox_result {
 /* Once per process, as root: checks cgroups (v1 or v2), installs the network
  * policy (nft table "agenthost", shared by the runner processes of a host),
  * enables IPv4 forwarding and starts the pool. Slots are host-wide (lock files
- * in /run/agenthost-sandbox), so several processes may use sandboxes at once. */
-int ah_sandbox_init(const ah_config *cfg, ah_err *err);
+ * in /run/agenthost-sandbox), so several processes may use sandboxes at once.
+ * set: the sandbox_* keys (ah_settings_of(cfg)->sandbox). */
+int ah_sandbox_init(const ah_sandbox_settings *set, ah_err *err);
 
 /* A sandbox ready for exec, usually taken from the pool. AH_EBUSY: the
  * host is at its sandbox memory or disk budget (try again later). */

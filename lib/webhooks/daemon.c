@@ -57,10 +57,9 @@ static const char SQL_RELEASE[] =
 /* The wait before the next attempt after `attempts` failed ones: the base
  * doubled each time up to the maximum, half of it fixed and half random
  * (jitter spreads the retries of many deliveries that failed together). */
-static long long backoff_ms(const ah_config *cfg, long long attempts)
+static long long backoff_ms(const ah_webhook_settings *set, long long attempts)
 {
-	long long base = ah_cfg_int(cfg, AH_CFG_WEBHOOK_RETRY_BASE_MS);
-	long long max = ah_cfg_int(cfg, AH_CFG_WEBHOOK_RETRY_MAX_MS), d = base;
+	long long base = set->retry_base_ms, max = set->retry_max_ms, d = base;
 	for (long long i = 1; i < attempts && d < max; i++)
 		d *= 2;
 	if (d > max)
@@ -103,10 +102,10 @@ static void job_free(ah_whd_job *j)
 static void decide(ah_whd *d, ah_whd_job *j, long status, const char *error)
 {
 	long long elapsed = (ah_mono_us() - j->start_us) / 1000, age = j->age_ms + elapsed;
-	long long window = ah_cfg_int(d->cfg, AH_CFG_WEBHOOK_GIVE_UP_SECONDS) * 1000LL, wait = 0;
+	long long window = d->set->give_up_seconds * 1000LL, wait = 0;
 	const char *state = AH_DELIVERY_S_DELIVERED;
 	if (error) {
-		wait = backoff_ms(d->cfg, j->attempts + 1);
+		wait = backoff_ms(d->set, j->attempts + 1);
 		if (age + wait > window) /* the last attempt at the deadline itself */
 			wait = window - age;
 		state = wait <= 0 ? AH_DELIVERY_S_FAILED : AH_DELIVERY_S_PENDING;
@@ -219,7 +218,7 @@ static size_t claim(ah_whd *d, size_t n)
 	char token[23];
 	ah_rows rows;
 	secret_cache cache = {0};
-	long long lease = ah_cfg_int(d->cfg, AH_CFG_WEBHOOK_TIMEOUT_SECONDS) + CLAIM_SLACK_S;
+	long long lease = d->set->timeout_seconds + CLAIM_SLACK_S;
 	ah_base62_random(token, 22);
 	ah_arena *a = ah_arena_new();
 	size_t started = 0;
@@ -297,7 +296,7 @@ static void release_all(ah_whd *d)
 
 static void purge(ah_whd *d)
 {
-	long long days = ah_cfg_int(d->cfg, AH_CFG_HISTORY_RETENTION_DAYS);
+	long long days = ah_settings_of(d->cfg)->host.history_retention_days;
 	unsigned long long n = PURGE_BATCH;
 	while (days > 0 && n == PURGE_BATCH && !*d->stop) {
 		if (ah_db_exec(d->db, &n, SQL_PURGE, "ii", days, (long long)PURGE_BATCH) != 0) {

@@ -13,6 +13,7 @@ typedef struct ah_whd_job ah_whd_job;
 
 typedef struct ah_whd {
 	const ah_config *cfg;
+	const ah_webhook_settings *set; /* ah_settings_of(cfg)->webhook */
 	ah_db *db;
 	CURLM *multi;
 	ah_addr_policy policy;

@@ -49,8 +49,9 @@ int main(int argc, char **argv)
 		ah_log_error("start-up failed: %s", err.msg[0] ? err.msg : "libsodium or libcurl");
 		return 1;
 	}
-	ah_whd d = {.cfg = cfg, .db = db, .policy = ah_webhook_policy(cfg), .stop = &stop_flag,
-	            .capacity = (int)ah_cfg_int(cfg, AH_CFG_WEBHOOK_CONCURRENCY)};
+	const ah_webhook_settings *set = &ah_settings_of(cfg)->webhook;
+	ah_whd d = {.cfg = cfg, .set = set, .db = db, .policy = ah_webhook_policy(set),
+	            .stop = &stop_flag, .capacity = (int)set->concurrency};
 	if (!(d.multi = curl_multi_init())) {
 		ah_log_error("start-up failed: curl_multi_init");
 		return 1;

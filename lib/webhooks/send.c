@@ -55,7 +55,7 @@ static struct curl_slist *headers(ah_whd_job *j, const char *secret)
 
 int ah_whd_send(ah_whd *d, ah_whd_job *j, const char *secret)
 {
-	long timeout_ms = (long)ah_cfg_int(d->cfg, AH_CFG_WEBHOOK_TIMEOUT_SECONDS) * 1000L;
+	long timeout_ms = (long)d->set->timeout_seconds * 1000L;
 	if (!(j->h = curl_easy_init()) || !(j->headers = headers(j, secret)))
 		return AH_EFAIL;
 	CURL *c = j->h;
@@ -67,7 +67,7 @@ int ah_whd_send(ah_whd *d, ah_whd_job *j, const char *secret)
 	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_checked);
 	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, j);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR,
-	                 ah_cfg_bool(d->cfg, AH_CFG_WEBHOOK_ALLOW_HTTP) ? "http,https" : "https");
+	                 d->set->allow_http ? "http,https" : "https");
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);

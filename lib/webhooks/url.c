@@ -14,10 +14,9 @@ static int bad(ah_err *err, const char *why)
 	return ah_err_set(err, AH_EINVALID, "%s", why);
 }
 
-ah_addr_policy ah_webhook_policy(const ah_config *cfg)
+ah_addr_policy ah_webhook_policy(const ah_webhook_settings *set)
 {
-	return (ah_addr_policy){.allow_private = false,
-	                        .allow_hosts = ah_cfg_str(cfg, AH_CFG_WEBHOOK_ALLOW_HOSTS)};
+	return (ah_addr_policy){.allow_private = false, .allow_hosts = set->allow_hosts};
 }
 
 /* host[:port] after the scheme: [v6] or up to ':' '/' '?' or the end. */
@@ -43,9 +42,9 @@ static int split_authority(char *host, size_t n, long *port, const char *p)
 	return (e == rest + 1 || v < 1 || v > 65535 || (*e && !strchr("/?", *e))) ? AH_EINVALID : 0;
 }
 
-int ah_webhook_url_check(const char *url, const ah_config *cfg, ah_err *err)
+int ah_webhook_url_check(const char *url, const ah_webhook_settings *set, ah_err *err)
 {
-	bool http_ok = ah_cfg_bool(cfg, AH_CFG_WEBHOOK_ALLOW_HTTP);
+	bool http_ok = set->allow_http;
 	const char *p;
 	long port = 443;
 	if (strlen(url) > AH_WEBHOOK_URL_MAX)
@@ -69,7 +68,7 @@ int ah_webhook_url_check(const char *url, const ah_config *cfg, ah_err *err)
 	char host[256];
 	if (split_authority(host, sizeof(host), &port, p) != 0)
 		return bad(err, "URL should name a host (and a port from 1 to 65535)");
-	ah_addr_policy pol = ah_webhook_policy(cfg);
+	ah_addr_policy pol = ah_webhook_policy(set);
 	int kind = ah_addr_host_kind(host, *p == '[', port, &pol);
 	if (kind == -2)
 		return bad(err, "URL's host is neither a name nor a valid IP address");

@@ -27,14 +27,14 @@
 #define AH_WEBHOOK_SIG_HEX 65 /* 64 hex digits and the NUL */
 
 /* Which private addresses deliveries may reach (webhook_allow_hosts). */
-ah_addr_policy ah_webhook_policy(const ah_config *cfg);
+ah_addr_policy ah_webhook_policy(const ah_webhook_settings *set);
 
 /* A URL deliveries may be sent to: https (http too with webhook_allow_http),
  * a host and optional port, no credentials, no fragment, at most
  * AH_WEBHOOK_URL_MAX bytes; a literal address must be public or opened by
  * the policy (a name is checked on each connection's address at delivery,
  * which defeats DNS rebinding). AH_EINVALID with a sentence in err. */
-int ah_webhook_url_check(const char *url, const ah_config *cfg, ah_err *err);
+int ah_webhook_url_check(const char *url, const ah_webhook_settings *set, ah_err *err);
 
 /* HMAC-SHA256 of "<t>.<body>" under secret, as lower-case hex. */
 void ah_webhook_sign(char hex[AH_WEBHOOK_SIG_HEX], const char *secret, int64_t t,

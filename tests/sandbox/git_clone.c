@@ -21,7 +21,7 @@ int main(int argc, char **argv)
 	}
 	ah_config *cfg = NULL;
 	ah_err err = {0};
-	if (ah_config_load(&cfg, NULL, &err) != 0 || ah_sandbox_init(cfg, &err) != 0) {
+	if (ah_config_load(&cfg, NULL, &err) != 0 || ah_sandbox_init(&ah_settings_of(cfg)->sandbox, &err) != 0) {
 		fprintf(stderr, "git_clone: %s\n", err.msg);
 		ah_config_free(cfg);
 		return 1;

@@ -69,18 +69,18 @@ static void test_urls(void)
 	ah_err err;
 	for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
 		err = (ah_err){0};
-		bool got = ah_webhook_url_check(urls[i].url, strict, &err) == 0;
+		bool got = ah_webhook_url_check(urls[i].url, &ah_settings_of(strict)->webhook, &err) == 0;
 		ok(got == urls[i].strict_ok, "https only: %s %s (%s)", urls[i].url,
 		   urls[i].strict_ok ? "allowed" : "refused", err.msg);
 		err = (ah_err){0};
-		got = ah_webhook_url_check(urls[i].url, dev, &err) == 0;
+		got = ah_webhook_url_check(urls[i].url, &ah_settings_of(dev)->webhook, &err) == 0;
 		ok(got == urls[i].dev_ok, "http and a list: %s %s (%s)", urls[i].url,
 		   urls[i].dev_ok ? "allowed" : "refused", err.msg);
 	}
 	char long_url[2100] = "https://example.com/";
 	memset(long_url + 20, 'a', 2049 - 20);
 	long_url[2049] = '\0';
-	ok(ah_webhook_url_check(long_url, strict, &err) == AH_EINVALID && strstr(err.msg, "2048"),
+	ok(ah_webhook_url_check(long_url, &ah_settings_of(strict)->webhook, &err) == AH_EINVALID && strstr(err.msg, "2048"),
 	   "a URL over 2048 characters is refused (%s)", err.msg);
 	ah_config_free(strict);
 	ah_config_free(dev);
