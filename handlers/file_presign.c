@@ -25,6 +25,7 @@
 #include "files_api.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "core/settings.h"
 #include "crypto/crypto.h"
 #include "validate.h"
 #include "db/enums.h"
@@ -61,7 +62,7 @@ static char *url_claim(ah_arena *a, const char *id, long long expires, long long
 /* public_url, else the scheme and Host the client used (only host characters). */
 static const char *base_url(ah_req *r)
 {
-	const char *pub = ah_cfg_opt(r->cfg, AH_CFG_PUBLIC_URL);
+	const char *pub = ah_set_opt(ah_settings_of(r->cfg)->api.public_url);
 	if (pub)
 		return pub;
 	const char *host = ah_param_env(r, "HTTP_HOST"), *https = ah_param_env(r, "HTTPS");

@@ -15,6 +15,7 @@
 #include "runner_calls.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "core/settings.h"
 #include "db/db.h"
 #include "db/enums.h"
 
@@ -59,7 +60,7 @@ static const char SQL_NOW[] = "SELECT runner_id FROM agents WHERE id = ?";
 const char *ah_runner_takeover(ah_req *r, const char *agent_id, const char *runner_id,
                                bool movable)
 {
-	long long period = ah_cfg_int(r->cfg, AH_CFG_RUNNER_HEARTBEAT_SECONDS), grace = 3 * period;
+	long long period = ah_settings_of(r->cfg)->runner.heartbeat_seconds, grace = 3 * period;
 	char local[80] = "";
 	ah_rows rows;
 	unsigned long long n = 0;

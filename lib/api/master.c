@@ -15,6 +15,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/settings.h"
 #include "crypto/crypto.h"
 #include "ratelimit/ratelimit.h"
 
@@ -157,7 +158,7 @@ static void start_generation(const ah_config *cfg)
 	/* JWTs from an identity provider: its keys are fetched by a process of
 	 * their own, so that no worker ever waits on the provider. */
 	static bool shared_jwks;
-	const char *jwks = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
+	const char *jwks = ah_set_opt(ah_settings_of(cfg)->jwt.jwks_url);
 	if (jwks && *jwks && !shared_jwks)
 		shared_jwks = ah_jwks_share_init() == 0;
 	nslots = 0;

@@ -15,6 +15,7 @@
 #include "auth/jwt.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "core/settings.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -179,7 +180,7 @@ static bool kid_asked(int64_t now, int64_t last_kid)
 
 int ah_jwks_refresher_run(const ah_config *cfg)
 {
-	const char *url = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
+	const char *url = ah_set_opt(ah_settings_of(cfg)->jwt.jwks_url);
 	int64_t ttl = ah_settings_of(cfg)->jwt.jwks_cache_seconds * 1000;
 	int64_t fetched = 0, tried = 0, last_kid = -KID_REFETCH_MS;
 	if (!shm || !url || !*url)
@@ -251,7 +252,7 @@ static void sync_shared(bool refresh)
 
 void ah_jwks_cached(const ah_jwks **out, const ah_config *cfg, bool refresh)
 {
-	const char *url = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
+	const char *url = ah_set_opt(ah_settings_of(cfg)->jwt.jwks_url);
 	int64_t ttl = ah_settings_of(cfg)->jwt.jwks_cache_seconds * 1000;
 	int64_t now = ah_now_ms();
 	if (url && *url && shm) {

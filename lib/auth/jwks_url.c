@@ -12,6 +12,7 @@
 #include "auth/jwt.h"
 #include "core/log.h"
 #include "core/netaddr.h"
+#include "core/settings.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -94,7 +95,7 @@ static int split_url(const char *url, char *host, size_t hcap, char port[8])
 
 int ah_jwks_url_check(const ah_config *cfg, ah_err *err)
 {
-	const char *url = ah_cfg_opt(cfg, AH_CFG_JWT_JWKS_URL);
+	const char *url = ah_set_opt(ah_settings_of(cfg)->jwt.jwks_url);
 	char host[256], port[8];
 	if (!url || !*url)
 		return 0;

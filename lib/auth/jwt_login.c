@@ -24,17 +24,12 @@ static struct jwt_conf {
 	long long leeway;
 } conf;
 
-/* Config strings live as long as the config; "" counts as unset. */
-static const char *setting(const ah_config *cfg, ah_cfg_key key)
-{
-	return ah_cfg_opt(cfg, key);
-}
 
 /* The secret's bytes as written, less trailing whitespace (a file's newline). */
 static void load_secret(const ah_config *cfg)
 {
-	const char *inline_secret = setting(cfg, AH_CFG_JWT_HS256_SECRET);
-	const char *file = setting(cfg, AH_CFG_JWT_HS256_SECRET_FILE);
+	const char *inline_secret = ah_set_opt(ah_settings_of(cfg)->jwt.hs256_secret);
+	const char *file = ah_set_opt(ah_settings_of(cfg)->jwt.hs256_secret_file);
 	size_t n = 0;
 	if (inline_secret) {
 		n = strlen(inline_secret);
@@ -65,11 +60,11 @@ static const struct jwt_conf *conf_get(const ah_config *cfg)
 		return &conf;
 	conf.loaded = true;
 	load_secret(cfg);
-	conf.jwks_url = setting(cfg, AH_CFG_JWT_JWKS_URL);
-	conf.issuer = setting(cfg, AH_CFG_JWT_ISSUER);
-	conf.audience = setting(cfg, AH_CFG_JWT_AUDIENCE);
-	conf.email_claim = setting(cfg, AH_CFG_JWT_EMAIL_CLAIM);
-	conf.plan = setting(cfg, AH_CFG_JWT_DEFAULT_PLAN);
+	conf.jwks_url = ah_set_opt(ah_settings_of(cfg)->jwt.jwks_url);
+	conf.issuer = ah_set_opt(ah_settings_of(cfg)->jwt.issuer);
+	conf.audience = ah_set_opt(ah_settings_of(cfg)->jwt.audience);
+	conf.email_claim = ah_set_opt(ah_settings_of(cfg)->jwt.email_claim);
+	conf.plan = ah_set_opt(ah_settings_of(cfg)->jwt.default_plan);
 	conf.leeway = ah_settings_of(cfg)->jwt.leeway_seconds;
 	conf.link_by_email = ah_settings_of(cfg)->jwt.link_by_email;
 	conf.enabled = conf.secret_len > 0 || conf.jwks_url;

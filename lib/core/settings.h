@@ -249,4 +249,10 @@ struct ah_config;
  * key's lower bound, as ah_cfg_int(NULL, ...) gives). Never NULL. */
 const ah_settings *ah_settings_of(const struct ah_config *c);
 
+/* A string setting, NULL when unset (""): for the optional ones. */
+static inline const char *ah_set_opt(const char *s)
+{
+	return s && *s ? s : NULL;
+}
+
 #endif

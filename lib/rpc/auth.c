@@ -3,6 +3,7 @@
 #include "core/io.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "core/settings.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,8 +70,8 @@ int ah_rauth_key_from_file(ah_rauth_key *key, const char *path, ah_err *err)
 
 int ah_rauth_key_load(ah_rauth_key *key, const ah_config *cfg, ah_err *err)
 {
-	const char *secret = ah_cfg_str(cfg, AH_CFG_RUNNER_SECRET);
-	const char *file = ah_cfg_str(cfg, AH_CFG_RUNNER_SECRET_FILE);
+	const char *secret = ah_settings_of(cfg)->runner.secret;
+	const char *file = ah_settings_of(cfg)->runner.secret_file;
 	if (*secret && *file)
 		return ah_err_set(err, AH_EINVALID, "set runner_secret or runner_secret_file, not both");
 	if (*file)

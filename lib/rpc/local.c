@@ -6,6 +6,7 @@
  * never through the TCP address it also advertises: no handshake, no
  * sealing, no address lookup. */
 #include "rpc/rpc.h"
+#include "core/settings.h"
 
 #include <libgen.h>
 #include <stdbool.h>
@@ -18,8 +19,8 @@
 
 int ah_runner_local_id(const ah_config *cfg, char *out, size_t n)
 {
-	const char *id = ah_cfg_opt(cfg, AH_CFG_RUNNER_ID);
-	const char *sock = ah_cfg_str(cfg, AH_CFG_RUNNER_SOCKET);
+	const char *id = ah_set_opt(ah_settings_of(cfg)->runner.id);
+	const char *sock = ah_settings_of(cfg)->runner.socket;
 	char dir[PATH_MAX], base[PATH_MAX], real[PATH_MAX], path[2 * PATH_MAX + 2];
 	char host[65] = "runner";
 	uint32_t h = 2166136261u;

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/json.h"
 #include "core/util.h"
+#include "core/settings.h"
 
 #include <limits.h>
 #include <sodium.h>
@@ -363,7 +364,7 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 		            out->sandbox_id);
 		return ah_err_set(err, AH_EFAIL, "the runner was stopped or restarted while the agent "
 		                  "ran (runs get runner_shutdown_grace_seconds, %lld s)",
-		                  ah_cfg_int(r->cfg, AH_CFG_RUNNER_SHUTDOWN_GRACE_SECONDS));
+		                  ah_settings_of(r->cfg)->runner.shutdown_grace_seconds);
 	}
 	if (rc != 0) {
 		ah_log_error("%s agent=%s sandbox=%s: exec failed: %s", tag, q->agent_id,
@@ -440,7 +441,7 @@ static void gateway_plan_free(struct gw_plan *gw)
 static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q,
                      struct gw_plan *gw, struct run_out *out, ah_op_after *after, ah_err *err)
 {
-	bool use_gw = ah_cfg_bool(r->cfg, AH_CFG_MODEL_GATEWAY);
+	bool use_gw = ah_settings_of(r->cfg)->model.gateway;
 	char fp[AH_SBX_FP_LEN + 1] = "";
 	int rc = ah_image_adopt_req(r, req, err);
 	if (rc == 0)
@@ -452,7 +453,7 @@ static int run_steps(struct ah_runner *r, json_object *req, struct ah_run_req *q
 	if (rc == 0 && q->min_warm > 0)
 		ah_warm_fingerprint(fp, q);
 	if (rc == 0 && !q->session)
-		ah_warm_note(q, fp, ah_cfg_int(r->cfg, AH_CFG_WARM_IDLE_SECONDS) * 1000);
+		ah_warm_note(q, fp, ah_settings_of(r->cfg)->runner.warm_idle_seconds * 1000);
 	if (rc == 0 && use_gw)
 		rc = gateway_plan(gw, q, r->cfg, err);
 	if (rc != 0) {

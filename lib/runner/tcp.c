@@ -18,6 +18,7 @@
 #include "core/io.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "core/settings.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -72,7 +73,7 @@ static int bound_port(void)
  * nothing to another machine, so the host name stands in for it. */
 static int set_address(struct ah_runner *r, const char *host, ah_err *err)
 {
-	const char *adv = ah_cfg_str(r->cfg, AH_CFG_RUNNER_ADVERTISE);
+	const char *adv = ah_settings_of(r->cfg)->runner.advertise;
 	char h[256], p[16];
 	if (*adv) {
 		if (ah_hostport_split(adv, h, sizeof h, p, sizeof p) != 0 ||
@@ -99,7 +100,7 @@ static int set_address(struct ah_runner *r, const char *host, ah_err *err)
 
 int ah_tcp_listen(struct ah_runner *r, ah_err *err)
 {
-	const char *listen_on = ah_cfg_str(r->cfg, AH_CFG_RUNNER_LISTEN);
+	const char *listen_on = ah_settings_of(r->cfg)->runner.listen;
 	char host[256], port[16];
 	size_t sl = strlen(r->socket_path);
 	if (!*listen_on) {
@@ -113,7 +114,7 @@ int ah_tcp_listen(struct ah_runner *r, ah_err *err)
 	if (ah_hostport_split(listen_on, host, sizeof host, port, sizeof port) != 0)
 		return ah_err_set(err, AH_EINVALID, "runner_listen %s: not host:port", listen_on);
 	/* That switch lets sandboxes reach this host's addresses: this port too. */
-	if (ah_cfg_bool(r->cfg, AH_CFG_SANDBOX_ALLOW_LOOPBACK_EGRESS))
+	if (ah_settings_of(r->cfg)->sandbox.allow_loopback_egress)
 		return ah_err_set(err, AH_EINVALID, "runner_listen is refused with "
 		                  "sandbox_allow_loopback_egress = 1: sandboxes could reach the port");
 	int rc = ah_rauth_key_load(&key, r->cfg, err);

@@ -6,6 +6,7 @@
 #include "runner/run_files.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "core/settings.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -281,7 +282,7 @@ static int start_warm(ah_sandbox *sb, void *arg, char key[AH_SBX_KEY_LEN + 1], a
 	if (rc == 0 && !(env.envp = copy_env(c->envp, c->nenv, ENV_EXTRA)))
 		rc = ah_err_set(err, AH_EFAIL, "out of memory");
 	env.nenv = env.envp ? c->nenv : 0;
-	if (rc == 0 && ah_cfg_bool(x->cfg, AH_CFG_MODEL_GATEWAY))
+	if (rc == 0 && ah_settings_of(x->cfg)->model.gateway)
 		rc = ah_gateway_env(&env, x->cfg, key, err);
 	char tag[64];
 	snprintf(tag, sizeof tag, "warm agent=%s", c->agent_id);
@@ -448,7 +449,7 @@ struct ah_warm_next *ah_warm_next_of(const ah_config *cfg, const struct ah_run_r
 	struct ah_warm_next *n = c ? malloc(sizeof *n) : NULL;
 	if (n) {
 		n->c = *c;
-		n->c.idle_ms = ah_cfg_int(cfg, AH_CFG_WARM_IDLE_SECONDS) * 1000;
+		n->c.idle_ms = ah_settings_of(cfg)->runner.warm_idle_seconds * 1000;
 		n->cfg = cfg;
 		json_object_put(n->c.files); /* the session's sandbox has its files already */
 		n->c.files = NULL;

@@ -6,6 +6,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "core/settings.h"
 #include "db/db.h"
 
 #include <errno.h>
@@ -41,7 +42,7 @@ static const char *local_id(const ah_rc *r)
  * working lookup: runner_socket. */
 static const char *runner_address(const ah_rc *r, json_object *req)
 {
-	const char *local = ah_cfg_str(r->cfg, AH_CFG_RUNNER_SOCKET);
+	const char *local = ah_settings_of(r->cfg)->runner.socket;
 	const char *named = ah_json_get_str(req, "runner_id");
 	const char *agent = ah_json_get_str(req, "agent_id");
 	ah_rows rows;

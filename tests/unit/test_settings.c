@@ -181,7 +181,11 @@ static void test_plans(void)
 	   "warm: 1, 10, 50; names are exact");
 }
 
-static int built_names; /* source files that look a key up by a name */
+static int built_names; /* lines that look a key up by a name or an id */
+
+/* The calls that read a setting by key instead of from its module's struct. */
+static const char *const BY_KEY[] = {"ah_cfg_find(", "ah_cfg_str(", "ah_cfg_opt(", "ah_cfg_int(",
+                                     "ah_cfg_bool(", "ah_cfg_is_set("};
 
 static int scan_file(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
@@ -194,16 +198,19 @@ static int scan_file(const char *path, const struct stat *st, int type, struct F
 	FILE *f = fopen(path, "r");
 	char line[4096];
 	for (int no = 1; f && fgets(line, sizeof line, f); no++)
-		if (strstr(line, "ah_cfg_find(")) {
-			printf("# %s:%d looks a key up by a name built at run time\n", path, no);
-			built_names++;
-		}
+		for (size_t i = 0; i < sizeof BY_KEY / sizeof BY_KEY[0]; i++)
+			if (strstr(line, BY_KEY[i])) {
+				printf("# %s:%d reads a setting by key (%.*s), not from its struct\n", path, no,
+				       (int)strlen(BY_KEY[i]) - 1, BY_KEY[i]);
+				built_names++;
+			}
 	if (f)
 		fclose(f);
 	return 0;
 }
 
-/* A setting is a field: no module builds a key's name at run time. */
+/* A setting is a field: no module builds a key's name at run time or reads a
+ * key by its id; each takes its struct. */
 static void test_no_built_names(const char *root)
 {
 	char dir[4096];
@@ -211,7 +218,7 @@ static void test_no_built_names(const char *root)
 	int rc = nftw(dir, scan_file, 16, FTW_PHYS);
 	snprintf(dir, sizeof dir, "%s/handlers", root);
 	rc |= nftw(dir, scan_file, 16, FTW_PHYS);
-	ok(rc == 0 && built_names == 0, "no module looks a setting up by name (ah_cfg_find)");
+	ok(rc == 0 && built_names == 0, "no module reads a setting by key name or id (ah_cfg_*)");
 }
 
 int main(int argc, char **argv)
