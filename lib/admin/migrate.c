@@ -5,7 +5,14 @@
  * a conditional UPDATE (its affected rows decide; two nodes' UPDATEs at once
  * end in one winner and one certification conflict, which db.c retries and
  * which then sees the row taken). A lease, not a session, holds it, so a
- * migrate that was killed blocks the next one for LEASE_S at most. */
+ * migrate that was killed blocks the next one for LEASE_S at most.
+ *
+ * A file is recorded only once all of it ran, but MariaDB commits each DDL
+ * statement by itself: a migration that stops half way (a full disk) is run
+ * whole again by the next migrate. So each statement of a migration is a
+ * no-op when already applied (CREATE TABLE / ADD COLUMN IF NOT EXISTS), and
+ * adds only what the previous version runs with (tests/integration/
+ * test_migrate.py), which keeps serving until the upgrade completes. */
 #include "admin/admin.h"
 
 #include <dirent.h>
