@@ -1,6 +1,8 @@
 # Sourced by tests/install/run once the previous version ($OLD's .debs) is
 # installed by docs/install.md: data made with it, then the upgrade the
-# document's "Upgrades" section gives, with a call running. Uses inside,
+# document's "Upgrades" section gives, first with the database's disk full
+# (it stops at the migration; the old version serves on), then completed by
+# the section's `dpkg --configure -a` with a call running. Uses inside,
 # as_you, doc, say and fail of run.
 
 # The database's disk, small: MariaDB's datadir moved onto a tmpfs of what it
@@ -8,14 +10,15 @@
 # services start again on it before they get their data.
 say "MariaDB's datadir on a small filesystem of its own"
 inside sh -ec '
-systemctl stop mariadb
+systemctl stop agenthost-api agenthost-runner
+systemctl stop mariadb.socket mariadb.service     # no socket activation half way
 mv /var/lib/mysql /var/lib/mysql.disk
 mkdir -m 755 /var/lib/mysql
 mount -t tmpfs -o size=$(($(du -sm /var/lib/mysql.disk | cut -f1) + 64))m,mode=755 tmpfs /var/lib/mysql
 cp -a /var/lib/mysql.disk/. /var/lib/mysql/
 chown mysql:mysql /var/lib/mysql
-systemctl start mariadb
-systemctl restart agenthost-runner agenthost-api' || { journal; fail "moving MariaDB's datadir"; }
+systemctl start mariadb.socket mariadb.service
+systemctl start agenthost-runner agenthost-api' || { journal; fail "moving MariaDB's datadir"; }
 
 # The previous version's data: history, a session, a file (and the two
 # agents run made).
