@@ -11,7 +11,7 @@ ALTER TABLE invocations MODIFY status ENUM('completed','failed','cancelled') NOT
 -- records it as failed with that reason (handlers/invocation.c; on Galera,
 -- whose nodes see only their own clients' locks, once 700 s have passed). The prompt
 -- is kept for that record; the row goes with its agent.
-CREATE TABLE invocations_running (
+CREATE TABLE IF NOT EXISTS invocations_running (
   id                VARCHAR(32)  NOT NULL PRIMARY KEY,
   agent_id          VARCHAR(32)  NOT NULL,
   session_id        VARCHAR(128) NOT NULL,

@@ -2,11 +2,11 @@
 -- call or its agent names, signed with the user's secret.
 --
 -- An agent's default URL (a call's own webhook_url wins over it).
-ALTER TABLE agents ADD COLUMN webhook_url VARCHAR(2048) NULL;
+ALTER TABLE agents ADD COLUMN IF NOT EXISTS webhook_url VARCHAR(2048) NULL;
 
 -- Each user's signing secret, sealed under the master key as agent secrets
 -- are (crypto_secretbox, a fresh nonce each time); shown once when made.
-CREATE TABLE webhook_secrets (
+CREATE TABLE IF NOT EXISTS webhook_secrets (
   user_id     VARCHAR(32)  NOT NULL PRIMARY KEY,
   nonce       VARBINARY(24) NOT NULL,
   ciphertext  VARBINARY(255) NOT NULL,
@@ -21,7 +21,7 @@ CREATE TABLE webhook_secrets (
 -- send one attempt twice; a daemon that died leaves its claim to expire.
 -- attempt_log: a JSON array, one {"at","status_code","error","duration_ms"}
 -- per attempt, the list endpoint's view of them.
-CREATE TABLE webhook_deliveries (
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
   id               VARCHAR(32)   NOT NULL PRIMARY KEY,
   user_id          VARCHAR(32)   NOT NULL,
   agent_id         VARCHAR(32)   NOT NULL,

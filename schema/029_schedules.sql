@@ -5,7 +5,7 @@
 -- so across all API hosts exactly one claims each tick, and a scheduler that
 -- finds a tick long past moves it to the next one after the database's now:
 -- ticks missed while nothing ran collapse into one run.
-CREATE TABLE schedules (
+CREATE TABLE IF NOT EXISTS schedules (
   id                  VARCHAR(32)   NOT NULL PRIMARY KEY,
   agent_id            VARCHAR(32)   NOT NULL,
   cron                VARCHAR(256)  NOT NULL,
@@ -29,5 +29,5 @@ CREATE TABLE schedules (
 
 -- What started an invocation: the API (a client's call) or a schedule.
 ALTER TABLE invocations
-  ADD COLUMN trigger_type ENUM('api','schedule') NOT NULL DEFAULT 'api',
-  ADD COLUMN schedule_id  VARCHAR(32) NULL;
+  ADD COLUMN IF NOT EXISTS trigger_type ENUM('api','schedule') NOT NULL DEFAULT 'api',
+  ADD COLUMN IF NOT EXISTS schedule_id  VARCHAR(32) NULL;

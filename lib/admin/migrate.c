@@ -5,7 +5,14 @@
  * a conditional UPDATE (its affected rows decide; two nodes' UPDATEs at once
  * end in one winner and one certification conflict, which db.c retries and
  * which then sees the row taken). A lease, not a session, holds it, so a
- * migrate that was killed blocks the next one for LEASE_S at most. */
+ * migrate that was killed blocks the next one for LEASE_S at most.
+ *
+ * A file is recorded only once all of it ran, but MariaDB commits each DDL
+ * statement by itself: a migration that stops half way (a full disk) is run
+ * whole again by the next migrate. So each statement of a migration is a
+ * no-op when already applied (CREATE TABLE / ADD COLUMN IF NOT EXISTS), and
+ * adds only what the previous version runs with (tests/integration/
+ * test_migrate.py), which keeps serving until the upgrade completes. */
 #include "admin/admin.h"
 
 #include <dirent.h>
@@ -51,6 +58,13 @@ static char *slurp(ah_arena *a, const char *path)
 	return buf;
 }
 
+/* MariaDB's words for a full disk: ER_RECORD_FILE_FULL (InnoDB could not
+ * extend a file) and ENOSPC in a file error. */
+static int disk_full(const char *msg)
+{
+	return strstr(msg, " is full") || strstr(msg, "Errcode: 28") || strstr(msg, "No space left");
+}
+
 static int apply(ah_admin *ad, const char *dir, const char *file)
 {
 	ah_rows rows;
@@ -63,10 +77,17 @@ static int apply(ah_admin *ad, const char *dir, const char *file)
 	if (!sql || ah_db_exec_script(ad->db, sql, &err) != 0) {
 		fprintf(stderr, "agenthost-admin: migration %s failed: %s\n", file,
 		        sql ? err.msg : "cannot read file");
+		if (sql && disk_full(err.msg))
+			fprintf(stderr, "agenthost-admin: the database's disk is full: free space where"
+			                " MariaDB keeps its data (its datadir), then migrate again\n");
 		return 1;
 	}
-	if (ah_db_exec(ad->db, NULL, SQL_RECORD, "s", file) != 0)
+	if (ah_db_exec(ad->db, NULL, SQL_RECORD, "s", file) != 0) {
+		/* Run, not recorded: the next migrate runs it again (see above). */
+		fprintf(stderr, "agenthost-admin: migration %s ran but was not recorded: %s\n", file,
+		        ah_db_error(ad->db));
 		return 1;
+	}
 	printf("applied %s\n", file);
 	return 0;
 }

@@ -1,7 +1,24 @@
 # Sourced by tests/install/run once the previous version ($OLD's .debs) is
 # installed by docs/install.md: data made with it, then the upgrade the
-# document's "Upgrades" section gives, with a call running. Uses inside,
+# document's "Upgrades" section gives, first with the database's disk full
+# (it stops at the migration; the old version serves on), then completed by
+# the section's `dpkg --configure -a` with a call running. Uses inside,
 # as_you, doc, say and fail of run.
+
+# The database's disk, small: MariaDB's datadir moved onto a tmpfs of what it
+# holds and 64 MB, which the upgrade below finds full. The old version's
+# services start again on it before they get their data.
+say "MariaDB's datadir on a small filesystem of its own"
+inside sh -ec '
+systemctl stop agenthost-api agenthost-runner
+systemctl stop mariadb.socket mariadb.service     # no socket activation half way
+mv /var/lib/mysql /var/lib/mysql.disk
+mkdir -m 755 /var/lib/mysql
+mount -t tmpfs -o size=$(($(du -sm /var/lib/mysql.disk | cut -f1) + 64))m,mode=755 tmpfs /var/lib/mysql
+cp -a /var/lib/mysql.disk/. /var/lib/mysql/
+chown mysql:mysql /var/lib/mysql
+systemctl start mariadb.socket mariadb.service
+systemctl start agenthost-runner agenthost-api' || { journal; fail "moving MariaDB's datadir"; }
 
 # The previous version's data: history, a session, a file (and the two
 # agents run made).
@@ -28,13 +45,43 @@ inside sed -i '/invoke_workers/d' /etc/agenthost/agenthost.conf
 before=$(snapshot)
 echo "$before" | tr '\n' ' '; echo
 
-# The upgrade, with a call running (4 s; the runner's grace at its stop is 5 s).
+# The upgrade with the database's disk full (a file filling the tmpfs): it
+# stops at a migration, saying which and that the disk is full, restarts
+# nothing, and the old version goes on serving.
+units() { inside systemctl show -p MainPID --value agenthost-api agenthost-runner | tr '\n' ' '; }
+running=$(units)
+inside sh -c 'dd if=/dev/zero of=/var/lib/mysql/filler bs=1M >/dev/null 2>&1; sync' || true
+say "docs/install.md, Upgrades: to $(basename "$DEBS"/agenthost_*.deb), with the database's disk full"
+rc=0
+out=$(inside sh -c 'mkdir -p /root/install && cd /root/install &&
+    exec python3 /root/docs/install-run --section "## Upgrades:1" /root/docs/install.md /root/debs' 2>&1) || rc=$?
+echo "$out" | grep -E '^(agenthost|E: |dpkg: )' || true
+[ "$rc" != 0 ] || fail "the upgrade went through with the database's disk full"
+echo "$out" | grep -Eq 'agenthost-admin: migration [0-9]+[a-z]*_[a-z_]+\.sql (failed|ran but)' ||
+    fail "the failed upgrade does not name the migration"
+echo "$out" | grep -q "agenthost-admin: the database's disk is full" || fail "the failed upgrade does not say the disk is full"
+echo "$out" | grep -q 'dpkg --configure -a' || fail "the failed upgrade does not say how to complete it"
+[ "$(units)" = "$running" ] || fail "the failed upgrade restarted the services ($running -> $(units))"
+inside dpkg-query -W -f='${Status}\n' agenthost | grep -q half-configured ||
+    fail "agenthost is not half-configured after the failed upgrade: $(inside dpkg-query -W -f='${Status}' agenthost)"
+code=$(inside curl -s -o /dev/null -w '%{http_code}' https://agents.example.com/api/v1/health)
+[ "$code" = 200 ] || fail "the old version's /health answers $code with the disk full"
+# Space again: the old version, on what the migrations applied, answers a
+# call (history written) before the upgrade is completed.
+inside rm -f /var/lib/mysql/filler
+as_you 'agenthost invoke my-agent "disk freed, not yet upgraded" >/dev/null' ||
+    { journal; fail "the old version does not answer on the half-migrated schema"; }
+say "disk full: the upgrade stopped at its migration, the old version served on"
+
+# The upgrade completed as the document says, with a call running (4 s; the
+# runner's grace at its stop is 5 s).
 inside rm -f /home/you/call.rc
 call call 4000 &
 callpid=$!
 sleep 1
-say "docs/install.md, Upgrades: to $(basename "$DEBS"/agenthost_*.deb)"
-doc --section "## Upgrades" /root/debs
+say "docs/install.md, Upgrades: dpkg --configure -a"
+doc --section "## Upgrades:2"
+inside agenthost-admin config check >/dev/null || fail "config check after the upgrade"
 wait "$callpid" || true
 rc=$(inside cat /home/you/call.rc 2>/dev/null || echo none)
 out=$(inside cat /home/you/call.out /home/you/call.err 2>/dev/null || true)
