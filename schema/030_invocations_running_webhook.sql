@@ -3,4 +3,4 @@
 -- process died is recorded failed by whoever settles it (the API's periodic
 -- sweep, handlers/invocation_sweep.c), and that record is delivered there
 -- as any other call's.
-ALTER TABLE invocations_running ADD COLUMN webhook_url VARCHAR(2048) NULL;
+ALTER TABLE invocations_running ADD COLUMN IF NOT EXISTS webhook_url VARCHAR(2048) NULL;
