@@ -1,6 +1,7 @@
 /* Config file parsing, environment overrides and validation against the key
  * table; see config.h and config_keys.h. */
 #include "core/config.h"
+#include "core/nearest.h"
 #include "core/netaddr.h"
 #include "core/paths.h"
 #include "core/money.h"
@@ -56,36 +57,12 @@ int ah_cfg_find(const char *name)
 	return -1;
 }
 
-/* Edit distance, for "did you mean": keys are short, so a row of 64 will do. */
-static size_t distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), row[64];
-	if (la >= 63 || lb >= 63)
-		return 64;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
 static int unknown_key(const char *path, int lineno, const char *key, ah_err *err)
 {
 	const char *near = NULL;
 	size_t best = 3; /* two edits at most */
 	for (int k = 0; k < AH_CFG_COUNT; k++) {
-		size_t d = distance(key, ah_cfg_table[k].name);
+		size_t d = ah_edit_distance(key, ah_cfg_table[k].name);
 		if (d < best) {
 			best = d;
 			near = ah_cfg_table[k].name;

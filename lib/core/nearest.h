@@ -1,6 +1,6 @@
 /* "Did you mean": the edit distance of two short names, for the client's
- * unknown options (lib/cli/args.c) and, as one copy, for any other table of
- * names a typo can miss (lib/core/config.c has its own, to be replaced). */
+ * unknown options (lib/cli/args.c) and the configuration's unknown keys
+ * (lib/core/config.c). */
 #ifndef AH_CORE_NEAREST_H
 #define AH_CORE_NEAREST_H
 
