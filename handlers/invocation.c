@@ -24,13 +24,9 @@
 
 static const char SQL_FINISHED[] =
 	"SELECT " AH_HISTORY_COLS " FROM invocations i WHERE i.agent_id = ? AND i.id = ?";
-/* The owner column: its lock held (the call runs), or not. A Galera node
- * sees only its own clients' locks: there an unheld lock means a lost owner
- * only once the longest call (600 s) and its slack are over. */
+/* The owner column: its lock held (the call runs), or not (running.h). */
 static const char SQL_RUNNING[] =
-	"SELECT id, session_id, created_at, runner_id, cancel_requested,"
-	" IS_USED_LOCK(CONCAT('" AH_RUNNING_LOCK "', id)) IS NOT NULL OR (@@wsrep_on = 1 AND"
-	" created_at > NOW(3) - INTERVAL 700 SECOND)"
+	"SELECT id, session_id, created_at, runner_id, cancel_requested, " AH_RUNNING_OWNER_MAY_LIVE("")
 	" FROM invocations_running WHERE agent_id = ? AND id = ?";
 static const char SQL_CANCEL_MARK[] = "UPDATE invocations_running SET cancel_requested = 1 WHERE id = ?";
 enum { R_ID, R_SESSION, R_CREATED, R_RUNNER, R_CANCEL, R_OWNER };

@@ -29,24 +29,17 @@
 
 #define SWEEP_BATCH 100
 
-/* The owner lives: its lock is held, or (Galera) it may be held elsewhere. */
-#define OWNER_MAY_LIVE                                                                             \
-	"(IS_USED_LOCK(CONCAT('" AH_RUNNING_LOCK "', r.id)) IS NOT NULL OR (@@wsrep_on = 1 AND"     \
-	" r.created_at > NOW(3) - INTERVAL 700 SECOND))"
-
 static const char SQL_LOST[] =
-	"SELECT r.id FROM invocations_running r WHERE NOT " OWNER_MAY_LIVE " LIMIT ?";
+	"SELECT r.id FROM invocations_running r WHERE NOT " AH_RUNNING_OWNER_MAY_LIVE("r.") " LIMIT ?";
 static const char SQL_ROW[] =
 	"SELECT r.id, r.session_id, r.prompt, r.input_tokens, r.created_at, r.cancel_requested,"
 	" TIMESTAMPDIFF(MICROSECOND, r.created_at, NOW(3)) DIV 1000, r.agent_id, a.user_id,"
 	" EXISTS (SELECT 1 FROM invocations i WHERE i.id = r.id), r.webhook_url"
 	" FROM invocations_running r JOIN agents a ON a.id = r.agent_id"
-	" WHERE r.id = ? AND NOT (@@wsrep_on = 1 AND r.created_at > NOW(3) - INTERVAL 700 SECOND)";
+	" WHERE r.id = ? AND NOT " AH_RUNNING_GALERA_YOUNG("r.");
 enum { S_ID, S_SESSION, S_PROMPT, S_IN, S_CREATED, S_CANCEL, S_AGE, S_AGENT, S_USER, S_RECORDED,
        S_HOOK };
 static const char SQL_DEL[] = "DELETE FROM invocations_running WHERE id = ?";
-static const char SQL_LOCK[] = "SELECT GET_LOCK(CONCAT('" AH_RUNNING_LOCK "', ?), 0)";
-static const char SQL_UNLOCK[] = "SELECT RELEASE_LOCK(CONCAT('" AH_RUNNING_LOCK "', ?))";
 
 static const char LOST_ERROR[] =
 	"the call was lost: the API process running it ended before the runner answered"
@@ -82,7 +75,7 @@ static void record_lost(ah_req *r, const ah_rows *rows)
 int ah_running_settle(ah_req *r, const char *id)
 {
 	ah_rows rows;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_LOCK, "s", id) != 0)
+	if (ah_db_query(r->db, r->arena, &rows, AH_RUNNING_SQL_LOCK, "s", id) != 0)
 		return AH_EFAIL;
 	if (rows.n != 1 || !rows.v[0][0] || strcmp(rows.v[0][0], "1") != 0)
 		return 1; /* its owner (or another settler) holds it */
@@ -93,7 +86,7 @@ int ah_running_settle(ah_req *r, const char *id)
 		rc = ah_db_exec(r->db, NULL, SQL_DEL, "s", id);
 	}
 	ah_rows un;
-	if (ah_db_query(r->db, r->arena, &un, SQL_UNLOCK, "s", id) != 0)
+	if (ah_db_query(r->db, r->arena, &un, AH_RUNNING_SQL_UNLOCK, "s", id) != 0)
 		ah_log_warn("inv=%s: its lock not released: %s", id, ah_db_error(r->db));
 	return rc;
 }

@@ -36,13 +36,11 @@ static const char SQL_RUNNING_ADD[] =
 	"INSERT INTO invocations_running (id, agent_id, session_id, runner_id, prompt, input_tokens,"
 	" created_at, webhook_url) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
 static const char SQL_RUNNING_DEL[] = "DELETE FROM invocations_running WHERE id = ?";
-static const char SQL_LOCK[] = "SELECT GET_LOCK(CONCAT('" AH_RUNNING_LOCK "', ?), 0)";
-static const char SQL_UNLOCK[] = "SELECT RELEASE_LOCK(CONCAT('" AH_RUNNING_LOCK "', ?))";
 
 static int lock(ah_req *r, const char *id)
 {
 	ah_rows rows;
-	if (ah_db_query(r->db, r->arena, &rows, SQL_LOCK, "s", id) != 0 || rows.n != 1 ||
+	if (ah_db_query(r->db, r->arena, &rows, AH_RUNNING_SQL_LOCK, "s", id) != 0 || rows.n != 1 ||
 	    !rows.v[0][0] || strcmp(rows.v[0][0], "1") != 0)
 		return AH_EFAIL;
 	return 0;
@@ -61,7 +59,7 @@ void ah_running_end(ah_req *r, const ah_call *c)
 {
 	ah_rows rows;
 	if (ah_db_exec(r->db, NULL, SQL_RUNNING_DEL, "s", c->inv.id) != 0 ||
-	    ah_db_query(r->db, r->arena, &rows, SQL_UNLOCK, "s", c->inv.id) != 0)
+	    ah_db_query(r->db, r->arena, &rows, AH_RUNNING_SQL_UNLOCK, "s", c->inv.id) != 0)
 		ah_log_warn("inv=%s: its running row not removed: %s", c->inv.id, ah_db_error(r->db));
 }
 
@@ -74,7 +72,7 @@ int ah_running_begin(ah_req *r, const ah_call *c)
 		return AH_EFAIL;
 	if (running_add(r, c) == 0)
 		return 0;
-	ah_db_query(r->db, r->arena, &rows, SQL_UNLOCK, "s", c->inv.id);
+	ah_db_query(r->db, r->arena, &rows, AH_RUNNING_SQL_UNLOCK, "s", c->inv.id);
 	return AH_EFAIL;
 }
 

@@ -10,6 +10,16 @@
 
 /* The lock's name is this followed by the invocation id. */
 #define AH_RUNNING_LOCK "agenthost_inv_"
+/* Taking (without waiting) and releasing it, the id bound as the one parameter. */
+#define AH_RUNNING_SQL_LOCK "SELECT GET_LOCK(CONCAT('" AH_RUNNING_LOCK "', ?), 0)"
+#define AH_RUNNING_SQL_UNLOCK "SELECT RELEASE_LOCK(CONCAT('" AH_RUNNING_LOCK "', ?))"
+/* A Galera node sees only its own clients' locks: there an unheld lock means
+ * a lost owner only once the longest call (600 s) and its slack are over. p is
+ * the row's table prefix in the statement ("r." or ""). */
+#define AH_RUNNING_GALERA_YOUNG(p) "(@@wsrep_on = 1 AND " p "created_at > NOW(3) - INTERVAL 700 SECOND)"
+/* The row's owner lives: its lock is held, or (Galera) it may be held elsewhere. */
+#define AH_RUNNING_OWNER_MAY_LIVE(p)                                                               \
+	"(IS_USED_LOCK(CONCAT('" AH_RUNNING_LOCK "', " p "id)) IS NOT NULL OR " AH_RUNNING_GALERA_YOUNG(p) ")"
 
 /* The lock, then the row, on r->db (an asynchronous call's owner process;
  * a streamed call's worker). */
