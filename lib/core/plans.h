@@ -57,11 +57,4 @@ static inline long long ah_plan_max_sessions(const char *plan)
 	return p ? p->sessions : -1;
 }
 
-/* The most warm processes a plan's user may ask for per agent, or -1. */
-static inline long long ah_plan_max_warm(const char *plan)
-{
-	const ah_plan *p = ah_plan_find(plan);
-	return p ? p->warm : -1;
-}
-
 #endif

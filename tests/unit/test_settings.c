@@ -176,8 +176,8 @@ static void test_plans(void)
 	ok(ah_plan_max_sessions("free") == 3 && ah_plan_max_sessions("pro") == 20 &&
 	   ah_plan_max_sessions("enterprise") == 100 && ah_plan_max_sessions("") == -1,
 	   "sessions: 3, 20, 100");
-	ok(ah_plan_max_warm("free") == 1 && ah_plan_max_warm("pro") == 10 &&
-	   ah_plan_max_warm("enterprise") == 50 && ah_plan_max_warm("Free") == -1 && !ah_plan_find(NULL),
+	ok(ah_plan_find("free")->warm == 1 && ah_plan_find("pro")->warm == 10 &&
+	   ah_plan_find("enterprise")->warm == 50 && !ah_plan_find("Free") && !ah_plan_find(NULL),
 	   "warm: 1, 10, 50; names are exact");
 }
 
