@@ -27,6 +27,19 @@ process.stdin.on('data', c => d += c).on('end', () => {
 """
 
 
+def agent_nodes():
+    """The agents' node processes on this host (in their sandboxes, cwd /app)."""
+    out = set()
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                if open(f"/proc/{p}/comm").read().strip() == "node" and os.readlink(f"/proc/{p}/cwd") == "/app":
+                    out.add(int(p))
+            except OSError:
+                pass
+    return out
+
+
 def stop_runner(pid):
     os.kill(pid, signal.SIGTERM)
 
@@ -66,11 +79,14 @@ def test_runner_restart_ends_every_call_clearly(client):
     assert wait_until(lambda: reap(first), 60, 0.2), "the runner did not stop"
     pid = start_runner_with_grace(GRACE)
     try:
+        before = agent_nodes()
         short = call_in_background(client, sleeper["slug"], {"prompt": "1500", "timeout_seconds": 60})
         long = call_in_background(client, sleeper["slug"], {"prompt": "40000", "timeout_seconds": 60})
         sess = call_in_background(client, sleeper["slug"],
                                   {"prompt": "40000", "timeout_seconds": 60, "session_id": "restart"})
-        time.sleep(1)                       # all three in their sandboxes
+        # All three in their sandboxes (polled: a loaded machine takes longer;
+        # the short one may already have answered, which the test allows).
+        wait_until(lambda: len(agent_nodes() - before) >= 3, 30, 0.05)
         t0 = time.time()
         stop_runner(pid)                    # systemctl restart: first the stop
         during = call_in_background(client, echo["slug"], {"prompt": "x", "timeout_seconds": 30})
@@ -117,11 +133,12 @@ def test_an_async_call_across_a_restart_ends_failed_without_being_read(client):
     assert wait_until(lambda: reap(first), 60, 0.2), "the runner did not stop"
     pid = start_runner_with_grace(GRACE)
     try:
+        before = agent_nodes()
         r = client.post(f"/agents/{slug}/invoke", json={"prompt": "40000", "timeout_seconds": 60,
                                                         "async": True})
         assert r.status_code == 202, r.text
         inv = r.json()["invocation_id"]
-        time.sleep(1)                       # in its sandbox
+        assert wait_until(lambda: agent_nodes() - before, 60, 0.05), "the call never reached its sandbox"
         stop_runner(pid)
         assert wait_until(lambda: reap(pid), GRACE + 30, 0.2), "the runner did not stop"
     finally:
