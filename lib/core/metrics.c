@@ -3,12 +3,19 @@
 #include "core/err.h"
 
 #include <ctype.h>
+#include <stddef.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 
 static ah_mx_slot local;
 static ah_mx_slot *shared;
 static unsigned nshared;
+/* One past the highest slot any process took (in the shared mapping, ahead of
+ * the slots): a scrape sums those alone. The master maps a slot for every
+ * worker it might ever run (515), some 23 MB, and summing them all made every
+ * scrape cost milliseconds; the slots past this were never counted into. */
+static unsigned *shared_used;
 static ah_mx_slot *cur = &local;
 
 /* Seconds. Requests: a millisecond to a minute; invocations: up to their 600 s cap. */
@@ -28,21 +35,30 @@ static const int codes[AH_MX_CODES] = {0, 200, 201, 202, 204, 206, 301, 302, 304
                                        404, 405, 408, 409, 410, 411, 413, 415, 416, 422, 429,
                                        500, 501, 502, 503, 504};
 
+/* The slots start a cache line in, after the count of slots taken. */
+#define MX_HEAD 64
+
 int ah_mx_shared_init(unsigned n)
 {
-	void *p = mmap(NULL, (size_t)n * sizeof(ah_mx_slot), PROT_READ | PROT_WRITE,
+	void *p = mmap(NULL, MX_HEAD + (size_t)n * sizeof(ah_mx_slot), PROT_READ | PROT_WRITE,
 	               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (n == 0 || p == MAP_FAILED)
 		return AH_EFAIL;
-	shared = p;
+	shared_used = p;
+	shared = (ah_mx_slot *)((char *)p + MX_HEAD);
 	nshared = n;
 	return 0;
 }
 
 void ah_mx_use(unsigned i)
 {
-	if (shared && i < nshared)
-		cur = &shared[i];
+	if (!shared || i >= nshared)
+		return;
+	cur = &shared[i];
+	unsigned seen = __atomic_load_n(shared_used, __ATOMIC_RELAXED);
+	while (seen < i + 1 && !__atomic_compare_exchange_n(shared_used, &seen, i + 1, true,
+	                                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
 }
 
 static void add(uint64_t *x, uint64_t n)
@@ -73,6 +89,9 @@ void ah_mx_request(unsigned route, int status, int64_t elapsed_us)
 {
 	if (route >= AH_MX_ROUTES)
 		route = AH_MX_ROUTES - 1;
+	uint64_t bit = 1ull << (route % 64);
+	if (!(__atomic_load_n(&cur->route_seen[route / 64], __ATOMIC_RELAXED) & bit))
+		__atomic_fetch_or(&cur->route_seen[route / 64], bit, __ATOMIC_RELAXED);
 	add(&cur->requests[route][code_index(status)], 1);
 	observe(&cur->request_time[route], http_bounds, elapsed_us);
 }
@@ -118,19 +137,38 @@ void ah_mx_db_retry(int kind)
 	add(&cur->db_retries[kind == AH_MX_RETRY_DEADLOCK], 1);
 }
 
-/* The struct is nothing but uint64_t counters: summed as an array. */
+/* The struct is nothing but uint64_t counters: summed as arrays of them. */
+static void add_words(void *out, const void *in, size_t bytes)
+{
+	uint64_t *o = out;
+	const uint64_t *i = in;
+	for (size_t k = 0; k < bytes / sizeof(uint64_t); k++)
+		o[k] += __atomic_load_n(&i[k], __ATOMIC_RELAXED);
+}
+
+/* Adds one slot into sum: the rows of the routes it counted, and the rest. */
+static void add_slot(ah_mx_slot *sum, const ah_mx_slot *in)
+{
+	for (unsigned w = 0; w < AH_MX_ROUTES / 64; w++) {
+		uint64_t seen = __atomic_load_n(&in->route_seen[w], __ATOMIC_RELAXED);
+		sum->route_seen[w] |= seen;
+		for (; seen; seen &= seen - 1) {
+			unsigned r = w * 64 + (unsigned)__builtin_ctzll(seen);
+			add_words(sum->requests[r], in->requests[r], sizeof(sum->requests[r]));
+			add_words(&sum->request_time[r], &in->request_time[r], sizeof(sum->request_time[r]));
+		}
+	}
+	const size_t tail = offsetof(ah_mx_slot, invocations);
+	add_words((char *)sum + tail, (const char *)in + tail, sizeof(*sum) - tail);
+}
+
 const ah_mx_slot *ah_mx_total(void)
 {
 	static ah_mx_slot sum;
-	const size_t n = sizeof(sum) / sizeof(uint64_t);
-	uint64_t *out = (uint64_t *)&sum;
 	memset(&sum, 0, sizeof(sum));
-	unsigned slots = shared ? nshared : 1;
-	for (unsigned s = 0; s < slots; s++) {
-		const uint64_t *in = (const uint64_t *)(shared ? &shared[s] : &local);
-		for (size_t i = 0; i < n; i++)
-			out[i] += __atomic_load_n(&in[i], __ATOMIC_RELAXED);
-	}
+	unsigned slots = shared ? __atomic_load_n(shared_used, __ATOMIC_RELAXED) : 1;
+	for (unsigned s = 0; s < slots; s++)
+		add_slot(&sum, shared ? &shared[s] : &local);
 	return &sum;
 }
 

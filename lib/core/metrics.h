@@ -4,7 +4,8 @@
  *
  * A process counts into one slot. The API's master maps a shared array of
  * slots before it forks (ah_mx_shared_init), each worker takes its own
- * (ah_mx_use), and a scrape, answered by any worker, sums them all: no lock
+ * (ah_mx_use), and a scrape, answered by any worker, sums all that were ever
+ * taken (not every one mapped: a scrape costs what the workers do): no lock
  * on the hot path, and a respawned worker keeps counting where the dead one
  * stopped, so the counters never go backwards. Other programs (the runner)
  * count into a slot of their own. Increments are relaxed atomics: the
@@ -36,8 +37,12 @@ enum { AH_MX_PH_QUEUE, AH_MX_PH_TAKE, AH_MX_PH_START, AH_MX_PH_RUN, AH_MX_PH_COL
 extern const char *const ah_mx_phase_names[AH_MX_PH_N];
 
 typedef struct ah_mx_slot {
+	/* Bit r: route r was counted. A worker answers a handful of the routes:
+	 * a scrape sums their rows alone, not every row of every slot. */
+	uint64_t route_seen[AH_MX_ROUTES / 64];
 	uint64_t requests[AH_MX_ROUTES][AH_MX_CODES];
 	ah_mx_hist request_time[AH_MX_ROUTES];
+	/* From here on, summed whole. */
 	uint64_t invocations[AH_MX_INV_N];
 	ah_mx_hist invocation_time;
 	ah_mx_hist phase_time[AH_MX_PH_N];

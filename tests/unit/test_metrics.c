@@ -39,8 +39,9 @@ static void write_requests(FILE *f, const ah_mx_slot *t)
 int main(void)
 {
 	ok(ah_mx_shared_init(3) == 0, "three shared slots");
-	/* Two children count into slots 0 and 2; the parent sums them. */
-	for (unsigned slot = 0; slot < 3; slot += 2) {
+	/* Two children count into slots 2 and then 0; the parent sums them (the
+	 * slots taken only ever grow: the later, lower one keeps slot 2 summed). */
+	for (unsigned slot = 2; slot < 3; slot = slot ? 0 : 3) {
 		pid_t pid = fork();
 		if (pid == 0) {
 			ah_mx_use(slot);
