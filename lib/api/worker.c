@@ -60,7 +60,32 @@ int ah_worker_listen(const ah_config *cfg, const char *path, ah_err *err)
 static void on_term(int sig)
 {
 	(void)sig;
+	ah_log_flush();
 	_exit(0); /* only ever delivered while waiting for a request: nothing to clean */
+}
+
+/* A worker that crashes still writes the log lines it held (ah_log_hold),
+ * then dies of the signal as it would have (or meets the handler that was
+ * there before, a sanitizer's). */
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+#define NCRASH (sizeof crash_signals / sizeof *crash_signals)
+static struct sigaction crash_prev[NCRASH];
+
+static void on_crash(int sig)
+{
+	ah_log_flush();
+	for (size_t i = 0; i < NCRASH; i++)
+		if (crash_signals[i] == sig)
+			sigaction(sig, &crash_prev[i], NULL);
+	raise(sig); /* blocked until this returns, then the previous action's */
+}
+
+static void hold_log_lines(void)
+{
+	struct sigaction sa = {.sa_handler = on_crash};
+	for (size_t i = 0; i < NCRASH; i++)
+		sigaction(crash_signals[i], &sa, &crash_prev[i]);
+	ah_log_hold(true);
 }
 
 /* Ends the request. libfcgi closes a connection lingering: it shuts down its
@@ -116,6 +141,21 @@ static void keep(kept *k, int fd)
 		close(fd); /* more than nginx keeps in all: a stale one */
 }
 
+/* ppoll for a request. The log lines of the requests answered meanwhile go
+ * out before the worker sleeps; while requests are waiting, the lines wait
+ * with them and go out later in one write (a system call less a request). */
+static int wait_for_request(struct pollfd *pf, nfds_t n, const sigset_t *waiting)
+{
+	if (ah_log_holding()) {
+		static const struct timespec at_once = {0, 0};
+		int ready = ppoll(pf, n, &at_once, waiting);
+		if (ready != 0)
+			return ready;
+		ah_log_flush();
+	}
+	return ppoll(pf, n, NULL, waiting);
+}
+
 /* The next connection with a request on it: a kept one or a new one, taken
  * in turn (a fixed order starved the connections and the listening socket at
  * the end of it under load). -1 when there is none after all: another worker
@@ -130,7 +170,7 @@ static int next_connection(int listen_fd, kept *k, const sigset_t *waiting)
 	for (int i = 0; i < k->n; i++)
 		pf[i] = (struct pollfd){.fd = k->fd[i], .events = POLLIN | POLLRDHUP};
 	pf[k->n] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
-	if (ppoll(pf, (nfds_t)n, NULL, waiting) <= 0)
+	if (wait_for_request(pf, (nfds_t)n, waiting) <= 0)
 		return -1;
 	for (int j = 0; j < n; j++) {
 		int i = (int)((turn + (unsigned)j) % (unsigned)n);
@@ -175,6 +215,10 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool, const ah_api_ap
 		ah_log_error("%s", err.msg);
 		return 1;
 	}
+	/* Short requests, many a second: their lines are held. An invocation's
+	 * take seconds, and a scrape writes none. */
+	if (pool == AH_POOL_CRUD)
+		hold_log_lines();
 	FCGX_Init();
 	FCGX_Request fcgi;
 	FCGX_InitRequest(&fcgi, listen_fd, 0);
@@ -223,6 +267,7 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool, const ah_api_ap
 			pruned = now;
 		}
 	}
+	ah_log_flush();
 	ah_arena_destroy(arena);
 	ah_db_close(db);
 	return 0;

@@ -1,5 +1,6 @@
 /* One line per call, written with a single write(2) so lines of concurrent
- * workers sharing the log file never interleave. log_format = json makes each
+ * workers sharing the log file never interleave (held lines: several whole
+ * lines in one write). log_format = json makes each
  * line one JSON object (time, level, program, pid, request_id, msg) for log
  * collectors. The request id is per thread: the runner serves requests on
  * threads of one process. */
@@ -12,10 +13,20 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 static _Thread_local char request_id[64];
+/* Held INFO lines (ah_log_hold): written together by the next write of any
+ * line, by ah_log_flush, or when full or a second old. One process's lines,
+ * so no lock: only single-threaded processes (the API's workers) hold. */
+static struct {
+	bool on;
+	size_t len;
+	time_t since;
+	char buf[8192];
+} held;
 static const char *program = "agenthost";
 static bool json_lines;
 /* getpid() is a system call on every line otherwise; 0 means "look it up".
@@ -48,6 +59,8 @@ int ah_log_configure(const ah_config *cfg, ah_err *err)
 static void forget_pid(void)
 {
 	pid = 0;
+	held.on = false; /* the parent's held lines are the parent's to write */
+	held.len = 0;
 }
 
 void ah_log_set_program(const char *name)
@@ -66,6 +79,49 @@ static int my_pid(void)
 	if (!pid)
 		pid = getpid();
 	return (int)pid;
+}
+
+void ah_log_hold(bool on)
+{
+	if (!on)
+		ah_log_flush();
+	held.on = on;
+}
+
+bool ah_log_holding(void)
+{
+	return held.len > 0;
+}
+
+void ah_log_flush(void)
+{
+	size_t off = 0;
+	while (off < held.len) { /* write(2) alone: a crash handler calls this */
+		ssize_t w = write(STDERR_FILENO, held.buf + off, held.len - off);
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	held.len = 0;
+}
+
+/* Writes a finished line, or holds it (INFO while holding). A line written
+ * goes out with the held ones in one writev, after them. */
+static void emit(bool info, const char *line, size_t len, time_t now)
+{
+	if (held.on && info && len <= sizeof held.buf) {
+		if (held.len + len > sizeof held.buf || (held.len && now - held.since >= 1))
+			ah_log_flush();
+		if (!held.len)
+			held.since = now;
+		memcpy(held.buf + held.len, line, len);
+		held.len += len;
+		return;
+	}
+	struct iovec iov[2] = {{held.buf, held.len}, {(void *)line, len}};
+	ssize_t w = writev(STDERR_FILENO, iov + (held.len ? 0 : 1), held.len ? 2 : 1);
+	held.len = 0;
+	(void)w;
 }
 
 /* s as the body of a JSON string into out (cap > 8): quotes, backslashes
@@ -97,7 +153,8 @@ static size_t json_escape(char *out, size_t cap, const char *s, size_t len)
 }
 
 /* The line of log_format = json. msg: the formatted message. */
-static void vlog_json(const char *level, const char *stamp, const char *msg, size_t len)
+static void vlog_json(const char *level, const char *stamp, const char *msg, size_t len,
+                      time_t now)
 {
 	char line[8192];
 	int n = snprintf(line, sizeof line, "{\"time\":\"%s\",\"level\":\"%s\",\"program\":\"%s\","
@@ -117,8 +174,7 @@ static void vlog_json(const char *level, const char *stamp, const char *msg, siz
 	o += 8;
 	o += json_escape(line + o, sizeof line - o - 4, msg, len);
 	memcpy(line + o, "\"}\n", 3);
-	ssize_t w = write(STDERR_FILENO, line, o + 3);
-	(void)w;
+	emit(strcmp(level, "INFO") == 0, line, o + 3, now);
 }
 
 static void vlog(const char *level, const char *fmt, va_list ap)
@@ -133,7 +189,8 @@ static void vlog(const char *level, const char *fmt, va_list ap)
 		snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
 		         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
 		int m = vsnprintf(msg, sizeof msg, fmt, ap);
-		vlog_json(level, stamp, msg, m < 0 ? 0 : (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1);
+		vlog_json(level, stamp, msg, m < 0 ? 0 : (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1,
+		          ts.tv_sec);
 		return;
 	}
 	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s[%d]%s%s ",
@@ -151,8 +208,7 @@ static void vlog(const char *level, const char *fmt, va_list ap)
 		if (line[i] == '\n' || line[i] == '\r')
 			line[i] = ' ';
 	line[len++] = '\n';
-	ssize_t w = write(STDERR_FILENO, line, len);
-	(void)w;
+	emit(strcmp(level, "INFO") == 0, line, len, ts.tv_sec);
 }
 
 #define DEFINE_LOG(name, level)                    \

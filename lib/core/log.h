@@ -18,6 +18,18 @@ void ah_log_set_program(const char *name);
 int ah_log_configure(const ah_config *cfg, ah_err *err);
 void ah_log_set_json(bool on);
 
+/* Holding (a single-threaded process's choice): INFO lines wait in a buffer
+ * until the next WARN or ERROR line, ah_log_flush, a full buffer or a second,
+ * and then go out together, in order, in one write. The API's workers hold
+ * the line of each request they answer while more requests wait, and flush
+ * before they wait for one (and when they crash or stop): a write less per
+ * request under load. Off: flushes. */
+void ah_log_hold(bool on);
+/* Whether lines are held now. */
+bool ah_log_holding(void);
+/* Writes the held lines (write(2) only: callable from a signal handler). */
+void ah_log_flush(void);
+
 void ah_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ah_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ah_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

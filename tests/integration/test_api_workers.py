@@ -121,6 +121,43 @@ def test_killed_worker_is_respawned(client):
     assert f"worker {victim} died of signal 9" in lines
 
 
+def test_a_crashed_worker_writes_the_log_lines_it_held(client):
+    """A worker with more requests waiting holds its answered requests' log
+    lines (one write for several, core/log.h) until it would wait: one that
+    crashes meanwhile still writes them, and dies of its signal as before.
+    One CRUD worker: request A's body arrives only once request B waits behind
+    it, so after answering A the worker takes B at once (A's line held) and
+    waits for B's body."""
+    with PrivateApi(AGENTHOST_CRUD_WORKERS="1") as api:
+        def params(rid, length):
+            return {"REQUEST_METHOD": "POST", "REQUEST_URI": "/api/v1/agents",
+                    "REMOTE_ADDR": "10.0.0.1", "CONTENT_TYPE": "application/json",
+                    "CONTENT_LENGTH": str(length), "HTTP_AUTHORIZATION": "Bearer " + client.key,
+                    "REQUEST_ID": rid}
+        log = lambda: open(api.log.name, "rb").read().decode("utf-8", "replace")
+        s = fcgi_begin(api.sock, {"REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/health",
+                                  "REMOTE_ADDR": "10.0.0.1", "REQUEST_ID": "held-warm"}, body=b"")
+        assert fcgi_read_response(s).startswith(b"Status: 200")
+        s.close()
+        line = wait_until(lambda: re.search(r"\[(\d+)\] req=held-warm ", log()), timeout=5)
+        assert line, log()
+        worker = int(line.group(1))
+        body = b'{"name": 7}'  # a 422: nothing is created
+        a = fcgi_begin(api.sock, params("held-a", len(body)))
+        a.sendall(fcgi_record(5, body[:4]))
+        b = fcgi_begin(api.sock, params("held-b", 100))  # accepted after A
+        b.sendall(fcgi_record(5, b"{"))
+        a.sendall(fcgi_record(5, body[4:]) + fcgi_record(5, b""))
+        assert fcgi_read_response(a).startswith(b"Status: 422")
+        a.close()
+        time.sleep(0.5)  # the worker reads B's parameters and waits for its body
+        os.kill(worker, signal.SIGSEGV)
+        died = f"worker {worker} died of signal {int(signal.SIGSEGV)}"
+        assert wait_until(lambda: died in log(), timeout=10), log()
+        b.close()
+        assert re.search(r"req=held-a POST /agents 422 ", log()), log()
+
+
 def test_concurrent_requests_all_answered(client):
     """More concurrent clients than nginx keeps idle upstream connections: none
     may starve behind a kept-alive connection."""
