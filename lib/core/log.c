@@ -118,9 +118,14 @@ static void emit(bool info, const char *line, size_t len, time_t now)
 		held.len += len;
 		return;
 	}
-	struct iovec iov[2] = {{held.buf, held.len}, {(void *)line, len}};
-	ssize_t w = writev(STDERR_FILENO, iov + (held.len ? 0 : 1), held.len ? 2 : 1);
-	held.len = 0;
+	ssize_t w;
+	if (!held.len) { /* never held (the runner's threads): held is only read */
+		w = write(STDERR_FILENO, line, len);
+	} else {
+		struct iovec iov[2] = {{held.buf, held.len}, {(void *)line, len}};
+		w = writev(STDERR_FILENO, iov, 2);
+		held.len = 0;
+	}
 	(void)w;
 }
 
