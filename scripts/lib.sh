@@ -291,7 +291,8 @@ start_api() {
 # hand-over of nginx's own body file (snippets/upload-body.conf).
 # AGENTHOST_UPLOAD_CONN: uploads one client address may have open at once.
 # nginx's allow lines for /metrics: AGENTHOST_METRICS_ALLOW, addresses or CIDRs
-# separated by spaces (127.0.0.1 and ::1 unless set).
+# separated by spaces (127.0.0.1 and ::1 unless set). AGENTHOST_NGINX_EXTRA: a
+# file included in http{} after the site (scripts/bench-peers' peer servers).
 metrics_allow() {
     local a out=
     for a in ${AGENTHOST_METRICS_ALLOW:-127.0.0.1 ::1}; do
@@ -342,6 +343,7 @@ http {
     include /etc/nginx/mime.types;
 $( [ "${AGENTHOST_TRUST_XFF:-0}" = 1 ] && printf '    set_real_ip_from 127.0.0.0/8;\n    real_ip_header X-Forwarded-For;\n' )
     include $d/site.conf;
+$( [ -n "${AGENTHOST_NGINX_EXTRA:-}" ] && printf '    include %s;\n' "$AGENTHOST_NGINX_EXTRA" )
     # Reference for the benchmarks: nginx answering a static 200 by itself.
     server {
         listen ${LISTEN_ADDR:-127.0.0.1}:$((PORT + 1));

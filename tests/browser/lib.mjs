@@ -2,9 +2,10 @@
 // agenthost-admin, a headless Chromium (Debian's, driven by playwright-core
 // from var/npm-tools), agent tarballs, and the console/dialog watchers.
 import { createRequire } from 'node:module';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import zlib from 'node:zlib';
 
@@ -99,3 +100,46 @@ export const ECHO_PROJECT = () => tarball({
   'agent.json': JSON.stringify({ name: 'echo', version: '1.0.0', entrypoint: 'index.js', runtime: 'node' }),
   'index.js': "const c=[];process.stdin.on('data',d=>c.push(d));process.stdin.on('end',()=>process.stdout.write('echo: '+Buffer.concat(c)));\n",
 });
+
+// The stack's runner restarted with AGENTHOST_<KEY> overrides (none: as the
+// stack started it), from the command line scripts/lib.sh kept in
+// run/runner.cmd, as tests/integration's runner_with does; resolves once it
+// answers a ping on its socket. A test that changes the runner puts it back.
+export async function restartRunner(env = {}) {
+  const run = path.join(VAR, 'run');
+  const pidFile = path.join(run, 'runner.pid');
+  const old = Number(readFileSync(pidFile, 'utf8'));
+  if (alive(old)) {
+    process.kill(old, 'SIGTERM');
+    for (let i = 0; i < 300 && alive(old); i++) await sleep(100);
+    if (alive(old)) throw new Error('the runner ignored SIGTERM for 30 s');
+  }
+  const extra = Object.entries(env).map(([k, v]) => `AGENTHOST_${k.toUpperCase()}=${v}`).join(' ');
+  const cmd = readFileSync(path.join(run, 'runner.cmd'), 'utf8').trim();
+  const log = openSync(path.join(VAR, 'log', 'runner.log'), 'a');
+  const child = spawn('bash', ['-c', `exec env ${extra} ${cmd}`], { detached: true, stdio: ['ignore', log, log] });
+  closeSync(log);
+  child.unref();
+  writeFileSync(pidFile, `${child.pid}\n`);
+  for (let i = 0; i < 300; i++) {
+    if (!alive(child.pid)) throw new Error('the runner exited at start (see its log)');
+    if (await runnerPing(path.join(run, 'runner.sock'))) return;
+    await sleep(100);
+  }
+  throw new Error('the runner did not come up in 30 s');
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+function alive(pid) {
+  try { process.kill(pid, 0); return true; } catch { return false; }
+}
+function runnerPing(sock) {
+  return new Promise((resolve) => {
+    const c = net.createConnection(sock, () => c.write('{"op":"ping"}\n'));
+    let got = '';
+    c.setTimeout(5000, () => { c.destroy(); resolve(false); });
+    c.on('data', (d) => { got += d; if (got.includes('\n')) { c.destroy(); resolve(/"ok":\s*true/.test(got)); } });
+    c.on('error', () => resolve(false));
+    c.on('close', () => resolve(/"ok":\s*true/.test(got)));
+  });
+}

@@ -24,6 +24,9 @@ function recordView(r) {
       h('dt', {}, 'Status'), h('dd', {}, badge(r.status)),
       h('dt', {}, 'When'), h('dd', {}, fmtDate(r.created_at)),
       h('dt', {}, 'Tokens'), h('dd', {}, `${r.input_tokens} in, ${r.output_tokens} out`),
+      // Behind the model gateway: the provider's counts, which price the call.
+      r.model_input_tokens != null ? [h('dt', {}, 'Model tokens'),
+        h('dd', { id: 'invocation-model-tokens' }, `${r.model_input_tokens} in, ${r.model_output_tokens} out`)] : null,
       h('dt', {}, 'Cost'), h('dd', {}, fmtUsd(r.total_cost_usd)),
       h('dt', {}, 'Duration'), h('dd', {}, `${r.duration_ms} ms`),
       r.timing ? [h('dt', {}, 'Time'), h('dd', { id: 'invocation-timing' }, timingText(r.timing))] : null,
