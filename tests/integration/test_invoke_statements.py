@@ -44,7 +44,8 @@ def call_statements(client, slug):
         return r.json()["invocation_id"]
     inv_id, rows = general_log(call)
     # The only call while the log was on: its worker's connection wrote the row.
-    mine = [t for t, kind, arg in rows if kind == "Execute" and "INSERT INTO invocations" in arg]
+    mine = [t for t, kind, arg in rows if kind == "Execute" and ("INSERT INTO invocations" in arg
+                                                                  or "CALL invocation_record" in arg)]
     assert len(mine) == 1, [r for r in rows if "invocations" in r[2]]
     assert db_query(f"SELECT COUNT(*) FROM invocations WHERE id = '{inv_id}'") == [["1"]]
     return [arg for t, kind, arg in rows if t == mine[0] and kind in ("Execute", "Query")
@@ -64,3 +65,26 @@ def test_plain_call_runs_four_statements(client):
     assert "FROM secrets" in stmts[1], short             # environment, session, files
     assert "INSERT INTO invocations" in stmts[2], short  # the history row
     assert "INSERT INTO budget_spend" in stmts[3], short  # the spend, for budgets set later
+
+
+STDERR_JS = ("let b=''; process.stdin.on('data', d => b += d);"
+             " process.stdin.on('end', () => { process.stderr.write('note: ' + b + '\\n');"
+             " process.stdout.write(b); });\n")
+
+
+@needs_runner
+def test_call_with_stderr_records_its_logs_in_the_same_round_trip(client):
+    """Issue 29: keeping stderr costs no round trip: the history row and the
+    logs row are one CALL (one transaction), not START TRANSACTION, two
+    INSERTs and COMMIT."""
+    a = deployed_agent(client, STDERR_JS)
+    for _ in range(2):
+        assert client.post(f"/agents/{a['slug']}/invoke", json={"prompt": "x"},
+                           timeout=120).status_code == 200
+    stmts = call_statements(client, a["slug"])
+    short = [s[:90] for s in stmts]
+    assert len(stmts) == 4, short
+    assert "CALL invocation_record_logs" in stmts[2], short
+    inv = client.get(f"/agents/{a['slug']}/invocations").json()[0]
+    logs = client.get(f"/agents/{a['slug']}/invocations/{inv['invocation_id']}/logs").json()
+    assert logs["logs"] == "note: hi\n" and logs["truncated"] is False, logs
