@@ -73,6 +73,20 @@ static const char SQL_SCOPE_HISTORY[] =
 const ah_scope ah_agent_history_scope = {SQL_SCOPE_HISTORY, AGENT_COLUMNS, AGENT_NCOLS,
                                          sizeof(ah_agent), 2};
 
+/* What an invocation needs besides the agent, in the lookup that
+ * authenticates it (issue 31: each was a round trip of its own): the user's
+ * and the key's budgets (ah_budget_admit) and how long ago the agent's runner
+ * last beat (ah_runner_takeover), in ms; NULL without a runner row. */
+static const char SQL_SCOPE_INVOKE[] =
+	"SELECT " AH_AUTH_KEY_COLS ", " AH_AGENT_COLS ", u.max_cost_usd_per_day, u.max_cost_usd_per_month,"
+	" k.max_cost_usd_per_day, k.max_cost_usd_per_month,"
+	" TIMESTAMPDIFF(MICROSECOND, rn.heartbeat_at, NOW(3)) DIV 1000 FROM " AH_AUTH_KEY_FROM
+	" LEFT JOIN agents a ON a.user_id = u.id AND a.slug = ?"
+	" LEFT JOIN runners rn ON rn.id = a.runner_id WHERE k.key_id = ?";
+
+const ah_scope ah_agent_invoke_scope = {SQL_SCOPE_INVOKE, AGENT_COLUMNS, AGENT_NCOLS,
+                                        sizeof(ah_agent), AH_AGENT_INVOKE_NEXTRA};
+
 const ah_col *ah_agent_columns(size_t *n)
 {
 	*n = AGENT_NCOLS;

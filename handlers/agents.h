@@ -65,6 +65,13 @@ extern const ah_scope ah_agent_scope;
  * NULL while the agent has never had an invocation. */
 extern const ah_scope ah_agent_history_scope;
 
+/* AH_AGENT_SCOPE plus what POST /agents/{slug}/invoke reads besides the agent
+ * (r->scope_extra): the user's budgets (day, month), the key's, and the age
+ * in ms of its runner's last heartbeat (NULL: no runner row). */
+enum { AH_INV_X_USER_DAY, AH_INV_X_USER_MONTH, AH_INV_X_KEY_DAY, AH_INV_X_KEY_MONTH,
+       AH_INV_X_RUNNER_AGE_MS, AH_AGENT_INVOKE_NEXTRA };
+extern const ah_scope ah_agent_invoke_scope;
+
 /* The caller's agent named by the first path parameter: the one
  * authentication loaded (AH_AGENT_SCOPE routes) or a fresh query. Answers
  * 404 itself (also for another user's agent) → AH_EDONE. */

@@ -123,24 +123,35 @@ static const char SQL_TAKE[] =
 
 static const char *const SCOPE_WORDS[] = {"your", "the agent's", "the API key's"};
 
+static void add_rows(ah_budget_hold *h, int s, const char *id, const char *day, const char *month,
+                     const char *day_limit, const char *month_limit)
+{
+	h->rows[h->n++] = (ah_budget_row){ah_spend_scope_names[s], id, AH_PERIOD_S_DAY, day, day_limit};
+	h->rows[h->n++] = (ah_budget_row){ah_spend_scope_names[s], id, AH_PERIOD_S_MONTH, month, month_limit};
+}
+
 /* The call's rows in a fixed order (user, agent, key; day, month): every
  * transaction locks them in it. */
-static int load_rows(ah_req *r, const char *agent_id, const periods *p, ah_budget_hold *h)
+static int load_rows(ah_req *r, const char *agent_id, const ah_budget_limits *k, const periods *p,
+                     ah_budget_hold *h)
 {
 	ah_rows rows;
 	const char *day = ah_strdup(r->arena, p->day), *month = ah_strdup(r->arena, p->month);
+	h->n = 0;
+	if (k) {
+		add_rows(h, 0, r->user->id, day, month, k->user_day, k->user_month);
+		add_rows(h, 1, agent_id, day, month, k->agent_day, k->agent_month);
+		if (r->api_key_id)
+			add_rows(h, 2, r->api_key_id, day, month, k->key_day, k->key_month);
+		return 0;
+	}
 	if (ah_db_query(r->db, r->arena, &rows, SQL_LIMITS, "sss", r->user->id, agent_id,
 	                r->api_key_id ? r->api_key_id : "") != 0)
 		return AH_EFAIL;
-	h->n = 0;
 	for (int s = 0; s < 3; s++)
-		for (size_t i = 0; i < rows.n; i++) {
-			if (strcmp(rows.v[i][0], ah_spend_scope_names[s]) != 0)
-				continue;
-			h->rows[h->n++] = (ah_budget_row){ah_spend_scope_names[s], rows.v[i][1], AH_PERIOD_S_DAY, day, rows.v[i][2]};
-			h->rows[h->n++] = (ah_budget_row){ah_spend_scope_names[s], rows.v[i][1], AH_PERIOD_S_MONTH, month,
-			                                  rows.v[i][3]};
-		}
+		for (size_t i = 0; i < rows.n; i++)
+			if (strcmp(rows.v[i][0], ah_spend_scope_names[s]) == 0)
+				add_rows(h, s, rows.v[i][1], day, month, rows.v[i][2], rows.v[i][3]);
 	return 0;
 }
 
@@ -239,12 +250,13 @@ fail:
 	return AH_EFAIL;
 }
 
-int ah_budget_admit(ah_req *r, const char *agent_id, long long timeout_s, ah_budget_hold *h)
+int ah_budget_admit(ah_req *r, const char *agent_id, const ah_budget_limits *known,
+                    long long timeout_s, ah_budget_hold *h)
 {
 	periods p;
 	periods_now(&p);
 	memset(h, 0, sizeof *h);
-	if (load_rows(r, agent_id, &p, h) != 0)
+	if (load_rows(r, agent_id, known, &p, h) != 0)
 		return AH_EFAIL;
 	bool any = false;
 	for (int i = 0; i < h->n; i++)

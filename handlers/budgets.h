@@ -45,10 +45,18 @@ typedef struct ah_budget_hold {
 	bool held;                 /* inflight was taken on the rows with a limit */
 } ah_budget_hold;
 
+/* The limits of a call's user, agent and API key (day, month each; NULL: no
+ * limit) when the caller read them already (the invoke route's lookup). */
+typedef struct ah_budget_limits {
+	const char *user_day, *user_month, *agent_day, *agent_month, *key_day, *key_month;
+} ah_budget_limits;
+
 /* Admits a call of agent_id by the request's user and key: 0 (h filled),
  * AH_EDONE (402 answered) or AH_EFAIL. timeout_s bounds how long the call
- * holds its place at the edge. */
-int ah_budget_admit(ah_req *r, const char *agent_id, long long timeout_s, ah_budget_hold *h);
+ * holds its place at the edge. known: the limits as read with the request,
+ * NULL to read them; a call no limit applies to costs no round trip. */
+int ah_budget_admit(ah_req *r, const char *agent_id, const ah_budget_limits *known,
+                    long long timeout_s, ah_budget_hold *h);
 
 /* The rows for the runner's model gateway (run request "budget"), or NULL
  * when no row has a limit. */

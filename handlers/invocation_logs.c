@@ -1,8 +1,9 @@
 /* GET /agents/{slug}/invocations/{id}/logs (issue 29): what an invocation's
  * agent wrote to stderr, its last 64 KiB, as the runner kept it (the agent's
  * secrets, the model key and the gateway token replaced by "[redacted]"
- * before anything was stored: core/redact.h). Recorded in the transaction of
- * the history row (invoke_record.c), so it costs no commit of its own; gone with it (schema/023_invocation_logs.sql). An invocation
+ * before anything was stored: core/redact.h). Recorded with the history row,
+ * in its transaction and round trip (invoke_record.c, schema/032), so it
+ * costs no commit of its own; gone with it (schema/023_invocation_logs.sql). An invocation
  * of another agent, or of another user's agent, is 404 like an unknown one. */
 #include "agents.h"
 #include "invocations.h"
@@ -12,18 +13,10 @@
 
 #include <string.h>
 
-static const char SQL_LOGS_PUT[] =
-	"INSERT INTO invocation_logs (invocation_id, stderr, truncated) VALUES (?, ?, ?)";
 /* The invocation's row decides 404; its logs row may be absent (no stderr). */
 static const char SQL_LOGS_GET[] =
 	"SELECT i.id, l.stderr, l.truncated FROM invocations i"
 	" LEFT JOIN invocation_logs l ON l.invocation_id = i.id WHERE i.id = ? AND i.agent_id = ?";
-
-int ah_invocation_logs_put(ah_req *r, const ah_invocation *inv)
-{
-	return ah_db_exec(r->db, NULL, SQL_LOGS_PUT, "sbi", inv->id, inv->err_log, inv->err_log_len,
-	                  (long long)inv->err_log_truncated);
-}
 
 /* JSON, like every other answer: "logs" is text (bytes that are not UTF-8
  * shown as U+FFFD), "truncated" says that stderr was longer than what is kept

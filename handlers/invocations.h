@@ -70,10 +70,6 @@ void ah_invocation_account(ah_req *r, ah_invocation *inv);
  * (invoke_record.c) */
 void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *inv);
 
-/* The invocation's logs row, in the transaction of its history row
- * (invoke_record.c). (invocation_logs.c) */
-int ah_invocation_logs_put(ah_req *r, const ah_invocation *inv);
-
 /* POST /agents/{slug}/invoke with r's body, answered on r: a client's call
  * (schedule_id NULL) or a schedule's tick. *inv_id: the invocation recorded,
  * left alone when none was. (invoke.c) */

@@ -330,6 +330,22 @@ void ah_call_run(ah_req *r, ah_call *c)
 		ah_webhook_queue(r, c->a->id, inv->id, hook, ah_json_own(r, call_json(r, c)));
 }
 
+/* What the invoke route's lookup read besides the agent (ah_agent_invoke_scope):
+ * the budgets into *lim and the runner's heartbeat age in ms; false (age -1)
+ * when the request has none (a JWT, a schedule's call): then each is asked. */
+static bool scope_read(ah_req *r, const ah_agent *a, ah_budget_limits *lim, long long *age_ms)
+{
+	char *const *x = r->scope_extra;
+	*age_ms = -1;
+	if (!x || r->scope != a)
+		return false;
+	*lim = (ah_budget_limits){x[AH_INV_X_USER_DAY], x[AH_INV_X_USER_MONTH], a->max_day, a->max_month,
+	                          x[AH_INV_X_KEY_DAY], x[AH_INV_X_KEY_MONTH]};
+	if (x[AH_INV_X_RUNNER_AGE_MS])
+		*age_ms = ah_cell_ll(x[AH_INV_X_RUNNER_AGE_MS]);
+	return true;
+}
+
 /* The call as a client makes it and as the scheduler does (schedule_run.c):
  * one path through admission, environment, secrets and recording. */
 int ah_invoke(ah_req *r, const char *schedule_id, const char **inv_id)
@@ -348,7 +364,10 @@ int ah_invoke(ah_req *r, const char *schedule_id, const char **inv_id)
 	if (!a->image_path || !a->entrypoint)
 		return ah_reply_error(r, 409, "Agent has no deployed image; deploy it again");
 	ah_agent *moved;
-	const char *runner = ah_runner_takeover(r, a->id, a->runner_id, a->image_sha256 != NULL);
+	ah_budget_limits lim;
+	long long age_ms;
+	bool known = scope_read(r, a, &lim, &age_ms);
+	const char *runner = ah_runner_takeover(r, a->id, a->runner_id, a->image_sha256 != NULL, age_ms);
 	if (runner != a->runner_id) { /* its runner is gone: another one has it now */
 		moved = ah_alloc(r->arena, sizeof *moved);
 		*moved = *a;
@@ -367,7 +386,7 @@ int ah_invoke(ah_req *r, const char *schedule_id, const char **inv_id)
 		return AH_EFAIL;
 	if (in->session_id && (rc = ah_invoke_claim_session(r, a->id, in->session_id, state)) != 0)
 		return rc;
-	if ((rc = ah_budget_admit(r, a->id, in->timeout_s, &c.budget)) != 0)
+	if ((rc = ah_budget_admit(r, a->id, known ? &lim : NULL, in->timeout_s, &c.budget)) != 0)
 		return rc;
 	if (in->async)
 		return ah_invoke_async(r, &c);
@@ -390,6 +409,6 @@ static int invoke(ah_req *r)
 }
 
 const ah_route ah_invoke_routes[] = {
-	{"POST", "/agents/{slug}/invoke", invoke, AH_R_INVOKE, 16 * 1024 * 1024, AH_AGENT_SCOPE},
+	{"POST", "/agents/{slug}/invoke", invoke, AH_R_INVOKE, 16 * 1024 * 1024, &ah_agent_invoke_scope},
 	{NULL, NULL, NULL, 0, 0},
 };

@@ -58,12 +58,15 @@ static const char SQL_END_SESSIONS[] =
 static const char SQL_NOW[] = "SELECT runner_id FROM agents WHERE id = ?";
 
 const char *ah_runner_takeover(ah_req *r, const char *agent_id, const char *runner_id,
-                               bool movable)
+                               bool movable, long long age_ms)
 {
 	long long period = ah_settings_of(r->cfg)->runner.heartbeat_seconds, grace = 3 * period;
 	char local[80] = "";
 	ah_rows rows;
 	unsigned long long n = 0;
+	/* Read with the request: alive without a question of its own (issue 31). */
+	if (runner_id && age_ms >= 0 && age_ms < grace * 1000)
+		return runner_id;
 	if (!runner_id || !movable || !r->db || known_alive(runner_id, period * 1000) ||
 	    ah_db_query(r->db, r->arena, &rows, SQL_DEAD, "is", grace, runner_id) != 0)
 		return runner_id; /* alive (or unknown: the call says what is wrong) */

@@ -27,7 +27,9 @@ int ah_runner_call_stream(ah_req *r, json_object *req, json_object **resp, int t
  * (its image is in the file store), a live runner that now holds it
  * (invoke_takeover.c). Returns runner_id itself when nothing moved. */
 const char *ah_runner_takeover(ah_req *r, const char *agent_id, const char *runner_id,
-                               bool movable);
+                               bool movable, long long age_ms);
+/* age_ms: how long ago runner_id last beat, as read with the request (the
+ * invoke route's lookup), or -1 to ask the database. */
 
 /* The operations of runner_client.h, for the request r. */
 int ah_runner_destroy_agent(ah_req *r, const char *agent_id);

@@ -16,8 +16,10 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -156,6 +158,49 @@ static int wait_for_request(struct pollfd *pf, nfds_t n, const sigset_t *waiting
 	return ppoll(pf, n, NULL, waiting);
 }
 
+/* A new connection, or -1 when another worker took it first; -2 when
+ * accepting fails for good. */
+static int accept_new(int listen_fd)
+{
+	int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+		return -2;
+	return fd;
+}
+
+/* A worker holding no kept connection (the invoke pool's always: nginx keeps
+ * none there) waits on the listening socket through epoll with EPOLLEXCLUSIVE,
+ * so a new connection wakes one idle worker instead of every one of them (each
+ * a context switch there and back and a failed accept4: issue 31 measured 15
+ * of the 16 invoke workers woken for nothing on every call). Busy workers'
+ * instances are passed over. Returns what epoll_pwait does; -2 when epoll is
+ * not to be had (then ppoll as before). */
+static int wait_new(int listen_fd, const sigset_t *waiting)
+{
+	static int ep = -1; /* made in the worker: never shared across a fork */
+	static bool broken;
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE};
+	if (broken)
+		return -2;
+	if (ep < 0) {
+		ep = epoll_create1(EPOLL_CLOEXEC);
+		if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev) != 0) {
+			ah_log_warn("epoll for the listening socket: %s; polling it instead", strerror(errno));
+			if (ep >= 0)
+				close(ep);
+			broken = true;
+			return -2;
+		}
+	}
+	if (ah_log_holding()) { /* as wait_for_request: held lines out before sleeping */
+		int ready = epoll_pwait(ep, &ev, 1, 0, waiting);
+		if (ready != 0)
+			return ready;
+		ah_log_flush();
+	}
+	return epoll_pwait(ep, &ev, 1, -1, waiting);
+}
+
 /* The next connection with a request on it: a kept one or a new one, taken
  * in turn (a fixed order starved the connections and the listening socket at
  * the end of it under load). -1 when there is none after all: another worker
@@ -166,7 +211,9 @@ static int next_connection(int listen_fd, kept *k, const sigset_t *waiting)
 {
 	static unsigned turn;
 	struct pollfd pf[MAX_KEPT + 1];
-	int n = k->n + 1;
+	int n = k->n + 1, w;
+	if (k->n == 0 && (w = wait_new(listen_fd, waiting)) != -2)
+		return w > 0 ? accept_new(listen_fd) : -1;
 	for (int i = 0; i < k->n; i++)
 		pf[i] = (struct pollfd){.fd = k->fd[i], .events = POLLIN | POLLRDHUP};
 	pf[k->n] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
@@ -177,13 +224,8 @@ static int next_connection(int listen_fd, kept *k, const sigset_t *waiting)
 		if (!pf[i].revents)
 			continue;
 		turn = (unsigned)i + 1;
-		if (i == k->n) {
-			int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-			if (fd < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-			    errno != ECONNABORTED)
-				return -2;
-			return fd;
-		}
+		if (i == k->n)
+			return accept_new(listen_fd);
 		int fd = k->fd[i];
 		k->fd[i] = k->fd[--k->n];
 		/* Readable and not hung up: a request (a syscall saved on every
