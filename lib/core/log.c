@@ -10,6 +10,7 @@
 #include <assert.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +26,7 @@ static struct {
 	bool on;
 	size_t len;
 	time_t since;
-	char buf[8192];
+	char buf[PIPE_BUF]; /* a write to a pipe up to PIPE_BUF is never split */
 } held;
 static const char *program = "agenthost";
 static bool json_lines;
@@ -119,6 +120,8 @@ static void emit(bool info, const char *line, size_t len, time_t now)
 		return;
 	}
 	ssize_t w;
+	if (held.len && held.len + len > sizeof held.buf) /* one write stays whole on a pipe */
+		ah_log_flush();
 	if (!held.len) { /* never held (the runner's threads): held is only read */
 		w = write(STDERR_FILENO, line, len);
 	} else {
