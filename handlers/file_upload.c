@@ -148,6 +148,15 @@ static void remove_tmp(void *p)
 		unlink(u->tmp);
 }
 
+/* A refused upload's bytes go before its answer does: the arena's cleanup
+ * runs after the reply has left, which a client could see first. */
+static void drop_tmp(struct upload *u)
+{
+	remove_tmp(u);
+	u->fd = -1;
+	u->tmp = NULL;
+}
+
 /* Checks the small fields; 422 entries recorded. Sets *agent_id for agent_slug. */
 static int check_fields(ah_req *r, struct upload *u, char **tags, const char **agent_id)
 {
@@ -228,6 +237,8 @@ static int post_file(ah_req *r)
 	rc = ah_multipart_parse(read_stdin, r, boundary, &sink, u, why, sizeof(why));
 	if (rc == 0 && fsync(u->fd) != 0)
 		rc = ah_err_disk(errno);
+	if (rc != 0)
+		drop_tmp(u);
 	if (rc == AH_ENOSPACE)
 		return ah_storage_full_reply(r, "file upload");
 	if (rc == AH_ETOOBIG)
@@ -240,15 +251,19 @@ static int post_file(ah_req *r)
 		return AH_EFAIL;
 	char *tags;
 	const char *agent_id;
-	if ((rc = check_fields(r, u, &tags, &agent_id)) != 0)
+	if ((rc = check_fields(r, u, &tags, &agent_id)) != 0) {
+		drop_tmp(u);
 		return rc;
+	}
 	unsigned char d[crypto_hash_sha256_BYTES];
 	char sha[65];
 	crypto_hash_sha256_final(&u->sha, d);
 	sodium_bin2hex(sha, sizeof(sha), d, sizeof(d));
 	rc = ah_quota_reserve(r->db, r->user->id, u->size);
-	if (rc == AH_EDENIED)
+	if (rc == AH_EDENIED) {
+		drop_tmp(u);
 		return ah_files_quota_reply(r, u->size);
+	}
 	const char *id = ah_id_new(r->arena, "fil");
 	if (rc == 0 && (rc = store_upload(r, u, id, sha, tags, agent_id)) != 0)
 		ah_quota_release(r->db, r->user->id, u->size);

@@ -206,6 +206,9 @@ invoke_workers = 16
 # A call whose owner process was killed is recorded failed within this (the
 # default is 10 s): the tests see it without waiting.
 running_sweep_ms = 300
+# A deploy waits for the runner's next look at the queue (the default is every
+# second): the tests deploy a few hundred agents, each sooner at 100 ms.
+deploy_poll_ms = 100
 rate_limit_crud = 100
 rate_limit_invoke = 10
 # The integration tests deploy from git daemons (and test servers) they start on

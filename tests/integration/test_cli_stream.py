@@ -15,16 +15,20 @@ from test_cli import CLI, cli_env, run
 from test_invoke_async import TICKS_JS
 
 
-def pty_until(env, args, marker, timeout=60):
-    """Runs the CLI on a pseudo-terminal; returns (what it printed when
-    marker first appeared, exit status, everything)."""
+def pty_until(env, args, marker, timeout=60, settle=0.0):
+    """Runs the CLI on a pseudo-terminal; returns (what it printed by `settle`
+    seconds after marker first appeared, exit status, everything). A terminal
+    may hand what the CLI wrote at once over in several reads (one a line, on
+    a loaded machine): settle lets the rest of it arrive."""
     pid, fd = pty.fork()
     if pid == 0:
         os.execve(CLI, [CLI, *args], env)
-    out, at_marker = b"", None
+    out, at_marker, seen = b"", None, None
     deadline = time.time() + timeout
     while time.time() < deadline:
-        ready, _, _ = select.select([fd], [], [], 1)
+        if at_marker is None and seen is not None and time.time() >= seen + settle:
+            at_marker = out.decode()
+        ready, _, _ = select.select([fd], [], [], 0.1 if seen is not None else 1)
         if not ready:
             continue
         try:
@@ -34,8 +38,12 @@ def pty_until(env, args, marker, timeout=60):
         if not chunk:
             break
         out += chunk
-        if at_marker is None and marker.encode() in out:
-            at_marker = out.decode()
+        if seen is None and marker.encode() in out:
+            seen = time.time()
+            if settle == 0:
+                at_marker = out.decode()
+    if at_marker is None and seen is not None:
+        at_marker = out.decode()
     _, status = os.waitpid(pid, 0)
     os.close(fd)
     return at_marker, os.waitstatus_to_exitcode(status), out.decode()
@@ -57,8 +65,9 @@ def test_invoke_streams_on_a_terminal(tmp_path):
     assert at_first is not None and "done" not in at_first, at_first  # printed while it ran
     assert "tick0\r\ntick1\r\ntick2\r\ntick3\r\ndone" in out
     assert "tokens" in out and "session ses_" in out  # the result line at the end
-    # --no-stream: the whole answer at the end.
-    at_first, rc, out = pty_until(env, ["invoke", slug, prompt, "--no-stream"], "tick0")
+    # --no-stream: the whole answer at the end (streamed, "done" would come
+    # three seconds after tick0, not within the one second allowed here).
+    at_first, rc, out = pty_until(env, ["invoke", slug, prompt, "--no-stream"], "tick0", settle=1.0)
     assert rc == 0 and "done" in at_first, at_first
     # A pipe: the plain answer, exactly as written.
     r = run(env, "invoke", slug, json.dumps({"n": 2, "ms": 10}))
