@@ -60,6 +60,8 @@ static const char SQL_RECORD[] =
 	" created_at, model_input_tokens, model_output_tokens, prompt_sha256, response_sha256, files_error,"
 	" trigger_type, schedule_id, timing)"
 	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, IF(? IS NULL, " AH_SQ(AH_TRIGGER_S_API) ", " AH_SQ(AH_TRIGGER_S_SCHEDULE) "), ?, ?)";
+/* SQL_RECORD's parameters, bound by ah_db_exec. */
+#define RECORD_FORMAT "sssssbbiisisssssssssss"
 /* The same row and its logs row in one transaction, in one round trip: the
  * procedure of schema/032 (the four of START TRANSACTION, two INSERTs and
  * COMMIT cost a call with stderr ~0.3 ms more than one without: issue 29). */
@@ -91,24 +93,16 @@ typedef struct spilled {
 	const char *prompt, *response;
 } spilled;
 
-static int record_row(ah_req *r, const char *agent_id, const ah_invocation *v, const spilled *s)
-{
-	return ah_db_exec(r->db, NULL, SQL_RECORD, "sssssbbiisisssssssssss", v->id, agent_id, r->user->id,
-	                  v->session_id, v->sandbox_id, v->prompt, v->prompt_len, v->response,
-	                  v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
-	                  ah_invocation_status_names[v->status], v->error, v->created_at, v->model_input_tokens,
-	                  v->model_output_tokens, s->prompt, s->response, v->files_error, v->schedule_id,
-	                  v->schedule_id, v->timing);
-}
-
 /* The history row and, when the agent wrote to stderr, its logs row: one
- * transaction, one commit, one round trip (SQL_RECORD_LOGS). */
+ * transaction, one commit, one round trip (SQL_RECORD_LOGS takes SQL_RECORD's
+ * parameters, then the logs row's; SQL_RECORD's format leaves those three
+ * arguments unread). */
 static int record_once(ah_req *r, const char *agent_id, const ah_invocation *v, const spilled *s)
 {
-	if (!v->err_log_len && !v->err_log_truncated)
-		return record_row(r, agent_id, v, s);
-	return ah_db_exec(r->db, NULL, SQL_RECORD_LOGS, "sssssbbiisisssssssssss" "bi", v->id, agent_id,
-	                  r->user->id, v->session_id, v->sandbox_id, v->prompt, v->prompt_len, v->response,
+	bool logs = v->err_log_len || v->err_log_truncated;
+	return ah_db_exec(r->db, NULL, logs ? SQL_RECORD_LOGS : SQL_RECORD,
+	                  logs ? RECORD_FORMAT "bi" : RECORD_FORMAT, v->id, agent_id, r->user->id,
+	                  v->session_id, v->sandbox_id, v->prompt, v->prompt_len, v->response,
 	                  v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
 	                  ah_invocation_status_names[v->status], v->error, v->created_at, v->model_input_tokens,
 	                  v->model_output_tokens, s->prompt, s->response, v->files_error, v->schedule_id,
