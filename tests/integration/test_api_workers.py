@@ -150,7 +150,10 @@ def test_a_crashed_worker_writes_the_log_lines_it_held(client):
         a.sendall(fcgi_record(5, body[4:]) + fcgi_record(5, b""))
         assert fcgi_read_response(a).startswith(b"Status: 422")
         a.close()
-        time.sleep(0.5)  # the worker reads B's parameters and waits for its body
+        # The worker goes on to B and sleeps waiting for its body (polled: on a
+        # loaded machine it may not have got there yet).
+        asleep = lambda: open(f"/proc/{worker}/stat").read().rsplit(")", 1)[1].split()[0] == "S"
+        assert wait_until(asleep, timeout=10)
         os.kill(worker, signal.SIGSEGV)
         died = f"worker {worker} died of signal {int(signal.SIGSEGV)}"
         assert wait_until(lambda: died in log(), timeout=10), log()
