@@ -217,6 +217,9 @@ deploy_poll_ms = 100
 session_give_way_seconds = 30
 stream_keepalive_seconds = 2
 jwt_jwks_refetch_seconds = 5
+# A bucket mount's rclone tries a failed request this many times (10): the
+# SSRF test's refused redirect fails the read in seconds instead of 100 s.
+mount_low_level_retries = 2
 rate_limit_crud = 100
 rate_limit_invoke = 10
 # The integration tests deploy from git daemons (and test servers) they start on

@@ -99,6 +99,7 @@
 	X(WEBHOOK_CONCURRENCY, "webhook_concurrency", INT, "1000", 1, 10000, webhook, concurrency, "webhook deliveries agenthost-webhooks has in flight at once") \
 	X(MOUNT_RCLONE, "mount_rclone", PATH, "/usr/bin/rclone", 0, 0, buckets, rclone, "the rclone binary bucket mounts run") \
 	X(MOUNT_IDLE_SECONDS, "mount_idle_seconds", INT, "600", 10, 86400, buckets, mount_idle_seconds, "an agent's bucket mounts unused this long are stopped") \
+	X(MOUNT_LOW_LEVEL_RETRIES, "mount_low_level_retries", INT, "10", 1, 100, buckets, mount_low_level_retries, "how many times a bucket mount's rclone tries a failed request to the bucket (its --low-level-retries)") \
 	X(MODEL_KEY_NAME, "model_key_name", STR, "ANTHROPIC_API_KEY", 0, 0, model, key_name, "variable carrying the model key") \
 	X(MODEL_KEY_VALUE, "model_key_value", STR, "", 0, 0, model, key_value, "the model-provider key") \
 	X(MODEL_KEY_FILE, "model_key_file", PATH, "", 0, 0, model, key_file, "file holding model_key_value") \

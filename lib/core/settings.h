@@ -111,6 +111,7 @@ typedef struct {
 	bool allow_private;
 	const char *rclone;
 	long long mount_idle_seconds;
+	long long mount_low_level_retries;
 } ah_buckets_settings;
 
 /* webhook deliveries (lib/webhooks) */
