@@ -51,13 +51,15 @@ static void beat(ah_db *db, const struct ah_runner *r)
  * (done, failed) or put it back for a retry (queued, no runner) and not yet
  * let go of it (ah_jobs_thread's set_current comes a moment after). A failed
  * look says nothing: the next renewal decides. */
-static bool lease_lost(ah_db *db, struct ah_runner *r, long long job)
+static bool lease_lost(ah_db *db, const struct ah_runner *r, long long job)
 {
 	ah_arena *a = ah_arena_new();
 	ah_rows rows;
 	bool lost = false;
-	if (ah_db_query(db, a, &rows, "SELECT runner_id FROM deploy_jobs WHERE id = ?", "i", job) == 0)
-		lost = rows.n == 0 || (rows.v[0][0] && strcmp(rows.v[0][0], r->id) != 0);
+	if (ah_db_query(db, a, &rows, "SELECT runner_id FROM deploy_jobs WHERE id = ?", "i", job) == 0) {
+		const char *holder = rows.n ? ah_cell(&rows, 0, 0) : NULL;
+		lost = rows.n == 0 || (holder && strcmp(holder, r->id) != 0);
+	}
 	ah_arena_destroy(a);
 	return lost;
 }
