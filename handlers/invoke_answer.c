@@ -23,7 +23,8 @@ void ah_run_failed(ah_req *r, ah_run_out *o, const char *error)
 }
 
 /* The runner refused for now (the host at its sandbox memory or disk budget,
- * or the runner at capacity): nothing ran, the client may retry. */
+ * the runner at capacity or out of connection threads): nothing ran, the
+ * client may retry. */
 static void busy(ah_req *r, ah_run_out *o, const char *why, long long retry_after)
 {
 	o->http = 503;
@@ -44,7 +45,7 @@ static const int code_http[AH_RPC_CODE_COUNT] = {
 	[AH_RPC_MOUNT] = 500,
 	[AH_RPC_INVALID] = 500,
 	[AH_RPC_ELSEWHERE] = 500,
-	[AH_RPC_OVERLOADED] = 500,
+	[AH_RPC_OVERLOADED] = 503,
 };
 
 /* A runner one release older (a rolling upgrade of a cluster) sends no code,

@@ -3,8 +3,8 @@
  *   event: start   {"invocation_id", "session_id"} (what GET and cancel name)
  *   event: output  {"text"}: the agent's stdout as the runner passes it on,
  *                  in order, never a UTF-8 character split across two events
- *   : keep-alive   a comment after 15 s without an event (proxies keep the
- *                  connection)
+ *   : keep-alive   a comment after stream_keepalive_seconds (15) without an
+ *                  event (proxies keep the connection)
  *   event: done    exactly the body a plain call answers with 200
  *   event: error   exactly the body a plain call answers with an error status
  *                  ({"detail", "invocation"}; 503: {"detail"} and nothing ran)
@@ -21,13 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KEEPALIVE_MS 15000
-
 typedef struct sse {
 	ah_req *r;
 	unsigned char carry[4]; /* the start of a character the next chunk ends */
 	size_t ncarry;
 	int64_t last;           /* when something was last written */
+	int64_t keepalive_ms;   /* a comment after this long without one */
 	bool gone;              /* the client went away: the call goes on */
 } sse;
 
@@ -79,7 +78,7 @@ static void on_chunk(void *ctx, const char *data, size_t len)
 {
 	sse *s = ctx;
 	if (!data) {
-		if (ah_now_ms() - s->last >= KEEPALIVE_MS)
+		if (ah_now_ms() - s->last >= s->keepalive_ms)
 			sse_put(s, ": keep-alive\n\n", 14);
 		return;
 	}
@@ -127,7 +126,8 @@ static void finish(sse *s, ah_call *c)
 
 int ah_invoke_stream(ah_req *r, ah_call *c)
 {
-	sse s = {.r = r, .last = ah_now_ms()};
+	sse s = {.r = r, .last = ah_now_ms(),
+	         .keepalive_ms = ah_settings_of(r->cfg)->invoke.stream_keepalive_seconds * 1000};
 	/* nginx closes the connection of a client that left: a write to it
 	 * must fail, not end the worker. */
 	void (*old)(int) = signal(SIGPIPE, SIG_IGN);

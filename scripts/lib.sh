@@ -209,6 +209,17 @@ running_sweep_ms = 300
 # A deploy waits for the runner's next look at the queue (the default is every
 # second): the tests deploy a few hundred agents, each sooner at 100 ms.
 deploy_poll_ms = 100
+# Waits that are a minute or so in production, seconds here, so that the tests
+# that wait them out take seconds (each test reads the value it waits for):
+# at the sandbox budget a session idle this long gives way (60; well past the
+# 3-4 s test_invoke_budget takes to fill the budget with sessions), a streamed call's
+# keep-alive comment (15), an unknown JWT kid's refetch of the keys (60).
+session_give_way_seconds = 20
+stream_keepalive_seconds = 2
+jwt_jwks_refetch_seconds = 5
+# A bucket mount's rclone tries a failed request this many times (10): the
+# SSRF test's refused redirect fails the read in seconds instead of 100 s.
+mount_low_level_retries = 2
 rate_limit_crud = 100
 rate_limit_invoke = 10
 # The integration tests deploy from git daemons (and test servers) they start on

@@ -4,7 +4,8 @@
  * (ah_jwks_share_init) and runs a refresher process beside the workers
  * (ah_jwks_refresher_run): it fetches the document at start, again once it is
  * `jwt_jwks_cache_seconds` old, and when a worker met a token whose kid no key
- * has (a provider rotating its keys), at most once a minute for that reason.
+ * has (a provider rotating its keys), at most once a `jwt_jwks_refetch_seconds`
+ * (a minute) for that reason.
  * A worker only copies a newer document out of shared memory and parses it, so
  * no request ever waits on the identity provider: a token signed by a key
  * published a moment ago is refused until the refresher has it (a second
@@ -29,7 +30,6 @@
 
 #define MAX_JWKS_BYTES (256 * 1024)
 #define REFETCH_MIN_MS 10000   /* between failed or forced fetches, whatever asks */
-#define KID_REFETCH_MS 60000   /* between fetches that an unknown kid asked for */
 #define POLL_MS 200            /* how soon the refresher notices a request */
 
 struct sink {
@@ -166,11 +166,11 @@ static void publish(const struct sink *doc)
 }
 
 /* Takes the pending unknown-kid request if one may be served now. */
-static bool kid_asked(int64_t now, int64_t last_kid)
+static bool kid_asked(int64_t now, int64_t last_kid, int64_t kid_refetch_ms)
 {
 	bool go = false;
 	if (lock()) {
-		go = shm->wanted_ms && now - last_kid >= KID_REFETCH_MS;
+		go = shm->wanted_ms && now - last_kid >= kid_refetch_ms;
 		if (go)
 			shm->wanted_ms = 0;
 		pthread_mutex_unlock(&shm->mu);
@@ -182,14 +182,16 @@ int ah_jwks_refresher_run(const ah_config *cfg)
 {
 	const char *url = ah_set_opt(ah_settings_of(cfg)->jwt.jwks_url);
 	int64_t ttl = ah_settings_of(cfg)->jwt.jwks_cache_seconds * 1000;
-	int64_t fetched = 0, tried = 0, last_kid = -KID_REFETCH_MS;
+	/* between fetches that an unknown kid asked for */
+	int64_t kid_refetch = ah_settings_of(cfg)->jwt.jwks_refetch_seconds * 1000;
+	int64_t fetched = 0, tried = 0, last_kid = -kid_refetch;
 	if (!shm || !url || !*url)
 		return 0;
 	for (;;) {
 		int64_t now = ah_now_ms();
 		bool stale = !fetched || now - fetched >= ttl;
 		bool may = !tried || now - tried >= REFETCH_MIN_MS;
-		bool kid = kid_asked(now, last_kid);
+		bool kid = kid_asked(now, last_kid, kid_refetch);
 		if (kid)
 			last_kid = now;
 		if ((stale && may) || kid) {

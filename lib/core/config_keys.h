@@ -73,6 +73,7 @@
 	X(WARM_MAX, "warm_max", INT, "10", 0, 256, runner, warm_max, "warm processes one agent may ask for (min_warm), whatever its plan") \
 	X(WARM_IDLE_SECONDS, "warm_idle_seconds", INT, "600", 10, 86400 * 30, runner, warm_idle_seconds, "an agent's warm processes are dropped after this long without calls") \
 	X(SESSION_IDLE_SECONDS, "session_idle_seconds", INT, "3600", 1, 86400 * 30, runner, session_idle_seconds, "idle session sandboxes are reclaimed") \
+	X(SESSION_GIVE_WAY_SECONDS, "session_give_way_seconds", INT, "60", 1, 86400, runner, session_give_way_seconds, "at the host's sandbox budget, a session sandbox idle this long gives its room to a new call") \
 	X(DEPLOY_MAX_ATTEMPTS, "deploy_max_attempts", INT, "3", 1, 100, deploy, max_attempts, "deploy retries") \
 	X(DEPLOY_TIMEOUT_SECONDS, "deploy_timeout_seconds", INT, "600", 10, 7200, deploy, timeout_seconds, "deploy time cap") \
 	X(DEPLOY_LEASE_SECONDS, "deploy_lease_seconds", INT, "30", 3, 3600, deploy, lease_seconds, "deploy job lease") \
@@ -98,6 +99,7 @@
 	X(WEBHOOK_CONCURRENCY, "webhook_concurrency", INT, "1000", 1, 10000, webhook, concurrency, "webhook deliveries agenthost-webhooks has in flight at once") \
 	X(MOUNT_RCLONE, "mount_rclone", PATH, "/usr/bin/rclone", 0, 0, buckets, rclone, "the rclone binary bucket mounts run") \
 	X(MOUNT_IDLE_SECONDS, "mount_idle_seconds", INT, "600", 10, 86400, buckets, mount_idle_seconds, "an agent's bucket mounts unused this long are stopped") \
+	X(MOUNT_LOW_LEVEL_RETRIES, "mount_low_level_retries", INT, "10", 1, 100, buckets, mount_low_level_retries, "how many times a bucket mount's rclone tries a failed request to the bucket (its --low-level-retries)") \
 	X(MODEL_KEY_NAME, "model_key_name", STR, "ANTHROPIC_API_KEY", 0, 0, model, key_name, "variable carrying the model key") \
 	X(MODEL_KEY_VALUE, "model_key_value", STR, "", 0, 0, model, key_value, "the model-provider key") \
 	X(MODEL_KEY_FILE, "model_key_file", PATH, "", 0, 0, model, key_file, "file holding model_key_value") \
@@ -113,6 +115,7 @@
 	X(PRICE_CACHE_READ_PER_MTOK, "price_cache_read_per_mtok", PRICE, NULL, 0, 0, price, cache_read, "USD per million cache-read input tokens (0.1 x price_input_per_mtok)") \
 	X(MAX_PROMPT_BYTES, "max_prompt_bytes", INT, "2097152", 0, 16 * 1024 * 1024, invoke, max_prompt_bytes, "prompt cap") \
 	X(MAX_OUTPUT_BYTES, "max_output_bytes", INT, "10485760", 1, 16 * 1024 * 1024, invoke, max_output_bytes, "stdout cap") \
+	X(STREAM_KEEPALIVE_SECONDS, "stream_keepalive_seconds", INT, "15", 1, 3600, invoke, stream_keepalive_seconds, "a streamed call sends a keep-alive comment after this long without an event") \
 	X(SCHEDULER, "scheduler", BOOL, "true", 0, 0, schedule, enabled, "this API host runs due schedules (any number of hosts may: each tick runs once)") \
 	X(SCHEDULE_POLL_MS, "schedule_poll_ms", INT, "1000", 50, 60000, schedule, poll_ms, "how often the scheduler looks for due schedules") \
 	X(SCHEDULE_MAX_RUNNING, "schedule_max_running", INT, "8", 1, 256, schedule, max_running, "scheduled runs one API host runs at once") \
@@ -127,6 +130,7 @@
 	X(JWT_JWKS_URL, "jwt_jwks_url", STR, "", 0, 0, jwt, jwks_url, "identity provider's JWKS URL") \
 	X(JWT_JWKS_ALLOW_LOCAL, "jwt_jwks_allow_local", BOOL, "false", 0, 0, jwt, jwks_allow_local, "jwt_jwks_url may be on loopback, link-local or this host above port 1023") \
 	X(JWT_JWKS_CACHE_SECONDS, "jwt_jwks_cache_seconds", INT, "300", 0, 7 * 86400, jwt, jwks_cache_seconds, "JWKS kept this long") \
+	X(JWT_JWKS_REFETCH_SECONDS, "jwt_jwks_refetch_seconds", INT, "60", 1, 86400, jwt, jwks_refetch_seconds, "a token whose kid no key has makes the JWKS be fetched again at most this often") \
 	X(JWT_ISSUER, "jwt_issuer", STR, "", 0, 0, jwt, issuer, "required iss claim") \
 	X(JWT_AUDIENCE, "jwt_audience", STR, "", 0, 0, jwt, audience, "required aud claim") \
 	X(JWT_EMAIL_CLAIM, "jwt_email_claim", STR, "email", 0, 0, jwt, email_claim, "claim holding the email") \

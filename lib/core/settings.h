@@ -84,6 +84,7 @@ typedef struct {
 	long long warm_max;
 	long long warm_idle_seconds;
 	long long session_idle_seconds;
+	long long session_give_way_seconds;
 } ah_runner_settings;
 
 /* deploys: builds, images, code and git (lib/runner deploy_*) */
@@ -110,6 +111,7 @@ typedef struct {
 	bool allow_private;
 	const char *rclone;
 	long long mount_idle_seconds;
+	long long mount_low_level_retries;
 } ah_buckets_settings;
 
 /* webhook deliveries (lib/webhooks) */
@@ -149,6 +151,7 @@ typedef struct {
 typedef struct {
 	long long max_prompt_bytes;
 	long long max_output_bytes;
+	long long stream_keepalive_seconds;
 	long long output_max_files;
 	long long output_max_bytes;
 	long long max_sessions[AH_PLAN_COUNT]; /* max_sessions_<plan>, by ah_plan_id */
@@ -170,6 +173,7 @@ typedef struct {
 	const char *jwks_url;
 	bool jwks_allow_local;
 	long long jwks_cache_seconds;
+	long long jwks_refetch_seconds;
 	const char *issuer;
 	const char *audience;
 	const char *email_claim;

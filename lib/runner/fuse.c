@@ -28,6 +28,7 @@ static struct ah_fuse_proc *procs;
 static struct {
 	char root[PATH_MAX];     /* <data_dir>/mounts */
 	char rclone[PATH_MAX];
+	int retries;             /* rclone's --low-level-retries */
 	ah_addr_policy policy;
 } g;
 
@@ -79,6 +80,7 @@ int ah_fuse_init(const ah_config *cfg, const char *data_dir, ah_err *err)
 {
 	snprintf(g.root, sizeof(g.root), "%s/mounts", data_dir);
 	snprintf(g.rclone, sizeof(g.rclone), "%s", ah_settings_of(cfg)->buckets.rclone);
+	g.retries = (int)ah_settings_of(cfg)->buckets.mount_low_level_retries;
 	g.policy = ah_bucket_policy(cfg);
 	procs = NULL;
 	kill_leftovers();
@@ -161,7 +163,7 @@ static int start_unlocked(struct ah_fuse_proc *p, json_object *e, ah_err *err)
 	p->next = procs;
 	procs = p;
 	ah_unlock(&mu, AH_LOCK_FUSE);
-	int rc = ah_fuse_proc_start(p, e, g.rclone, &g.policy, err);
+	int rc = ah_fuse_proc_start(p, e, g.rclone, g.retries, &g.policy, err);
 	ah_lock(&mu, AH_LOCK_FUSE);
 	p->starting = false;
 	pthread_cond_broadcast(&started);

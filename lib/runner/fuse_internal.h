@@ -29,8 +29,9 @@ struct ah_fuse_proc {
 };
 
 /* Starts rclone for plan entry e at p->dir and waits until it serves; on
- * failure everything is undone and err names the mount. */
-int ah_fuse_proc_start(struct ah_fuse_proc *p, json_object *e, const char *rclone,
+ * failure everything is undone and err names the mount. retries: its
+ * --low-level-retries (mount_low_level_retries). */
+int ah_fuse_proc_start(struct ah_fuse_proc *p, json_object *e, const char *rclone, int retries,
                        const ah_addr_policy *pol, ah_err *err);
 /* The process runs and its mount answers. */
 bool ah_fuse_proc_alive(const struct ah_fuse_proc *p);

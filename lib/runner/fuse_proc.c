@@ -74,8 +74,8 @@ static size_t build_env(ah_arena *a, json_object *e, const char *home, const cha
 }
 
 /* rclone mount bkt:<bucket>[/<prefix>] <dir> and its VFS settings. */
-static void build_argv(ah_arena *a, json_object *e, const char *rclone, const char *dir,
-                       const char *cache_dir, const char **argv)
+static void build_argv(ah_arena *a, json_object *e, const char *rclone, int retries,
+                       const char *dir, const char *cache_dir, const char **argv)
 {
 	size_t n = 0;
 	const char *prefix = get(e, "prefix");
@@ -90,6 +90,10 @@ static void build_argv(ah_arena *a, json_object *e, const char *rclone, const ch
 	                       "--log-level", "NOTICE", "--cache-dir", cache_dir};
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 		argv[n++] = fixed[i];
+	/* A request the bucket fails (or the connection filter refuses) is tried
+	 * this many times before the read fails: each try waits longer. */
+	argv[n++] = "--low-level-retries";
+	argv[n++] = ah_sprintf(a, "%d", retries);
 	if (flag(e, "read_only"))
 		argv[n++] = "--read-only";
 	if (flag(e, "cache")) {
@@ -219,7 +223,7 @@ static int wait_ready(struct ah_fuse_proc *p, ah_arena *a, const char *log, ah_e
 	                  "%d s", p->path, p->slug, START_TIMEOUT_MS / 1000);
 }
 
-int ah_fuse_proc_start(struct ah_fuse_proc *p, json_object *e, const char *rclone,
+int ah_fuse_proc_start(struct ah_fuse_proc *p, json_object *e, const char *rclone, int retries,
                        const ah_addr_policy *pol, ah_err *err)
 {
 	ah_arena *a = ah_arena_new();
@@ -236,7 +240,7 @@ int ah_fuse_proc_start(struct ah_fuse_proc *p, json_object *e, const char *rclon
 		rc = AH_EFAIL;
 	if (rc == 0) {
 		build_env(a, e, cache, env);
-		build_argv(a, e, rclone, p->dir, cache, argv);
+		build_argv(a, e, rclone, retries, p->dir, cache, argv);
 		rc = launch(p, argv, env, log, err);
 	}
 	if (rc == 0)

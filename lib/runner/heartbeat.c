@@ -45,6 +45,25 @@ static void beat(ah_db *db, const struct ah_runner *r)
 		ah_log_warn("heartbeat: %s", err.msg);
 }
 
+/* The renewal matched nothing: the job is no longer ours and running. Lost
+ * when another runner holds it now (it claimed the job after our lease ran
+ * out) or the row is gone; not when our own job thread has just finished it
+ * (done, failed) or put it back for a retry (queued, no runner) and not yet
+ * let go of it (ah_jobs_thread's set_current comes a moment after). A failed
+ * look says nothing: the next renewal decides. */
+static bool lease_lost(ah_db *db, const struct ah_runner *r, long long job)
+{
+	ah_arena *a = ah_arena_new();
+	ah_rows rows;
+	bool lost = false;
+	if (ah_db_query(db, a, &rows, "SELECT runner_id FROM deploy_jobs WHERE id = ?", "i", job) == 0) {
+		const char *holder = rows.n ? ah_cell(&rows, 0, 0) : NULL;
+		lost = rows.n == 0 || (holder && strcmp(holder, r->id) != 0);
+	}
+	ah_arena_destroy(a);
+	return lost;
+}
+
 static void renew_lease(ah_db *db, struct ah_runner *r)
 {
 	pthread_mutex_lock(&r->job_mu);
@@ -57,7 +76,7 @@ static void renew_lease(ah_db *db, struct ah_runner *r)
 	               "updated_at = NOW(3) WHERE id = ? AND runner_id = ? AND state = " AH_SQ(AH_JOB_S_RUNNING),
 	               "iis", (long long)r->lease_seconds, job, r->id) != 0)
 		return; /* database away: the lease may run out, and then the job is redone */
-	if (n == 0) {
+	if (n == 0 && lease_lost(db, r, job)) {
 		pthread_mutex_lock(&r->job_mu);
 		if (r->current_job == job) {
 			r->job_lost = 1;

@@ -100,7 +100,7 @@ static int start(struct ah_runner *r, ah_db **db, ah_err *err)
 	r->lease_seconds = (int)ah_settings_of(r->cfg)->deploy.lease_seconds;
 	r->max_attempts = (int)ah_settings_of(r->cfg)->deploy.max_attempts;
 	pthread_mutex_init(&r->job_mu, NULL);
-	ah_sandboxes_init();
+	ah_sandboxes_init(ah_settings_of(r->cfg)->runner.session_give_way_seconds * 1000);
 	if ((rc = ah_gateway_global_init(err)) != 0)
 		return rc;
 	/* The socket first: it is what tells a second runner with this id that the

@@ -76,19 +76,21 @@ json_object *ah_op_error(ah_rpc_code code, const char *msg)
 	return answer_of(false, f, sizeof f / sizeof f[0]);
 }
 
-/* A failed run's answer: its code from its status (ah_rpc_code_of). busy is
- * a refusal worth retrying soon (the host at its sandbox budget, this runner
- * at its capacity): the API answers 503 with Retry-After. The "busy" boolean
- * is the protocol before codes, still sent for an API host one release older
- * during a rolling upgrade of a cluster; this release's API reads the code. */
+/* The "busy" boolean is the protocol before codes, still sent for an API
+ * host one release older during a rolling upgrade of a cluster; this
+ * release's API reads the code. */
+json_object *ah_op_busy(ah_rpc_code code, const char *msg)
+{
+	field f[] = { {"code", F_STR, ah_rpc_code_name(code), 0}, {"error", F_STR, msg, 0},
+	              {"busy", F_BOOL, NULL, 1}, {"retry_after", F_INT, NULL, BUSY_RETRY_S} };
+	return answer_of(false, f, sizeof f / sizeof f[0]);
+}
+
+/* A failed run's answer: its code from its status (ah_rpc_code_of). */
 static json_object *error_answer(int rc, const ah_err *err)
 {
 	ah_rpc_code code = ah_rpc_code_of(rc);
-	if (code != AH_RPC_BUSY)
-		return ah_op_error(code, err->msg);
-	field f[] = { {"code", F_STR, ah_rpc_code_name(code), 0}, {"error", F_STR, err->msg, 0},
-	              {"busy", F_BOOL, NULL, 1}, {"retry_after", F_INT, NULL, BUSY_RETRY_S} };
-	return answer_of(false, f, sizeof f / sizeof f[0]);
+	return code == AH_RPC_BUSY ? ah_op_busy(code, err->msg) : ah_op_error(code, err->msg);
 }
 
 /* The kept end of stderr, redacted (ah_sandbox_exec_spec.redact). */

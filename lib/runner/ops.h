@@ -23,6 +23,11 @@ typedef struct ah_op_after {
 /* A failed answer: {"ok":false,"code":…,"error":msg} (rpc/rpc.h). The code
  * is what the API acts on; msg is shown to the person who made the call. */
 json_object *ah_op_error(ah_rpc_code code, const char *msg);
+/* A refusal worth retrying soon (code busy: the host at its sandbox budget,
+ * this runner at its capacity; overloaded: no connection thread free): as
+ * ah_op_error, with "retry_after" (seconds) and the older protocol's
+ * "busy": true. The API answers 503 with Retry-After. */
+json_object *ah_op_busy(ah_rpc_code code, const char *msg);
 json_object *ah_op_ping(const struct ah_runner *r, json_object *req);
 json_object *ah_op_run(struct ah_runner *r, json_object *req, ah_op_after *after);
 void ah_op_finish(ah_op_after *after);

@@ -34,8 +34,8 @@ struct retired {
  * idle longest, once it has been idle this long (a conversation that goes on
  * keeps its sandbox); the session expires early, as if reaped, and its next
  * call starts it anew. Without this, sessions idle for up to an hour would
- * hold the budget while calls are refused. */
-#define SESSION_GIVES_WAY_MS 60000
+ * hold the budget while calls are refused. session_give_way_seconds (60). */
+static int64_t give_way_ms = 60000;
 #define MAX_EVICTED 64
 
 /* When nothing can give way, a call waits this long for room before its 503:
@@ -51,8 +51,9 @@ static struct retired *retired_images;
 static struct { char agent_id[33], session[129]; } evicted[MAX_EVICTED];
 static int nevicted;
 
-void ah_sandboxes_init(void)
+void ah_sandboxes_init(int64_t session_give_way_ms)
 {
+	give_way_ms = session_give_way_ms;
 	ah_sbx_entries = NULL;
 	retired_images = NULL;
 }
@@ -209,10 +210,10 @@ static void drop_spares(void)
 }
 
 /* The host is at its budget and the spares are gone: the session sandbox
- * idle longest (past SESSION_GIVES_WAY_MS) gives way. False when none may. */
+ * idle longest (past give_way_ms) gives way. False when none may. */
 static bool evict_idle_session(void)
 {
-	int64_t cutoff = ah_now_ms() - SESSION_GIVES_WAY_MS;
+	int64_t cutoff = ah_now_ms() - give_way_ms;
 	struct ah_sbx_entry *lru = NULL;
 	ah_sbx_lock();
 	for (struct ah_sbx_entry *e = ah_sbx_entries; e; e = e->next)

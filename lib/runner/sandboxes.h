@@ -25,7 +25,9 @@ struct ah_sbx_lease {
 	ah_sandbox *sb;
 };
 
-void ah_sandboxes_init(void);
+/* session_give_way_ms: at the host's sandbox budget, a session sandbox idle
+ * this long gives its room to a new call (session_give_way_seconds). */
+void ah_sandboxes_init(int64_t session_give_way_ms);
 
 /* Finds or creates the sandbox for (agent_id, session) over image. A session
  * whose sandbox runs an older image gets a fresh sandbox. */

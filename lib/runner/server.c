@@ -311,7 +311,7 @@ static void spawn(int fd, bool tcp)
 	if (full || pthread_create(&t, &at, connection, arg) != 0) {
 		/* Not over TCP: an unauthenticated peer learns nothing, not even load. */
 		if (!tcp) {
-			json_object *ans = ah_op_error(AH_RPC_OVERLOADED, "runner overloaded");
+			json_object *ans = ah_op_busy(AH_RPC_OVERLOADED, "runner overloaded");
 			write_answer(fd, ans);
 			json_object_put(ans);
 		}

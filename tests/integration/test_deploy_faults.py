@@ -341,6 +341,54 @@ def test_mariadb_restarted_mid_deploy(client, down_seconds, npm_seconds):
     assert_active(wait_settled(client, again["slug"], timeout=60)[0])
 
 
+# ---- the lease of a job that ends -------------------------------------------------
+
+def runner_log_from(offset):
+    with open(os.path.join(VAR, "log", "runner.log"), errors="replace") as f:
+        f.seek(offset)
+        return f.read()
+
+
+def test_a_job_just_finished_is_not_a_lost_lease(client):
+    """The runner's heartbeat renews the lease of the job its job thread holds.
+    The job thread marks the job done (or failed, or queued for a retry) a
+    moment before it lets go of it, and a renewal in that moment matched no
+    running job: it warned "lease lost to another runner" after a good deploy
+    (and told the job thread so). The test holds that moment open: while npm
+    runs it marks the job done as the job thread would, for a few renewals
+    (deploy_lease_seconds 3: one a second), then puts it back. No warning, and
+    the deploy ends active. Marked as another runner's, the warning comes (and
+    the attempt is given up and redone)."""
+    log = os.path.join(VAR, "log", "runner.log")
+    with runner_with(deploy_lease_seconds="3"):
+        agent = slow_npm_agent(client, 6)
+        deploy(client, agent["slug"])
+        wait_in_log(f"({agent['id']}) job=", "npm install", timeout=60)
+        job = db_query(f"SELECT id FROM deploy_jobs WHERE agent_id = '{agent['id']}' "
+                       "AND state = 'running'")[0][0]
+        start = os.path.getsize(log)
+        db_query(f"UPDATE deploy_jobs SET state = 'done' WHERE id = {job}")
+        time.sleep(2.5)  # two renewals
+        db_query(f"UPDATE deploy_jobs SET state = 'running' WHERE id = {job}")
+        assert "lease lost" not in runner_log_from(start)
+        assert_active(wait_settled(client, agent["slug"], timeout=90)[0])
+        assert "lease lost" not in runner_log_from(start)
+
+        lost = slow_npm_agent(client, 4)
+        deploy(client, lost["slug"])
+        wait_in_log(f"({lost['id']}) job=", "npm install", timeout=60)
+        job, ours = db_query(f"SELECT id, runner_id FROM deploy_jobs WHERE agent_id = "
+                             f"'{lost['id']}' AND state = 'running'")[0]
+        db_query(f"UPDATE deploy_jobs SET runner_id = 'another-runner', "
+                 f"lease_until = NOW(3) + INTERVAL 1 HOUR WHERE id = {job}")
+        try:
+            wait_in_log(f"job={job}: lease lost to another runner", timeout=30)
+        finally:  # ours again: the job thread gives this attempt up, and the job is redone
+            db_query(f"UPDATE deploy_jobs SET runner_id = '{ours}', "
+                     f"lease_until = NOW(3) + INTERVAL 3 SECOND WHERE id = {job}")
+            wait_settled(client, lost["slug"], timeout=120)
+
+
 # ---- caps: size and time
 
 @pytest.fixture(scope="module")

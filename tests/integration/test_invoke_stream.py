@@ -24,7 +24,7 @@ import urllib.parse
 
 import pytest
 
-from agent_code import VAR, deployed_agent, needs_runner
+from agent_code import VAR, config_get, deployed_agent, needs_runner
 from conftest import BASE_URL, wait_until
 from test_deploy import restart_runner, runner_pid
 from test_invoke_async import TICKS_JS, finished, get, listed
@@ -264,8 +264,12 @@ def test_a_warm_agent_streams_what_it_wrote_before_and_after(pro):
 @needs_runner
 @pytest.mark.slow
 def test_a_silent_agent_gets_keepalive_comments(client):
+    """A comment after stream_keepalive_seconds without an event (15 by
+    default, less in the test configuration): the agent is silent longer."""
+    keepalive = int(config_get("stream_keepalive_seconds", "15"))
     a = deployed_agent(client, PARTS_JS)
-    _, events, comments = stream(client, a["slug"], {"prompt": parts(b"x", b"y", ms=16500)})
+    _, events, comments = stream(client, a["slug"],
+                                 {"prompt": parts(b"x", b"y", ms=keepalive * 1000 + 1500)})
     assert comments and all(c.startswith(":") for c in comments), comments
     assert text_of(events) == "xy" and events[-1][0] == "done"
 

@@ -95,7 +95,7 @@ def bucket_at(client, endpoint):
     return slug
 
 
-@pytest.mark.slow  # rclone retries the refused connection for about 100 s
+@pytest.mark.slow  # rclone tries the refused connection mount_low_level_retries times (10: about 100 s)
 def test_redirect_to_another_loopback_port_reads_nothing(client, secret_server):
     decoy = b"x" * len(SECRET_TEXT)  # what HEAD says, so rclone reads as many bytes
     s3 = redirecting_s3("tenant-data", {"secret.txt": decoy, "plain.txt": b"plain"},

@@ -52,7 +52,7 @@ static int call(ah_arena *a, const char *text, const char **error, long long *re
 
 static void test_http(void)
 {
-	static const int want[AH_RPC_CODE_COUNT] = {200, 500, 503, 500, 500, 500, 500};
+	static const int want[AH_RPC_CODE_COUNT] = {200, 500, 503, 500, 500, 500, 503};
 	for (int c = 0; c < AH_RPC_CODE_COUNT; c++)
 		ok(ah_run_code_http(c) == want[c], "http: %s is %d", ah_rpc_code_name((ah_rpc_code)c), want[c]);
 	ok(ah_run_code_http(-1) == 500 && ah_run_code_http(AH_RPC_CODE_COUNT) == 500,
@@ -65,6 +65,10 @@ static void test_http(void)
 	ok(h == 503 && retry == 5 && strcmp(e, "at budget") == 0, "answer: busy is 503 with Retry-After");
 	h = call(a, "{\"ok\":false,\"error\":\"at budget\",\"busy\":true,\"retry_after\":7}", &e, &retry);
 	ok(h == 503 && retry == 7, "answer: an older runner's busy:true (no code) is 503 too");
+	h = call(a, "{\"ok\":false,\"code\":\"overloaded\",\"error\":\"runner overloaded\",\"busy\":true,"
+	         "\"retry_after\":5}", &e, &retry);
+	ok(h == 503 && retry == 5 && strcmp(e, "runner overloaded") == 0,
+	   "answer: overloaded (no connection thread free: nothing ran) is 503 with Retry-After");
 	/* The code decides, not the boolean, nor the text. */
 	h = call(a, "{\"ok\":false,\"code\":\"failed\",\"error\":\"x\",\"busy\":true}", &e, &retry);
 	ok(h == 500, "answer: code failed with a stray busy:true is 500");
