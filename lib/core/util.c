@@ -26,10 +26,26 @@ int ah_parse_ll(long long *out, const char *s)
 	return 0;
 }
 
+/* Random bytes are drawn in blocks, one randombytes_buf each (on Linux one
+ * getrandom(2): a call's ids took ~50 of them when each character was its
+ * own randombytes_uniform). A byte of 248 or more is dropped, so that
+ * byte % 62 stays uniform (248 = 4 * 62): no modulo bias. */
+#define B62_LIMIT 248
+
 void ah_base62_random(char *out, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		out[i] = B62[randombytes_uniform(62)]; /* uniform: no modulo bias */
+	unsigned char buf[64];
+	size_t i = 0;
+	while (i < n) {
+		/* a few more than needed: about 3% of bytes are dropped */
+		size_t want = n - i + (n - i) / 8 + 2;
+		want = want < sizeof buf ? want : sizeof buf;
+		randombytes_buf(buf, want);
+		for (size_t k = 0; k < want && i < n; k++)
+			if (buf[k] < B62_LIMIT)
+				out[i++] = B62[buf[k] % 62];
+	}
+	sodium_memzero(buf, sizeof buf);
 	out[n] = '\0';
 }
 

@@ -175,6 +175,52 @@ static void test_ids(ah_arena *a)
 	   "base62_random uses all 62 characters (%d seen) and terminates", distinct);
 }
 
+/* The system's random source, counted: each draw is a getrandom(2) on Linux,
+ * and an API call makes several ids. */
+static int draws;
+
+static const char *counted_name(void)
+{
+	return "counted";
+}
+
+static uint32_t counted_random(void)
+{
+	draws++;
+	return randombytes_sysrandom_implementation.random();
+}
+
+static void counted_buf(void *const buf, const size_t size)
+{
+	draws++;
+	randombytes_sysrandom_implementation.buf(buf, size);
+}
+
+static randombytes_implementation counted = {
+	.implementation_name = counted_name, .random = counted_random, .buf = counted_buf,
+};
+
+static void test_id_draws(ah_arena *a)
+{
+	draws = 0;
+	ah_id_new(a, "inv");
+	ok(draws <= 2, "an id takes at most two draws from the random source (%d)", draws);
+	/* Uniform: a modulo bias (byte % 62 over all 256 values) would give the
+	 * first 8 characters 5/4 of the others' share; each is expected 2000 times
+	 * here, give or take 45. */
+	static char buf[62 * 2000 + 1];
+	int count[128] = {0}, lo = INT_MAX, hi = 0;
+	ah_base62_random(buf, sizeof buf - 1);
+	for (size_t i = 0; i < sizeof buf - 1; i++)
+		count[(unsigned char)buf[i]]++;
+	for (const char *c = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"; *c; c++) {
+		lo = count[(unsigned char)*c] < lo ? count[(unsigned char)*c] : lo;
+		hi = count[(unsigned char)*c] > hi ? count[(unsigned char)*c] : hi;
+	}
+	ok(lo > 1700 && hi < 2300, "base62 characters are uniform (each 1700-2300 of 124000: %d-%d)",
+	   lo, hi);
+}
+
 /* ---- arena ---- */
 
 static char order[16];
@@ -314,9 +360,11 @@ static void test_trim_chomp(void)
 
 int main(void)
 {
+	randombytes_set_implementation(&counted);
 	if (sodium_init() < 0)
 		return 1;
 	ah_arena *a = ah_arena_new();
+	test_id_draws(a);
 	test_parse_ll();
 	test_trim_chomp();
 	test_utf8();
