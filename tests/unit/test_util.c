@@ -119,6 +119,38 @@ static const struct {
 	{NULL, NULL},
 };
 
+/* ---- ah_db_time_ms: a heartbeat's time, for its age by this host's clock ---- */
+
+static const struct {
+	const char *in;
+	int rc;
+	int64_t want;
+} ms_cases[] = {
+	{"1970-01-01 00:00:00.000", 0, 0},
+	{"1970-01-01 00:00:01", 0, 1000},
+	{"2026-11-28 12:00:00.5", 0, 1795867200500},
+	{"2026-11-28 12:00:00.123", 0, 1795867200123},
+	{"2024-02-29 23:59:59.999", 0, 1709251199999},
+	{"2026-11-28 12:00:00.", AH_EINVALID, 0},
+	{"2026-11-28 12:00:00Z", AH_EINVALID, 0},
+	{"2026-13-28 12:00:00", AH_EINVALID, 0},
+	{"2026-11-28", AH_EINVALID, 0},
+	{"2026-11-28 12:00:-1", AH_EINVALID, 0},
+	{"1795867200123", AH_EINVALID, 0},
+	{"", AH_EINVALID, 0},
+	{NULL, AH_EINVALID, 0},
+};
+
+static void test_db_time_ms(void)
+{
+	for (size_t i = 0; i < sizeof(ms_cases) / sizeof(ms_cases[0]); i++) {
+		int64_t got = -1;
+		int rc = ah_db_time_ms(ms_cases[i].in, &got);
+		ok(rc == ms_cases[i].rc && (rc != 0 || got == ms_cases[i].want), "db_time_ms(\"%s\") -> %d %lld",
+		   ms_cases[i].in ? ms_cases[i].in : "NULL", rc, (long long)got);
+	}
+}
+
 static void test_time(ah_arena *a)
 {
 	for (size_t i = 0; i < sizeof(time_cases) / sizeof(time_cases[0]); i++) {
@@ -369,6 +401,7 @@ int main(void)
 	test_trim_chomp();
 	test_utf8();
 	test_time(a);
+	test_db_time_ms();
 	test_ids(a);
 	ah_arena_destroy(a);
 	test_arena();
