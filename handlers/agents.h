@@ -66,10 +66,10 @@ extern const ah_scope ah_agent_scope;
 extern const ah_scope ah_agent_history_scope;
 
 /* AH_AGENT_SCOPE plus what POST /agents/{slug}/invoke reads besides the agent
- * (r->scope_extra): the user's budgets (day, month), the key's, and the age
- * in ms of its runner's last heartbeat (NULL: no runner row). */
+ * (r->scope_extra): the user's budgets (day, month), the key's, and the time
+ * of its runner's last heartbeat (DATETIME(3) text; NULL: no runner row). */
 enum { AH_INV_X_USER_DAY, AH_INV_X_USER_MONTH, AH_INV_X_KEY_DAY, AH_INV_X_KEY_MONTH,
-       AH_INV_X_RUNNER_AGE_MS, AH_AGENT_INVOKE_NEXTRA };
+       AH_INV_X_RUNNER_BEAT, AH_AGENT_INVOKE_NEXTRA };
 extern const ah_scope ah_agent_invoke_scope;
 
 /* The caller's agent named by the first path parameter: the one

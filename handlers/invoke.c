@@ -341,8 +341,15 @@ static bool scope_read(ah_req *r, const ah_agent *a, ah_budget_limits *lim, long
 		return false;
 	*lim = (ah_budget_limits){x[AH_INV_X_USER_DAY], x[AH_INV_X_USER_MONTH], a->max_day, a->max_month,
 	                          x[AH_INV_X_KEY_DAY], x[AH_INV_X_KEY_MONTH]};
-	if (x[AH_INV_X_RUNNER_AGE_MS])
-		*age_ms = ah_cell_ll(x[AH_INV_X_RUNNER_AGE_MS]);
+	/* The heartbeat's time is the database's clock, the age this host's. A
+	 * skew that makes it look old only costs the question the takeover then
+	 * asks the database (in its clock); one that makes it look younger
+	 * delays a takeover by the skew (hosts keep their clocks in sync, as
+	 * the keys' expiry assumes); an age below zero is no answer. */
+	int64_t beat;
+	if (x[AH_INV_X_RUNNER_BEAT] && ah_db_time_ms(x[AH_INV_X_RUNNER_BEAT], &beat) == 0 &&
+	    ah_now_ms() >= beat)
+		*age_ms = ah_now_ms() - beat;
 	return true;
 }
 

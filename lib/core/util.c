@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,10 +27,26 @@ int ah_parse_ll(long long *out, const char *s)
 	return 0;
 }
 
+/* Random bytes are drawn in blocks, one randombytes_buf each (on Linux one
+ * getrandom(2): a call's ids took ~50 of them when each character was its
+ * own randombytes_uniform). A byte of 248 or more is dropped, so that
+ * byte % 62 stays uniform (248 = 4 * 62): no modulo bias. */
+#define B62_LIMIT 248
+
 void ah_base62_random(char *out, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		out[i] = B62[randombytes_uniform(62)]; /* uniform: no modulo bias */
+	unsigned char buf[64];
+	size_t i = 0;
+	while (i < n) {
+		/* a few more than needed: about 3% of bytes are dropped */
+		size_t want = n - i + (n - i) / 8 + 2;
+		want = want < sizeof buf ? want : sizeof buf;
+		randombytes_buf(buf, want);
+		for (size_t k = 0; k < want && i < n; k++)
+			if (buf[k] < B62_LIMIT)
+				out[i++] = B62[buf[k] % 62];
+	}
+	sodium_memzero(buf, sizeof buf);
 	out[n] = '\0';
 }
 
@@ -87,6 +104,36 @@ char *ah_db_time_to_rfc3339(ah_arena *a, const char *t)
 		for (int i = 0; i < 3 && t[20 + i] >= '0' && t[20 + i] <= '9'; i++)
 			ms[i] = t[20 + i];
 	return ah_sprintf(a, "%.10sT%.8s.%sZ", t, t + 11, ms);
+}
+
+int ah_db_time_ms(const char *t, int64_t *ms)
+{
+	static const char shape[] = "dddd-dd-dd dd:dd:dd";
+	struct tm tm = {0};
+	int frac = 0;
+	for (int i = 0; i < 19; i++)
+		if (!t || (shape[i] == 'd' ? !isdigit((unsigned char)t[i]) : t[i] != shape[i]))
+			return AH_EINVALID;
+	sscanf(t, "%4d-%2d-%2d %2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+	       &tm.tm_min, &tm.tm_sec);
+	if (t[19] == '.') {
+		int k = 0;
+		for (; k < 3 && t[20 + k] >= '0' && t[20 + k] <= '9'; k++)
+			frac = frac * 10 + (t[20 + k] - '0');
+		if (k == 0)
+			return AH_EINVALID;
+		for (; k < 3; k++)
+			frac *= 10;
+	} else if (t[19] != '\0') {
+		return AH_EINVALID;
+	}
+	if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+	    tm.tm_min > 59 || tm.tm_sec > 60)
+		return AH_EINVALID;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	*ms = (int64_t)timegm(&tm) * 1000 + frac;
+	return 0;
 }
 
 bool ah_utf8_valid(const char *str, size_t len)

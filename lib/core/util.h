@@ -21,6 +21,9 @@ char *ah_id_new(ah_arena *a, const char *prefix);
 char *ah_now_rfc3339(ah_arena *a);
 /* MariaDB DATETIME(3) text "YYYY-MM-DD HH:MM:SS[.fff]" → RFC 3339 with ms, or NULL. */
 char *ah_db_time_to_rfc3339(ah_arena *a, const char *dbtime);
+/* The same text (UTC, as the API's connections read it) as ms since the
+ * epoch into *ms; AH_EINVALID for anything else. */
+int ah_db_time_ms(const char *dbtime, int64_t *ms);
 int64_t ah_now_ms(void);
 /* Microseconds on the monotonic clock: for durations, never dates. */
 int64_t ah_mono_us(void);

@@ -103,6 +103,7 @@ struct ah_sandbox {
 	int nsteps_done;             /* host steps set up, torn down in reverse */
 	bool claimed, broken;
 	long long oom_kills;         /* the cgroup's count after the last exec; -1: not read yet */
+	int oom_fd;                  /* its memory.oom_control (v1) or memory.events (v2), or -1 */
 	bool deploy;                 /* a build: tear down synchronously */
 	bool ahead;                  /* built for the pool when nobody waited (budget.c) */
 	bool budget_held;            /* its commitment is in the slot's record */

@@ -259,7 +259,7 @@ int sb_build(ah_sandbox **out, long long disk_bytes, bool ahead, ah_err *err)
 	ah_sandbox *sb = calloc(1, sizeof *sb);
 	if (!sb)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
-	sb->keeper_pidfd = sb->ctl_fd = sb->exec_fd = -1;
+	sb->keeper_pidfd = sb->ctl_fd = sb->exec_fd = sb->oom_fd = -1;
 	sb->oom_kills = -1;
 	sb->plan.slot = -1;
 	sb->ahead = ahead;

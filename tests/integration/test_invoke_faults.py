@@ -382,6 +382,35 @@ def test_memory_past_the_cap_is_an_oom_kill(client):
     assert invoke(client, e["slug"], "x").json()["response_content"] == "got true"
 
 
+# Echoes, or with the prompt "eat" takes memory until it is killed.
+HOG_ON_ASK_JS = """
+process.stdin.once('data', m => {
+  if (m.toString() !== 'eat') { process.stdout.write('fine'); return; }
+  const keep = [];
+  for (;;) keep.push(Buffer.alloc(64 << 20, 1));
+});
+"""
+
+
+@needs_runner
+@pytest.mark.slow
+def test_oom_kill_in_a_session_is_told_from_the_calls_around_it(client):
+    # The sandbox's OOM-kill count is read after every call (through a file
+    # it keeps open): the kill after a good call is one, and the good call
+    # after it, in the same sandbox, is not.
+    a = deployed_agent(client, HOG_ON_ASK_JS)
+    sid = "oom-" + uuid.uuid4().hex[:8]
+    r = invoke(client, a["slug"], "hi", session_id=sid)
+    assert r.status_code == 200 and r.json()["response_content"] == "fine", r.text[:300]
+    sandbox = r.json()["sandbox_id"]
+    r = invoke(client, a["slug"], "eat", session_id=sid, timeout_seconds=30)
+    assert r.status_code == 500, r.text[:300]
+    assert "out of memory" in r.json()["detail"]
+    r = invoke(client, a["slug"], "hi", session_id=sid)
+    assert r.status_code == 200 and r.json()["response_content"] == "fine", r.text[:300]
+    assert r.json()["sandbox_id"] == sandbox
+
+
 @needs_runner
 @pytest.mark.slow
 def test_sigterm_proof_tree_is_killed_at_the_timeout(client):

@@ -88,3 +88,31 @@ def test_call_with_stderr_records_its_logs_in_the_same_round_trip(client):
     inv = client.get(f"/agents/{a['slug']}/invocations").json()[0]
     logs = client.get(f"/agents/{a['slug']}/invocations/{inv['invocation_id']}/logs").json()
     assert logs["logs"] == "note: hi\n" and logs["truncated"] is False, logs
+
+
+def qcache_hits():
+    return int(db_query("SHOW GLOBAL STATUS LIKE 'Qcache_hits'")[0][1])
+
+
+@needs_runner
+def test_the_calls_lookup_is_answered_from_the_query_cache(client):
+    """The lookup that authenticates a call reads the runner's heartbeat time,
+    not its age (no NOW()): MariaDB's query cache then answers it, and the
+    environment's statement, until one of their rows changes. A heartbeat
+    (every runner_heartbeat_seconds) is such a change, so of four calls in a
+    row at most one or two miss."""
+    (size,), = db_query("SELECT @@query_cache_type <> 'OFF' AND @@query_cache_size > 0")
+    if size != "1":
+        pytest.skip("this MariaDB has no query cache")
+    a = deployed_agent(client, ECHO_JS)
+
+    def call():
+        r = client.post(f"/agents/{a['slug']}/invoke", json={"prompt": "x"}, timeout=120)
+        assert r.status_code == 200, r.text
+    for _ in range(2):  # statements prepared, results cached
+        call()
+    before = qcache_hits()
+    for _ in range(4):
+        call()
+    # Both statements from the cache: 8; the lookup never from it: at most 4.
+    assert qcache_hits() - before >= 6

@@ -119,6 +119,38 @@ static const struct {
 	{NULL, NULL},
 };
 
+/* ---- ah_db_time_ms: a heartbeat's time, for its age by this host's clock ---- */
+
+static const struct {
+	const char *in;
+	int rc;
+	int64_t want;
+} ms_cases[] = {
+	{"1970-01-01 00:00:00.000", 0, 0},
+	{"1970-01-01 00:00:01", 0, 1000},
+	{"2026-11-28 12:00:00.5", 0, 1795867200500},
+	{"2026-11-28 12:00:00.123", 0, 1795867200123},
+	{"2024-02-29 23:59:59.999", 0, 1709251199999},
+	{"2026-11-28 12:00:00.", AH_EINVALID, 0},
+	{"2026-11-28 12:00:00Z", AH_EINVALID, 0},
+	{"2026-13-28 12:00:00", AH_EINVALID, 0},
+	{"2026-11-28", AH_EINVALID, 0},
+	{"2026-11-28 12:00:-1", AH_EINVALID, 0},
+	{"1795867200123", AH_EINVALID, 0},
+	{"", AH_EINVALID, 0},
+	{NULL, AH_EINVALID, 0},
+};
+
+static void test_db_time_ms(void)
+{
+	for (size_t i = 0; i < sizeof(ms_cases) / sizeof(ms_cases[0]); i++) {
+		int64_t got = -1;
+		int rc = ah_db_time_ms(ms_cases[i].in, &got);
+		ok(rc == ms_cases[i].rc && (rc != 0 || got == ms_cases[i].want), "db_time_ms(\"%s\") -> %d %lld",
+		   ms_cases[i].in ? ms_cases[i].in : "NULL", rc, (long long)got);
+	}
+}
+
 static void test_time(ah_arena *a)
 {
 	for (size_t i = 0; i < sizeof(time_cases) / sizeof(time_cases[0]); i++) {
@@ -173,6 +205,52 @@ static void test_ids(ah_arena *a)
 			distinct++;
 	ok(buf[4000] == '\0' && is_b62(buf, 4000) && distinct == 62,
 	   "base62_random uses all 62 characters (%d seen) and terminates", distinct);
+}
+
+/* The system's random source, counted: each draw is a getrandom(2) on Linux,
+ * and an API call makes several ids. */
+static int draws;
+
+static const char *counted_name(void)
+{
+	return "counted";
+}
+
+static uint32_t counted_random(void)
+{
+	draws++;
+	return randombytes_sysrandom_implementation.random();
+}
+
+static void counted_buf(void *const buf, const size_t size)
+{
+	draws++;
+	randombytes_sysrandom_implementation.buf(buf, size);
+}
+
+static randombytes_implementation counted = {
+	.implementation_name = counted_name, .random = counted_random, .buf = counted_buf,
+};
+
+static void test_id_draws(ah_arena *a)
+{
+	draws = 0;
+	ah_id_new(a, "inv");
+	ok(draws <= 2, "an id takes at most two draws from the random source (%d)", draws);
+	/* Uniform: a modulo bias (byte % 62 over all 256 values) would give the
+	 * first 8 characters 5/4 of the others' share; each is expected 2000 times
+	 * here, give or take 45. */
+	static char buf[62 * 2000 + 1];
+	int count[128] = {0}, lo = INT_MAX, hi = 0;
+	ah_base62_random(buf, sizeof buf - 1);
+	for (size_t i = 0; i < sizeof buf - 1; i++)
+		count[(unsigned char)buf[i]]++;
+	for (const char *c = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"; *c; c++) {
+		lo = count[(unsigned char)*c] < lo ? count[(unsigned char)*c] : lo;
+		hi = count[(unsigned char)*c] > hi ? count[(unsigned char)*c] : hi;
+	}
+	ok(lo > 1700 && hi < 2300, "base62 characters are uniform (each 1700-2300 of 124000: %d-%d)",
+	   lo, hi);
 }
 
 /* ---- arena ---- */
@@ -314,13 +392,16 @@ static void test_trim_chomp(void)
 
 int main(void)
 {
+	randombytes_set_implementation(&counted);
 	if (sodium_init() < 0)
 		return 1;
 	ah_arena *a = ah_arena_new();
+	test_id_draws(a);
 	test_parse_ll();
 	test_trim_chomp();
 	test_utf8();
 	test_time(a);
+	test_db_time_ms();
 	test_ids(a);
 	ah_arena_destroy(a);
 	test_arena();
