@@ -284,6 +284,10 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 	 * scrape; room for every pool's maximum, which a reload may reach. */
 	if (ah_mx_shared_init(MAX_WORKERS) != 0)
 		ah_log_warn("no shared metrics: a scrape sees only the worker that answers it");
+	/* glibc's strftime calls tzset(), which reads /etc/localtime the first
+	 * time (auth's DATETIME text, on a worker's first request): read once
+	 * here, every worker inherits the zone and none opens the file. */
+	tzset();
 	handle_signals();
 	start_generation(cfg);
 	while (!stopping) {

@@ -6,32 +6,45 @@
 #include <stdbool.h>
 #include <string.h>
 
-/* Matches one pattern against a path; fills params on success. */
-static bool match(ah_req *r, const char *pat, const char *path, const char **params, size_t *np)
+/* Whether a path has a pattern's segments: the literal ones equal, a
+ * "{name}" one not empty. Allocates nothing: most patterns fail here, on
+ * their first segment, and only the few that pass are decoded (match). */
+static bool shape(const char *pat, const char *path)
 {
-	*np = 0;
 	while (*pat && *path) {
-		if (*pat != '/' || *path != '/')
+		if (*pat++ != '/' || *path++ != '/')
 			return false;
-		pat++;
-		path++;
-		const char *pe = strchr(pat, '/'), *se = strchr(path, '/');
-		size_t pl = pe ? (size_t)(pe - pat) : strlen(pat);
-		size_t sl = se ? (size_t)(se - path) : strlen(path);
-		if (pat[0] == '{') {
-			size_t dl;
-			char *seg = ah_url_decode(r->arena, path, sl, false, &dl);
-			/* Empty segments and embedded NULs never name a resource. */
-			if (sl == 0 || strlen(seg) != dl || *np >= AH_MAX_PARAMS)
-				return false;
-			params[(*np)++] = seg;
-		} else if (pl != sl || memcmp(pat, path, pl) != 0) {
+		size_t pl = strcspn(pat, "/"), sl = strcspn(path, "/");
+		if (pat[0] == '{' ? sl == 0 : pl != sl || memcmp(pat, path, pl) != 0)
 			return false;
-		}
 		pat += pl;
 		path += sl;
 	}
 	return *pat == '\0' && *path == '\0';
+}
+
+/* Matches one pattern against a path; fills params on success. */
+static bool match(ah_req *r, const char *pat, const char *path, const char **params, size_t *np)
+{
+	*np = 0;
+	if (!shape(pat, path))
+		return false;
+	while (*pat) {
+		pat++;
+		path++;
+		size_t pl = strcspn(pat, "/"), sl = strcspn(path, "/");
+		if (pat[0] == '{') {
+			size_t dl;
+			char *seg = ah_url_decode(r->arena, path, sl, false, &dl);
+			/* Embedded NULs never name a resource. */
+			if (strlen(seg) != dl || *np >= AH_MAX_PARAMS)
+				return false;
+			params[(*np)++] = seg;
+		}
+		pat += pl;
+		path += sl;
+	}
+	return true;
 }
 
 /* Literal segments of a pattern: a path is served by the routes that name
@@ -57,11 +70,13 @@ int ah_route_match(ah_req *r, const ah_route *const *tables, const char *method,
 		path = ah_strndup(r->arena, path, len - 1);
 	for (size_t t = 0; tables[t]; t++)
 		for (const ah_route *rt = tables[t]; rt->method; rt++)
-			if (literals(rt->pattern) > best && match(r, rt->pattern, path, params, &np))
+			if (shape(rt->pattern, path) && literals(rt->pattern) > best &&
+			    match(r, rt->pattern, path, params, &np))
 				best = literals(rt->pattern);
 	for (size_t t = 0; tables[t]; t++) {
 		for (const ah_route *rt = tables[t]; rt->method; rt++) {
-			if (literals(rt->pattern) != best || !match(r, rt->pattern, path, params, &np))
+			if (!shape(rt->pattern, path) || literals(rt->pattern) != best ||
+			    !match(r, rt->pattern, path, params, &np))
 				continue;
 			if (strcmp(rt->method, method) == 0) {
 				memcpy(r->params, params, sizeof(params[0]) * np);

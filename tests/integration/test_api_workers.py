@@ -258,3 +258,35 @@ def test_sigterm_on_idle_master_exits_quickly(private_api):
     assert time.monotonic() - t0 < 5
     for w in workers:
         assert not os.path.exists(f"/proc/{w}") or open(f"/proc/{w}/stat").read().split()[2] == "Z"
+
+
+def test_workers_do_not_read_the_time_zone_file(client):
+    """The zone is read once by the master before it forks: no worker opens
+    /etc/localtime, not even for its first authenticated request (glibc's
+    strftime calls tzset(), which read it in every new worker before)."""
+    with PrivateApi(unset=["AGENTHOST_JWT_JWKS_URL"]) as api:
+        assert wait_until(lambda: len(children(api.proc.pid)) == 5, timeout=10)
+        pids = children(api.proc.pid)
+        trace = os.path.join(api.dir, "strace.txt")
+        args = ["strace", "-f", "-e", "trace=open,openat", "-e", "signal=none", "-o", trace]
+        st = subprocess.Popen(args + [a for p in pids for a in ("-p", str(p))],
+                              stderr=subprocess.PIPE, text=True)
+        try:
+            attached = 0
+            while attached < len(pids):
+                line = st.stderr.readline()
+                assert line, "strace did not attach"
+                attached += "attached" in line
+            # two connections at once, so that both CRUD workers answer one
+            socks = [fcgi_begin(api.sock, {"REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/users/me",
+                                           "REMOTE_ADDR": "10.0.0.1", "REQUEST_ID": f"tz-{i}",
+                                           "HTTP_AUTHORIZATION": "Bearer " + client.key}, body=b"")
+                     for i in range(2)]
+            for s in socks:
+                assert fcgi_read_response(s).startswith(b"Status: 200")
+                s.close()
+        finally:
+            st.terminate()
+            st.wait(timeout=10)
+        opened = open(trace).read()
+        assert "/etc/localtime" not in opened, opened
