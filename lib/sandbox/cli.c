@@ -14,8 +14,12 @@
  *     --bench N                  N rounds of bare vs sandboxed, prints medians
  *     --pause-ms MS              bench: pause after each run (default 100)
  *     --quiet                    no per-run JSON
+ *   agenthost-sandbox --seccomp-bench N
+ *     what the seccomp filter costs a program: its load (each exec) and a
+ *     system call without and with it, medians over N children
  * Exit status: 0 when every run happened (whatever the program's status). */
 #include "sandbox/sandbox.h"
+#include "sandbox/internal.h"
 
 #include "core/config.h"
 #include "core/log.h"
@@ -28,10 +32,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/seccomp.h>
 
 typedef struct opts {
 	ah_sandbox_spec spec;
@@ -273,8 +280,87 @@ static int bench(opts *o)
 	return rc;
 }
 
+/* ---- --seccomp-bench ---- */
+
+typedef struct sc_sample {
+	long long load_ns, bare_ns, filter_ns;
+} sc_sample;
+
+static long long now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+enum { SC_CALLS = 20000 };
+
+/* A call the filter allows and the kernel does next to nothing for. */
+static long long per_call_ns(void)
+{
+	long long t = now_ns();
+	for (int i = 0; i < SC_CALLS; i++)
+		syscall(SYS_getppid);
+	return (now_ns() - t) / SC_CALLS;
+}
+
+/* One child: calls without the filter, the load as agent_main makes it
+ * (no_new_privs, then the filter), calls with it. */
+__attribute__((noreturn)) static void seccomp_child(const struct sock_fprog *p, int fd)
+{
+	sc_sample s;
+	per_call_ns(); /* warm */
+	s.bare_ns = per_call_ns();
+	long long t = now_ns();
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, p) < 0)
+		_exit(1);
+	s.load_ns = now_ns() - t;
+	s.filter_ns = per_call_ns();
+	_exit(write(fd, &s, sizeof s) == sizeof s ? 0 : 1);
+}
+
+static int seccomp_bench(int n)
+{
+	struct sock_fprog p;
+	ah_err err = { 0 };
+	if (n <= 0 || sb_seccomp_build(&p, &err) != 0)
+		return fprintf(stderr, "agenthost-sandbox: %s\n", n > 0 ? err.msg : "N > 0"), 1;
+	long long *v[3];
+	int got = 0;
+	for (int k = 0; k < 3; k++)
+		v[k] = calloc((size_t)n, sizeof **v);
+	for (int i = 0; i < n; i++) {
+		int pf[2];
+		sc_sample s;
+		if (pipe(pf) < 0)
+			break;
+		pid_t pid = fork();
+		if (pid == 0)
+			seccomp_child(&p, pf[1]);
+		close(pf[1]);
+		if (pid > 0 && read(pf[0], &s, sizeof s) == sizeof s) {
+			v[0][got] = s.load_ns, v[1][got] = s.bare_ns, v[2][got] = s.filter_ns;
+			got++;
+		}
+		close(pf[0]);
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	}
+	if (got == n)
+		printf("{\"runs\":%d,\"filter_instructions\":%u,\"load_median_us\":%.1f,"
+		       "\"syscall_median_ns_bare\":%.0f,\"syscall_median_ns_filter\":%.0f}\n", n,
+		       p.len, median_ms(v[0], n), median_ms(v[1], n) * 1000, median_ms(v[2], n) * 1000);
+	for (int k = 0; k < 3; k++)
+		free(v[k]);
+	free(p.filter);
+	return got == n ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "--seccomp-bench"))
+		return seccomp_bench((int)num(argv[2]));
 	opts o = { 0 };
 	ah_log_set_program("agenthost-sandbox");
 	if (parse(&o, argc, argv) < 0) {
