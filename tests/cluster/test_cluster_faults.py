@@ -66,7 +66,8 @@ def test_runner_killed_mid_invocation_agent_moves_to_the_other(user):
 
 
 def _load(user, slugs, stop, out, lock):
-    """Invocations and CRUD reads through both hosts until stop is set."""
+    """Invocations and CRUD reads through both hosts until stop is set; each
+    answer (time, kind, status, body, host) to out."""
     clients = [user, user.on("b")]
     i = 0
     while not stop.is_set():
@@ -80,36 +81,54 @@ def _load(user, slugs, stop, out, lock):
                 r = c.post(f"/agents/{slug}/invoke", json={"prompt": f"n{i}"}, timeout=60)
                 kind = "invoke"
             with lock:
-                out.append((time.time(), kind, r.status_code, r.json() if r.content else None))
+                out.append((time.time(), kind, r.status_code, r.json() if r.content else None, "ab"[i % 2]))
         except Exception as e:  # a connection nginx dropped counts as an error
             with lock:
-                out.append((time.time(), "error", 0, str(e)))
+                out.append((time.time(), "error", 0, str(e), "ab"[i % 2]))
         i += 1
 
 
 def _node_fault_under_load(user, fault):
+    phases = [("start", time.time())]
     agents = [deployed(user), deployed(user.on("b"))]
+    phases.append(("deploys", time.time()))
     slugs = [a["slug"] for a in agents]
     out, lock, stop = [], threading.Lock(), threading.Event()
     threads = [threading.Thread(target=_load, args=(user, slugs, stop, out, lock)) for _ in range(4)]
     for t in threads:
         t.start()
+
+    def served(since, n=3):
+        """Each host has answered n requests with a 200 since `since`: the load
+        runs through both again. The phases below wait for this (after the
+        fault: each host's failover is over), not for fixed 4, 8 and 4 s."""
+        with lock:
+            ok = [o[4] for o in out if o[0] > since and o[2] == 200]
+        return ok.count("a") >= n and ok.count("b") >= n
     try:
-        time.sleep(4)
+        wait_until(lambda: served(0), 60, what="the load through both hosts")
+        phases.append(("load", time.time()))
         # Node 2 is host B's first node (its API's and its runner's).
         fault()
-        time.sleep(8)
+        faulted = time.time()
+        phases.append(("fault", faulted))
+        wait_until(lambda: served(faulted), 90, what="both hosts answering after the fault")
+        phases.append(("failover", time.time()))
         kit("start-node", "2")
-        time.sleep(4)
+        back = time.time()
+        phases.append(("start-node", back))
+        wait_until(lambda: served(back) and len(out) > 50, 90, what="both hosts with node 2 back")
+        phases.append(("served", time.time()))
     finally:
         stop.set()
         for t in threads:
             t.join(timeout=120)
     assert len(out) > 50, len(out)
     counts = {}
-    for _, kind, status, _ in out:
+    for _, kind, status, _, _ in out:
         counts[(kind, status)] = counts.get((kind, status), 0) + 1
     print("requests by kind and status:", sorted(counts.items()))
+    print("seconds per phase:", [(n, round(t - phases[i][1], 1)) for i, (n, t) in enumerate(phases[1:])])
     # After the failover, everything works again, through both hosts.
     for c in (user, user.on("b")):
         r = c.post(f"/agents/{slugs[0]}/invoke", json={"prompt": "done"})
@@ -120,7 +139,7 @@ def _node_fault_under_load(user, fault):
     bad = [o for o in out if o[2] not in (200, 503) and not (o[1] == "invoke" and o[2] == 500)]
     assert not bad, bad[:5]
     answered = {}
-    for _, kind, status, body in out:
+    for _, kind, status, body, _ in out:
         if kind == "invoke" and body and status in (200, 500):
             inv = body if status == 200 else body.get("invocation")
             if inv:

@@ -69,7 +69,8 @@ def fcgi_begin(path, params, body=None):
 class PrivateApi:
     """`with PrivateApi(AGENTHOST_X="1", unset=["AGENTHOST_Y"]) as api:` starts an
     agenthost-api master with the stack's configuration file, these environment
-    overrides and its own sockets in a temporary directory; leaving the block
+    overrides and its own sockets in a temporary directory (without a scheduler
+    unless AGENTHOST_SCHEDULER says so); leaving the block
     stops it (and its workers) and removes the directory."""
 
     def __init__(self, unset=(), jwks=False, **overrides):
@@ -79,7 +80,12 @@ class PrivateApi:
                         AGENTHOST_FCGI_SOCKET=os.path.join(self.dir, "api.sock"),
                         AGENTHOST_FCGI_INVOKE_SOCKET=os.path.join(self.dir, "inv.sock"),
                         AGENTHOST_FCGI_METRICS_SOCKET=os.path.join(self.dir, "metrics.sock"),
-                        AGENTHOST_CRUD_WORKERS="2", AGENTHOST_INVOKE_WORKERS="1")
+                        AGENTHOST_CRUD_WORKERS="2", AGENTHOST_INVOKE_WORKERS="1",
+                        # No scheduler: on the stack's database it would claim the
+                        # stack's due ticks, and SIGTERM lets a run in hand finish
+                        # (as an operator's stop does, up to the longest call): a
+                        # sleeping agent's tick held the stop 15 s.
+                        AGENTHOST_SCHEDULER="false")
         self.env.update(overrides)
         for k in unset:
             self.env.pop(k, None)

@@ -16,7 +16,6 @@ fails, the fixture stops what it started (by PID) and purges the packages.
 Slow (the package build dominates). Run as root; scripts/test runs it as a
 stage of its own. AGENTHOST_PKG_PORT: nginx's port (default 18290).
 """
-import glob
 import hashlib
 import os
 import pwd
@@ -31,6 +30,8 @@ import time
 
 import pytest
 import requests
+
+import debs   # tests/package/debs.py: the build, shared with scripts/test's background job
 
 ROOT = os.environ.get("AGENTHOST_ROOT") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -50,13 +51,7 @@ NEEDS = ["debhelper", "lintian", "fakeroot", "dpkg-dev", "python3-yaml", "system
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="installs packages: run as root")
 
 
-def clean_env(**extra):
-    """The environment without the test stack's AGENTHOST_* overrides: the
-    installed programs must find everything through the installed layout."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AGENTHOST_", "ASAN_", "UBSAN_"))}
-    env.update(DEBIAN_FRONTEND="noninteractive", LC_ALL="C.UTF-8", **extra)
-    return env
+clean_env = debs.clean_env     # the installed programs find everything through the installed layout
 
 
 def run(argv, check=True, timeout=600, **kw):
@@ -190,7 +185,7 @@ def host():
                  lambda: shutil.rmtree("/run/agenthost", ignore_errors=True),
                  lambda: shutil.rmtree("/run/agenthost-runner", ignore_errors=True),
                  lambda: h.shared.startswith("/run/") and shutil.rmtree(h.shared, ignore_errors=True),
-                 keep_debs,
+                 lambda: keep_debs(h.debs),
                  lambda: [shutil.rmtree(os.path.join(WORK, d), ignore_errors=True) for d in ("src", "mysql")]]
         errors = []
         for step in steps:
@@ -201,38 +196,30 @@ def host():
         assert not errors, errors
 
 
-def keep_debs():
+def keep_debs(host_debs):
     """The built .debs for scripts/test's next stage (tests/install/run)."""
-    debs = os.path.join(WORK, "debs")
-    os.makedirs(debs, exist_ok=True)
-    for f in glob.glob(os.path.join(WORK, "src", "agenthost*.deb")):
-        shutil.move(f, os.path.join(debs, os.path.basename(f)))
+    kept = os.path.join(WORK, "debs")
+    os.makedirs(kept, exist_ok=True)
+    for f in host_debs:
+        if os.path.isfile(f):
+            shutil.copy2(f, os.path.join(kept, os.path.basename(f)))
 
 
 def test_build(host):
-    """dpkg-buildpackage -us -uc -b on a copy of the checkout (what a clean clone holds)."""
+    """dpkg-buildpackage -us -uc -b on a copy of the checkout (what a clean clone holds),
+    or, with AGENTHOST_PKG_BUILT, the finished build that tests/package/debs.py made
+    there (scripts/test builds in the background while the integration tests run)."""
     missing = [p for p in NEEDS if not installed(p)]
     if missing:
         run(["apt-get", "update", "-qq"], check=False)
         run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing])
-    version = re.match(r"agenthost \(([^)]+)\)", open(os.path.join(ROOT, "debian", "changelog")).readline())[1]
-    host.src = os.path.join(WORK, "src", f"agenthost-{version}")
-    os.makedirs(host.src)
-    files = run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"]).stdout
-    names = [f for f in files.split("\0") if f and not f.startswith("var/") and os.path.isfile(os.path.join(ROOT, f))]
-    for f in names:
-        os.makedirs(os.path.dirname(os.path.join(host.src, f)), exist_ok=True)
-        shutil.copy2(os.path.join(ROOT, f), os.path.join(host.src, f))
-    log = os.path.join(WORK, "build.log")
-    with open(log, "w") as out:
-        p = subprocess.run(["nice", "-n", "5", "dpkg-buildpackage", "-us", "-uc", "-b"], cwd=host.src,
-                           stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=900,
-                           env=clean_env(DEB_BUILD_OPTIONS="nocheck parallel=2 noddebs"))
-    assert p.returncode == 0, open(log).read()[-4000:]
-    arch = run(["dpkg", "--print-architecture"]).stdout.strip()
-    host.debs = [os.path.join(WORK, "src", f"{pkg}_{version}_{arch}.deb")
-                 for pkg in ("agenthost", "agenthost-client")]
-    host.changes = os.path.join(WORK, "src", f"agenthost_{version}_{arch}.changes")
+    out = os.environ.get("AGENTHOST_PKG_BUILT", "")
+    if not (out and debs.built(out)):
+        out = os.path.join(WORK, "src")
+        rc, log = debs.build(out)
+        assert rc == 0, open(log).read()[-4000:]
+    host.src = os.path.join(out, f"agenthost-{debs.version()}")
+    host.debs, host.changes = debs.outputs(out)
     for deb in host.debs:
         assert os.path.isfile(deb), f"{deb} was not built"
     # An upgrade (not exercised here: systemd is not PID 1) try-restarts the
