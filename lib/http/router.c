@@ -23,12 +23,11 @@ static bool shape(const char *pat, const char *path)
 	return *pat == '\0' && *path == '\0';
 }
 
-/* Matches one pattern against a path; fills params on success. */
+/* Decodes the parameters of a pattern whose shape the path has (shape():
+ * the callers check it first); false for a segment that names no resource. */
 static bool match(ah_req *r, const char *pat, const char *path, const char **params, size_t *np)
 {
 	*np = 0;
-	if (!shape(pat, path))
-		return false;
 	while (*pat) {
 		pat++;
 		path++;

@@ -117,6 +117,16 @@ int sb_cgroup_set_limits(struct ah_sandbox *sb, ah_err *err)
 	return set(sb, CG_PIDS, "pids.max", pids, false, err); /* same name in v1 and v2 */
 }
 
+/* The memory cgroup's file with the OOM-kill count: v1's memory.oom_control,
+ * v2's memory.events; -1 if it cannot be opened. */
+static int open_oom_file(const struct ah_sandbox *sb)
+{
+	char path[400];
+	cg_path(path, sizeof path, &sb->plan, CG_MEM,
+	        sb_g.cg[CG_MEM].v2 ? "memory.events" : "memory.oom_control");
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
 int sb_cgroup_setup(struct ah_sandbox *sb, ah_err *err)
 {
 	char path[400];
@@ -127,9 +137,7 @@ int sb_cgroup_setup(struct ah_sandbox *sb, ah_err *err)
 	}
 	/* A new memory cgroup has killed nothing yet: the first exec needs no
 	 * read of it before it starts. */
-	cg_path(path, sizeof path, &sb->plan, CG_MEM,
-	        sb_g.cg[CG_MEM].v2 ? "memory.events" : "memory.oom_control");
-	sb->oom_fd = open(path, O_RDONLY | O_CLOEXEC);
+	sb->oom_fd = open_oom_file(sb);
 	sb->oom_kills = 0;
 	return sb_cgroup_set_limits(sb, err);
 }
@@ -171,13 +179,8 @@ static long long oom_kill_line(char *text)
  * program's start and run. */
 long long sb_cgroup_oom_count(const struct ah_sandbox *sb)
 {
-	char path[400], text[512];
-	int fd = sb->oom_fd;
-	if (fd < 0) {
-		cg_path(path, sizeof path, &sb->plan, CG_MEM,
-		        sb_g.cg[CG_MEM].v2 ? "memory.events" : "memory.oom_control");
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	}
+	char text[512];
+	int fd = sb->oom_fd >= 0 ? sb->oom_fd : open_oom_file(sb);
 	ssize_t n = fd < 0 ? -1 : pread(fd, text, sizeof text - 1, 0);
 	if (fd >= 0 && fd != sb->oom_fd)
 		close(fd);
