@@ -22,13 +22,17 @@ static const char SQL_SESSION_CREATE[] =
 static const char SQL_USER_LOCK[] = "SELECT plan FROM users WHERE id = ? FOR UPDATE";
 static const char SQL_SESSIONS_LIVE[] =
 	"SELECT COUNT(*), GREATEST(1, TIMESTAMPDIFF(SECOND, NOW(3),"
-	" MIN(COALESCE(s.last_invoked_at, s.created_at)) + INTERVAL ? SECOND) + 1)"
+	" MIN(COALESCE(c.last_invoked_at, s.created_at)) + INTERVAL ? SECOND) + 1)"
 	" FROM sessions s JOIN agents a ON a.id = s.agent_id"
+	" LEFT JOIN session_calls c ON c.agent_id = s.agent_id AND c.id = s.id"
 	" WHERE a.user_id = ? AND s.state = " AH_SQ(AH_SESSION_S_ACTIVE) " AND NOT (s.agent_id = ? AND s.id = ?)"
-	" AND COALESCE(s.last_invoked_at, s.created_at) > NOW(3) - INTERVAL ? SECOND";
+	" AND COALESCE(c.last_invoked_at, s.created_at) > NOW(3) - INTERVAL ? SECOND";
+/* A session that starts anew counts its calls from 0 (schema/033: the
+ * counts live in session_calls, out of the row the call's lookup reads). */
 static const char SQL_SESSION_RESTART[] =
-	"UPDATE sessions SET state = " AH_SQ(AH_SESSION_S_ACTIVE) ", sandbox_id = NULL, created_at = NOW(3),"
-	" last_invoked_at = NULL, invocation_count = 0 WHERE agent_id = ? AND id = ?";
+	"UPDATE sessions SET state = " AH_SQ(AH_SESSION_S_ACTIVE) ", sandbox_id = NULL, created_at = NOW(3)"
+	" WHERE agent_id = ? AND id = ?";
+static const char SQL_SESSION_RECOUNT[] = "DELETE FROM session_calls WHERE agent_id = ? AND id = ?";
 
 /* Asks the runner to drop whatever sandbox a session had. */
 static int forget_sandbox(ah_req *r, const char *agent_id, const char *sid)
@@ -104,6 +108,8 @@ static int claim_session_once(ah_req *r, const char *agent_id, const char *sid)
 			ah_log_warn("agent=%s session=%s: runner did not confirm the old sandbox is gone",
 			            agent_id, sid);
 		rc = ah_db_exec(r->db, NULL, SQL_SESSION_RESTART, "ss", agent_id, sid);
+		if (rc == 0)
+			rc = ah_db_exec(r->db, NULL, SQL_SESSION_RECOUNT, "ss", agent_id, sid);
 	}
 	if (rc == 0 && (rc = ah_db_commit(r->db)) == 0)
 		return 0;

@@ -29,7 +29,10 @@ static const ah_col SESSION_COLUMNS[] = {
 	AH_COL_I("invocation_count", ah_session, invocation_count, 0),
 };
 #define SESSION_NCOLS (sizeof(SESSION_COLUMNS) / sizeof(SESSION_COLUMNS[0]))
-#define SESSION_COLS_S "s.id, s.sandbox_id, s.created_at, s.last_invoked_at, s.invocation_count"
+/* A session's call counts are session_calls' (schema/033): a session not
+ * called yet has no row there. */
+#define SESSION_COLS_S "s.id, s.sandbox_id, s.created_at, c.last_invoked_at, COALESCE(c.invocation_count, 0)"
+#define SESSION_CALLS " LEFT JOIN session_calls c ON c.agent_id = s.agent_id AND c.id = s.id"
 enum { S_ID, S_SANDBOX, S_CREATED };
 
 /* Newest first by (created_at, id): offset pages take the ids from the
@@ -39,13 +42,13 @@ enum { S_ID, S_SANDBOX, S_CREATED };
 static const char SQL_SESSIONS[] =
 	"SELECT " SESSION_COLS_S " FROM (SELECT agent_id, id FROM sessions WHERE agent_id = ?"
 	" ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?) k"
-	" JOIN sessions s ON s.agent_id = k.agent_id AND s.id = k.id" SESSIONS_ORDER;
+	" JOIN sessions s ON s.agent_id = k.agent_id AND s.id = k.id" SESSION_CALLS SESSIONS_ORDER;
 static const char SQL_SESSIONS_REV[] =
 	"SELECT " SESSION_COLS_S " FROM (SELECT agent_id, id FROM sessions WHERE agent_id = ?"
 	" ORDER BY created_at, id LIMIT ? OFFSET ?) k"
-	" JOIN sessions s ON s.agent_id = k.agent_id AND s.id = k.id" SESSIONS_ORDER;
+	" JOIN sessions s ON s.agent_id = k.agent_id AND s.id = k.id" SESSION_CALLS SESSIONS_ORDER;
 static const char SQL_SESSIONS_AFTER[] =
-	"SELECT " SESSION_COLS_S " FROM sessions s FORCE INDEX (sessions_agent_created) WHERE s.agent_id = ?"
+	"SELECT " SESSION_COLS_S " FROM sessions s FORCE INDEX (sessions_agent_created)" SESSION_CALLS " WHERE s.agent_id = ?"
 	" AND s.created_at <= ? AND (s.created_at < ? OR s.id < ?)" SESSIONS_ORDER " LIMIT ?";
 static const char SQL_SESSION_GET[] = "SELECT 1 FROM sessions WHERE agent_id = ? AND id = ?";
 static const char SQL_SESSION_DELETE[] = "DELETE FROM sessions WHERE agent_id = ? AND id = ?";

@@ -116,3 +116,35 @@ def test_the_calls_lookup_is_answered_from_the_query_cache(client):
         call()
     # Both statements from the cache: 8; the lookup never from it: at most 4.
     assert qcache_hits() - before >= 6
+
+
+@needs_runner
+def test_a_sessions_calls_read_their_environment_from_the_query_cache(client):
+    """A session's call counts live outside its row (schema/033): a call in
+    a session no longer changes the `sessions` table that the environment's
+    statement reads, so the next call's is answered from the query cache as
+    an ephemeral call's is (it was planned and run again on every session
+    call: four calls in a row made at most four hits, all the lookup's). The
+    counts are still kept, and a session that starts anew counts from 0."""
+    (size,), = db_query("SELECT @@query_cache_type <> 'OFF' AND @@query_cache_size > 0")
+    if size != "1":
+        pytest.skip("this MariaDB has no query cache")
+    a = deployed_agent(client, ECHO_JS)
+
+    def call():
+        r = client.post(f"/agents/{a['slug']}/invoke", json={"prompt": "x", "session_id": "warm"},
+                        timeout=120)
+        assert r.status_code == 200, r.text
+    for _ in range(2):  # the session made, statements prepared, results cached
+        call()
+    before = qcache_hits()
+    for _ in range(4):
+        call()
+    assert qcache_hits() - before >= 6
+    s = client.get(f"/agents/{a['slug']}/sessions").json()
+    assert [(x["id"], x["invocation_count"]) for x in s] == [("warm", 6)], s
+    # Ended and started again: a new session, counted from its first call.
+    db_query(f"UPDATE sessions SET state = 'expired', sandbox_id = NULL WHERE agent_id = '{a['id']}'")
+    call()
+    s = client.get(f"/agents/{a['slug']}/sessions").json()
+    assert s[0]["invocation_count"] == 1 and s[0]["last_invoked_at"], s
