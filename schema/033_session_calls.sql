@@ -44,12 +44,18 @@ BEGIN
     model_invocations = model_invocations + VALUES(model_invocations),
     model_input_tokens = model_input_tokens + VALUES(model_input_tokens),
     model_output_tokens = model_output_tokens + VALUES(model_output_tokens);
-  UPDATE sessions SET sandbox_id = IF(state = 'active', NEW.sandbox_id, NULL)
-  WHERE agent_id = NEW.agent_id AND id = NEW.session_id
-    AND NOT (sandbox_id <=> IF(state = 'active', NEW.sandbox_id, NULL));
-  INSERT INTO session_calls (agent_id, id, last_invoked_at, invocation_count)
-    SELECT s.agent_id, s.id, NEW.created_at, 1 FROM sessions s
-    WHERE s.agent_id = NEW.agent_id AND s.id = NEW.session_id
-  ON DUPLICATE KEY UPDATE session_calls.last_invoked_at = VALUES(last_invoked_at),
-    session_calls.invocation_count = session_calls.invocation_count + 1;
+  -- One look decides: an ephemeral call (most calls) writes nothing more.
+  IF EXISTS (SELECT 1 FROM sessions WHERE agent_id = NEW.agent_id AND id = NEW.session_id) THEN
+    UPDATE sessions SET sandbox_id = IF(state = 'active', NEW.sandbox_id, NULL)
+    WHERE agent_id = NEW.agent_id AND id = NEW.session_id
+      AND NOT (sandbox_id <=> IF(state = 'active', NEW.sandbox_id, NULL));
+    -- From the row as it is now (a locking read): a session deleted since
+    -- the look is not counted, where a VALUES row would fail its foreign key
+    -- and with it the history row.
+    INSERT INTO session_calls (agent_id, id, last_invoked_at, invocation_count)
+      SELECT s.agent_id, s.id, NEW.created_at, 1 FROM sessions s
+      WHERE s.agent_id = NEW.agent_id AND s.id = NEW.session_id
+    ON DUPLICATE KEY UPDATE session_calls.last_invoked_at = VALUES(last_invoked_at),
+      session_calls.invocation_count = session_calls.invocation_count + 1;
+  END IF;
 END;
