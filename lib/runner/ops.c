@@ -316,6 +316,9 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 		.stdin_len = q->in_len, .timeout_ms = q->timeout_ms, .max_output = q->max_output,
 		.log_tag = tag, .cwd = "/app", .keep_stderr = STDERR_KEEP,
 		.on_stdout = q->stream ? ah_run_chunk : NULL,
+		/* An ephemeral sandbox without files to collect ends with this
+		 * run: its spawner need not make a process for a next (issue 31). */
+		.last = !q->session && !q->files,
 	};
 	/* Whatever the agent may print of its secrets, the model key or the
 	 * gateway's token is redacted before its stderr is logged or kept. */

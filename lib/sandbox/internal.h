@@ -128,9 +128,11 @@ enum sb_op {
 	SB_MOUNT_APP,   /* runner → keeper, fd = image dir: the overlay's lower layer */
 	SB_MOUNT_BIND,  /* runner → keeper, fd = a detached mount, body = the path inside */
 	SB_OK,
-	SB_EXEC,        /* runner → spawner, fds stdin/stdout/stderr, body argv/envp */
+	SB_EXEC,        /* runner → spawner, fds stdin/stdout/stderr, body argv/envp,
+	                 * arg SB_EXEC_LAST or 0 */
 	SB_KILL,        /* runner → spawner: kill the running program's tree */
-	SB_EXITED,      /* spawner → runner: arg = wait status */
+	SB_EXITED,      /* spawner → runner: arg = wait status, argc = 1: it ran on
+	                 * the pre-made process (premade.c) */
 	SB_ETC_NET,     /* runner → keeper, body = /etc/hosts, NUL, resolv.conf, NUL (egress.c) */
 };
 
@@ -255,6 +257,28 @@ int sb_rlimits_apply(int nofile, int nproc, long long fsize);
 
 /* ---- seccomp.c (built in the runner, applied in inside.c) ---- */
 int sb_seccomp_build(struct sock_fprog *out, ah_err *err);
+
+/* SB_EXEC's arg: no exec follows in this sandbox (it is destroyed next), so
+ * the spawner makes no pre-made process after it. */
+#define SB_EXEC_LAST 1
+
+/* ---- premade.c: the spawner's pre-made agent (used by inside.c) ---- */
+typedef struct sb_pre {
+	pid_t reaper;                /* -1: none ready */
+	int rq;                      /* the spawner's end of the request channel */
+	int status;                  /* the reaper's status pipe, read end */
+} sb_pre;
+pid_t sb_raw_fork(unsigned long flags);
+/* The reaper's end: waits for agent (closing fds once SIGTERM is handled),
+ * writes its wait status to status_fd, exits. */
+__attribute__((noreturn)) void sb_reaper_wait(pid_t agent, int status_fd, const int *fds, int nfds);
+/* A pair ready for the next request: -1 (none) on failure. */
+int sb_pre_make(sb_pre *p, int exec_fd, const struct sock_fprog *filter);
+/* Hands the request to p's child: 1 when it runs it (p->reaper and p->status
+ * are then the run's), 0 when it did not (p discarded: run it cold). */
+int sb_pre_hand_over(sb_pre *p, int exec_fd, const sb_msg *m, const char *body, size_t blen,
+                     const int fds[3]);
+void sb_pre_discard(sb_pre *p);
 
 /* ---- inside.c: agenthost-keeper's main, the spawner, reaper and agent ---- */
 #define SB_KEEPER_CTL_FD  3       /* the keeper's descriptors at exec */
