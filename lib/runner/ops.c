@@ -376,10 +376,10 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 		             out->sandbox_id, why.msg);
 		return ah_err_set(err, AH_EFAIL, "the sandbox failed to run the agent");
 	}
-	ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms%s", tag,
+	ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms%s%s", tag,
 	            q->agent_id, out->sandbox_id, out->res.exit_code, out->res.signal,
 	            out->res.timed_out, out->res.oom_killed, out->res.duration_ms,
-	            out->warm ? " (warm)" : "");
+	            out->warm ? " (warm)" : "", out->res.premade ? " (pre-made)" : "");
 	if (q->files && (out->files = json_object_new_object()))
 		ah_run_files_out(r->cfg, sb, q->files, out->files, deadline, tag);
 	return 0;
