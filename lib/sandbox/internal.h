@@ -268,7 +268,6 @@ typedef struct sb_pre {
 	int rq;                      /* the spawner's end of the request channel */
 	int status;                  /* the reaper's status pipe, read end */
 } sb_pre;
-pid_t sb_raw_fork(unsigned long flags);
 /* The reaper's end: waits for agent (closing fds once SIGTERM is handled),
  * writes its wait status to status_fd, exits. */
 __attribute__((noreturn)) void sb_reaper_wait(pid_t agent, int status_fd, const int *fds, int nfds);

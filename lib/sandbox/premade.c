@@ -12,17 +12,19 @@
  *
  * Security. The waiting child has no more privilege than the agent it becomes:
  * it is already the agent user, without capabilities, no_new_privs, filtered.
- * It holds no descriptor but its end of the request channel (closed before
- * anything else runs in it), so the runner's socket never reaches it. It sits
- * in its own pid namespace, a sibling of any running agent's: no agent can see,
- * signal or ptrace it (pids of other namespaces cannot be named), nor reach its
- * channel, whose other end is the spawner's alone (close-on-exec there, and no
- * agent exists while a pair is made: the spawner makes one between execs). The
- * request it reads is the one the spawner read from the runner; the channel is
- * closed before the exec. Kills work as before: the spawner signals the reaper,
- * whose end tears its namespace down; a SIGTERM reaches the agent's process
- * group. Teardown: the keeper's end kills every namespace below it; the
- * spawner's end closes the channel, and the waiting child exits on its EOF.
+ * It holds no descriptor but stdio and its end of the request channel (closed
+ * before anything else runs in it), so the runner's socket never reaches it.
+ * It runs nothing but this file's code until its exec. No agent process exists
+ * while it waits: the spawner makes a pair only after the exec before has
+ * ended and its pid namespace is gone (reaped), and hands the pair the next
+ * request. Were one to run beside it, it would sit in a sibling pid namespace:
+ * no agent can name, signal or ptrace it, nor reach its channel, whose other
+ * end is the spawner's alone (close-on-exec there). The request it reads is
+ * the one the spawner read from the runner; the channel is closed before the
+ * exec. Kills work as before: the spawner signals the reaper, whose end tears
+ * its namespace down; a SIGTERM reaches the agent's process group. Teardown:
+ * the keeper's end kills every namespace below it; the spawner's end closes
+ * the channel, and the waiting child exits on its EOF.
  *
  * One difference from the cold path, handled by falling back to it: the cold
  * agent changes directory and sets its rlimits while still root of the
@@ -46,12 +48,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/seccomp.h>
-
-pid_t sb_raw_fork(unsigned long flags)
-{
-	/* A null stack makes clone behave like fork, minus glibc's handlers. */
-	return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
-}
 
 /* ---- the reaper's wait (cold and pre-made) ---- */
 
@@ -141,6 +137,39 @@ __attribute__((noreturn)) static void child_main(int rq, const struct sock_fprog
 
 /* ---- spawner side ---- */
 
+/* The reaper and the child share the spawner's memory, as the cold path's do
+ * (a fork's copy of the address space, made and torn down again per exec,
+ * cost more than all the rest here), but neither is suspended meanwhile: each
+ * runs on a stack of its own and touches only its own buffers below and
+ * above (rq_body, rq_argv, rq_envp; the reaper's term_target), never the
+ * spawner's request. The child's exec gives it a memory of its own. This
+ * pair's arguments stay put until it is reaped: the next pair is made after. */
+static struct reaper_arg {
+	int exec_fd, rq0, rq1, st0, st1;
+	const struct sock_fprog *filter;
+} RA;
+
+static char reaper_stack[16 * 1024] __attribute__((aligned(64)));
+static char child_stack[64 * 1024] __attribute__((aligned(64)));
+
+static int child_entry(void *arg)
+{
+	const struct reaper_arg *a = arg;
+	child_main(a->rq1, a->filter);
+}
+
+static int reaper_entry(void *arg)
+{
+	const struct reaper_arg *a = arg;
+	close(a->exec_fd);
+	close(a->rq0);
+	close(a->st0);
+	pid_t child = clone(child_entry, child_stack + sizeof child_stack, CLONE_VM | SIGCHLD, arg);
+	if (child < 0)
+		_exit(125);
+	sb_reaper_wait(child, a->st1, &a->rq1, 1);
+}
+
 static void pre_clear(sb_pre *p)
 {
 	p->reaper = -1;
@@ -158,20 +187,9 @@ int sb_pre_make(sb_pre *p, int exec_fd, const struct sock_fprog *filter)
 		close(rq[1]);
 		return -1;
 	}
-	/* A fork, not a clone sharing the spawner's memory as the cold reaper
-	 * is: this one lives on while the spawner reads its next request. */
-	pid_t reaper = sb_raw_fork(CLONE_NEWPID);
-	if (reaper == 0) {
-		close(exec_fd);
-		close(rq[0]);
-		close(st[0]);
-		pid_t child = sb_raw_fork(0);
-		if (child == 0)
-			child_main(rq[1], filter);
-		if (child < 0)
-			_exit(125);
-		sb_reaper_wait(child, st[1], &rq[1], 1);
-	}
+	RA = (struct reaper_arg){ exec_fd, rq[0], rq[1], st[0], st[1], filter };
+	pid_t reaper = clone(reaper_entry, reaper_stack + sizeof reaper_stack,
+	                     CLONE_VM | CLONE_NEWPID | SIGCHLD, &RA);
 	close(rq[1]);
 	close(st[1]);
 	if (reaper < 0) {
