@@ -231,6 +231,8 @@ static void run_one(int exec_fd, exec_req *r, size_t blen)
 		goto done;
 	}
 	reaper_arg ra = { r, exec_fd, sp[1], sp[0] };
+	SB_STACK_FRESH(reaper_stack);
+	SB_STACK_FRESH(agent_stack);
 	pid_t reaper = clone(reaper_entry, reaper_stack + sizeof reaper_stack,
 	                     CLONE_VM | CLONE_NEWPID | SIGCHLD, &ra);
 	if (reaper < 0) {

@@ -15,7 +15,10 @@
  * namespace where root is an unprivileged host uid. For each exec the spawner clones a
  * *reaper* into a new pid namespace, and the reaper forks the *agent*, which
  * drops to uid 1000, no_new_privs, seccomp, and execs. When the agent exits the
- * reaper exits, and the kernel kills whatever the agent left behind.
+ * reaper exits, and the kernel kills whatever the agent left behind. Between
+ * execs the spawner keeps the next reaper and agent made, the agent dropped and
+ * filtered already, waiting for its request (premade.c); the path above is the
+ * fallback when none is ready.
  *
  * The keeper's processes are raw clones and share memory with each other at
  * times (see inside.c): they make system calls and use stack or static
@@ -261,6 +264,16 @@ int sb_seccomp_build(struct sock_fprog *out, ah_err *err);
 /* SB_EXEC's arg: no exec follows in this sandbox (it is destroyed next), so
  * the spawner makes no pre-made process after it. */
 #define SB_EXEC_LAST 1
+
+/* The keeper's processes run on static stacks that the process before them
+ * left without returning (exec, _exit): an address-sanitizer build clears the
+ * redzones it left there, which it would take for the next one's overflows. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define SB_STACK_FRESH(s) ASAN_UNPOISON_MEMORY_REGION(s, sizeof(s))
+#else
+#define SB_STACK_FRESH(s) ((void)0)
+#endif
 
 /* ---- premade.c: the spawner's pre-made agent (used by inside.c) ---- */
 typedef struct sb_pre {

@@ -188,6 +188,8 @@ int sb_pre_make(sb_pre *p, int exec_fd, const struct sock_fprog *filter)
 		return -1;
 	}
 	RA = (struct reaper_arg){ exec_fd, rq[0], rq[1], st[0], st[1], filter };
+	SB_STACK_FRESH(reaper_stack);
+	SB_STACK_FRESH(child_stack);
 	pid_t reaper = clone(reaper_entry, reaper_stack + sizeof reaper_stack,
 	                     CLONE_VM | CLONE_NEWPID | SIGCHLD, &RA);
 	close(rq[1]);
