@@ -149,7 +149,7 @@ static struct reaper_arg {
 	const struct sock_fprog *filter;
 } RA;
 
-static char reaper_stack[16 * 1024] __attribute__((aligned(64)));
+static char reaper_stack[64 * 1024] __attribute__((aligned(64)));
 static char child_stack[64 * 1024] __attribute__((aligned(64)));
 
 static int child_entry(void *arg)
