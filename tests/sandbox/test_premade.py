@@ -168,3 +168,16 @@ def test_a_request_the_premade_process_cannot_take_runs_cold(sandbox):
                      "--repeat", "2", "--stdin", ""],
                     ["/bin/sh", "-c", "pwd"])
     assert [(r["premade"], r["stdout"]) for r in results(p)] == [(True, "/app\n")] * 2
+
+
+def test_a_kill_as_the_premade_process_takes_its_request(sandbox):
+    # A 1 ms timeout: the runner's KILL reaches the spawner as it hands the
+    # request over or just after (on this machine mostly after the child's
+    # answer: the branch for a kill before it is not reliably hit). Every run
+    # is killed and reported as such, none hangs, and each next run still
+    # finds its process made.
+    p = sandbox.cli(["--image", sandbox.image, "--disk-mb", SMALL_DISK, "--session",
+                     "--repeat", "20", "--timeout", "1", "--stdin", ""], ["/bin/sleep", "5"])
+    runs = results(p)
+    assert len(runs) == 20
+    assert {(r["timed_out"], r["signal"], r["premade"]) for r in runs} == {(True, 9, True)}, runs
