@@ -316,6 +316,9 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 		.stdin_len = q->in_len, .timeout_ms = q->timeout_ms, .max_output = q->max_output,
 		.log_tag = tag, .cwd = "/app", .keep_stderr = STDERR_KEEP,
 		.on_stdout = q->stream ? ah_run_chunk : NULL,
+		/* An ephemeral sandbox without files to collect ends with this
+		 * run: its spawner need not make a process for a next (issue 31). */
+		.last = !q->session && !q->files,
 	};
 	/* Whatever the agent may print of its secrets, the model key or the
 	 * gateway's token is redacted before its stderr is logged or kept. */
@@ -373,10 +376,10 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 		             out->sandbox_id, why.msg);
 		return ah_err_set(err, AH_EFAIL, "the sandbox failed to run the agent");
 	}
-	ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms%s", tag,
+	ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms%s%s", tag,
 	            q->agent_id, out->sandbox_id, out->res.exit_code, out->res.signal,
 	            out->res.timed_out, out->res.oom_killed, out->res.duration_ms,
-	            out->warm ? " (warm)" : "");
+	            out->warm ? " (warm)" : "", out->res.premade ? " (pre-made)" : "");
 	if (q->files && (out->files = json_object_new_object()))
 		ah_run_files_out(r->cfg, sb, q->files, out->files, deadline, tag);
 	return 0;

@@ -248,6 +248,7 @@ void ah_warm_stop(void)
 struct start_ctx {
 	const ah_config *cfg;
 	struct recipe *c;          /* a private copy */
+	bool session;              /* a session's next process, not a spare's */
 };
 
 /* With the gateway on the program gets a token of its own (the call that
@@ -287,8 +288,11 @@ static int start_warm(ah_sandbox *sb, void *arg, char key[AH_SBX_KEY_LEN + 1], a
 	char tag[64];
 	snprintf(tag, sizeof tag, "warm agent=%s", c->agent_id);
 	const char *argv[] = {"/usr/bin/node", c->entry, NULL};
+	/* A spare ends with its call unless the call's files are collected
+	 * after it: then its spawner need not make a process for a next. */
 	ah_sandbox_exec_spec spec = {.argv = argv, .envp = (const char *const *)env.envp,
-	                             .log_tag = tag, .cwd = "/app"};
+	                             .log_tag = tag, .cwd = "/app",
+	                             .last = !x->session && !c->files};
 	const char *vals[env.nenv + 1];
 	spec.redact = vals;
 	spec.nredact = env.envp ? secret_values(vals, &env) : 0;
@@ -465,7 +469,7 @@ void ah_warm_next_start(struct ah_warm_next *n, struct ah_sbx_lease *lease)
 {
 	char key[AH_SBX_KEY_LEN + 1] = "";
 	ah_err err = {0};
-	struct start_ctx x = {n->cfg, &n->c};
+	struct start_ctx x = {n->cfg, &n->c, true};
 	if (start_warm(lease->sb, &x, key, &err) == 0)
 		ah_sandboxes_lease_set_held(lease, n->c.fp, key, n->c.idle_ms);
 	else

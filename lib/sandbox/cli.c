@@ -11,6 +11,8 @@
  *     --memory-mb N --disk-mb N --pids N --nofile N --cpus N
  *     --repeat N                 N times create + exec + destroy (pool in use)
  *     --session                  with --repeat: one sandbox, N execs
+ *     --between-ms MS            session: pause between its runs (0)
+ *     --run-env NAME             NAME=<run number, from 1> in each run's environment
  *     --bench N                  N rounds of bare vs sandboxed, prints medians
  *     --pause-ms MS              bench: pause after each run (default 100)
  *     --quiet                    no per-run JSON
@@ -44,7 +46,8 @@ typedef struct opts {
 	ah_sandbox_spec spec;
 	ah_sandbox_exec_spec x;
 	const char *env[256];
-	int nenv, repeat, bench, pause_us;
+	int nenv, repeat, bench, pause_us, between_us;
+	const char *run_env;
 	bool session, quiet;
 	char *stdin_buf;
 } opts;
@@ -67,10 +70,11 @@ static void json_str(FILE *f, const char *s, size_t n)
 static void print_result(const char *id, const ah_sandbox_result *r)
 {
 	printf("{\"sandbox_id\":\"%s\",\"exit_code\":%d,\"signal\":%d,\"timed_out\":%s,"
-	       "\"oom_killed\":%s,\"output_truncated\":%s,\"duration_ms\":%lld,\"stdout\":",
+	       "\"oom_killed\":%s,\"output_truncated\":%s,\"duration_ms\":%lld,"
+	       "\"premade\":%s,\"stdout\":",
 	       id, r->exit_code, r->signal, r->timed_out ? "true" : "false",
 	       r->oom_killed ? "true" : "false", r->output_truncated ? "true" : "false",
-	       r->duration_ms);
+	       r->duration_ms, r->premade ? "true" : "false");
 	json_str(stdout, r->out ? r->out : "", r->out_len);
 	printf(",\"stderr_tail\":");
 	json_str(stdout, r->err_tail ? r->err_tail : "", r->err_tail ? strlen(r->err_tail) : 0);
@@ -154,6 +158,8 @@ static int parse(opts *o, int argc, char **argv)
 		else if (!strcmp(a, "--repeat")) o->repeat = (int)num(v);
 		else if (!strcmp(a, "--bench")) o->bench = (int)num(v);
 		else if (!strcmp(a, "--pause-ms")) o->pause_us = (int)num(v) * 1000;
+		else if (!strcmp(a, "--between-ms")) o->between_us = (int)num(v) * 1000;
+		else if (!strcmp(a, "--run-env")) o->run_env = v;
 		else return -1;
 	}
 	if (i + 1 >= argc)
@@ -167,8 +173,8 @@ static int parse(opts *o, int argc, char **argv)
 /* Phase times of the last run_once, in microseconds (for --bench). */
 static long long phase_us[3];
 
-/* One sandboxed run: create, exec, destroy. */
-static int run_once(const opts *o, ah_sandbox *keep)
+/* One sandboxed run (the n-th, from 1): create, exec, destroy. */
+static int run_once(const opts *o, ah_sandbox *keep, int n)
 {
 	long long t0 = ah_mono_us();
 	ah_err err = { 0 };
@@ -179,7 +185,18 @@ static int run_once(const opts *o, ah_sandbox *keep)
 		return -1;
 	}
 	long long t1 = ah_mono_us();
-	int rc = ah_sandbox_exec(sb, &o->x, &r, &err);
+	ah_sandbox_exec_spec x = o->x;
+	x.last = !keep; /* a session's sandbox takes more */
+	const char *env[sizeof o->env / sizeof o->env[0] + 1];
+	char run_var[128];
+	if (o->run_env) {
+		memcpy(env, o->env, sizeof o->env);
+		snprintf(run_var, sizeof run_var, "%s=%d", o->run_env, n);
+		env[o->nenv] = run_var;
+		env[o->nenv + 1] = NULL;
+		x.envp = env;
+	}
+	int rc = ah_sandbox_exec(sb, &x, &r, &err);
 	long long t2 = ah_mono_us();
 	if (rc == 0) {
 		if (!o->quiet)
@@ -259,7 +276,7 @@ static int bench(opts *o)
 		bare[i] = ah_mono_us() - t;
 		usleep(o->pause_us);
 		t = ah_mono_us();
-		rc = rc ? rc : run_once(o, NULL);
+		rc = rc ? rc : run_once(o, NULL, 1);
 		sand[i] = ah_mono_us() - t;
 		for (int k = 0; k < 3; k++)
 			ph[k][i] = phase_us[k];
@@ -382,12 +399,15 @@ int main(int argc, char **argv)
 		rc = ah_sandbox_create(&sb, &o.spec, &err);
 		if (rc)
 			fprintf(stderr, "agenthost-sandbox: create: %s\n", err.msg);
-		for (int i = 0; i < o.repeat && rc == 0; i++)
-			rc = run_once(&o, sb);
+		for (int i = 0; i < o.repeat && rc == 0; i++) {
+			if (i > 0 && o.between_us > 0)
+				usleep((useconds_t)o.between_us);
+			rc = run_once(&o, sb, i + 1);
+		}
 		ah_sandbox_destroy(sb);
 	} else {
 		for (int i = 0; i < o.repeat && rc == 0; i++)
-			rc = run_once(&o, NULL);
+			rc = run_once(&o, NULL, i + 1);
 	}
 	ah_sandbox_shutdown();
 	ah_config_free(cfg);

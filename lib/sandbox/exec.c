@@ -130,8 +130,9 @@ static int cancel_step(ah_sandbox *sb, io *s, long long now, long long *term_at,
 	return 0;
 }
 
-/* One answer from the spawner: 1 exited (status set), or an error code. */
-static int on_spawner(ah_sandbox *sb, int *status, ah_err *err)
+/* One answer from the spawner: 1 exited (status set, and *premade), or an
+ * error code. */
+static int on_spawner(ah_sandbox *sb, int *status, bool *premade, ah_err *err)
 {
 	sb_msg m;
 	int rc = sb_recv(sb->exec_fd, &m, NULL, 0, NULL, NULL, NULL);
@@ -144,6 +145,8 @@ static int on_spawner(ah_sandbox *sb, int *status, ah_err *err)
 	if (m.op != SB_EXITED)
 		return ah_err_set(err, AH_EFAIL, "sandbox %s: unexpected message", sb->plan.id);
 	*status = m.arg;
+	if (premade)
+		*premade = m.argc == 1;
 	return 1;
 }
 
@@ -154,7 +157,8 @@ static int wait_ms(long long now, long long until)
 }
 
 /* Runs until the program has exited and both output pipes are at EOF. */
-static int io_loop(ah_sandbox *sb, io *s, int timeout_ms, int *status, bool *timed_out, ah_err *err)
+static int io_loop(ah_sandbox *sb, io *s, int timeout_ms, int *status, bool *timed_out,
+                   bool *premade, ah_err *err)
 {
 	long long now = sb_mono_ms(), kill_at = -1, exited_at = -1, term_at = -1;
 	long long deadline = timeout_ms > 0 ? now + timeout_ms : -1;
@@ -180,7 +184,7 @@ static int io_loop(ah_sandbox *sb, io *s, int timeout_ms, int *status, bool *tim
 			if (pf[2].revents)
 				sb_io_drain(s, &s->fd_err, false, &kill_now);
 			if (pf[0].revents) {
-				int rc = on_spawner(sb, status, err);
+				int rc = on_spawner(sb, status, premade, err);
 				if (rc < 0)
 					return rc;
 				exited_at = now;
@@ -276,8 +280,8 @@ static int start(ah_sandbox *sb, const ah_sandbox_exec_spec *x, int p[3][2], ah_
 {
 	char *body = NULL;
 	size_t blen = 0;
-	sb_msg m = { .op = SB_EXEC, .nofile = sb->plan.nofile, .pids_max = sb->plan.pids_max,
-	             .fsize = sb->plan.disk_bytes };
+	sb_msg m = { .op = SB_EXEC, .arg = x->last ? SB_EXEC_LAST : 0, .nofile = sb->plan.nofile,
+	             .pids_max = sb->plan.pids_max, .fsize = sb->plan.disk_bytes };
 	if (pack(x, &body, &blen, &m.argc, &m.envc) < 0)
 		return ah_err_set(err, AH_ETOOBIG, "argv/envp too large");
 	if (x->cwd && strlen(x->cwd) >= sizeof m.msg) {
@@ -385,7 +389,7 @@ int sb_exec_cancel(ah_sandbox *sb, const char *tag)
 			break;
 		}
 		ah_err err = {0};
-		if (n > 0 && on_spawner(sb, &status, &err) != 1)
+		if (n > 0 && on_spawner(sb, &status, NULL, &err) != 1)
 			rc = -1;
 		else if (n > 0)
 			break;
@@ -444,7 +448,7 @@ static int exec_common(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox
 	}
 	u1 = ah_mono_us();
 	if (rc == 0)
-		rc = io_loop(sb, &s, x->timeout_ms, &status, &out->timed_out, err);
+		rc = io_loop(sb, &s, x->timeout_ms, &status, &out->timed_out, &out->premade, err);
 	if (rc == 0) {
 		fill_result(out, &s, status);
 		out->cancelled = s.cancelled;

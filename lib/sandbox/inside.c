@@ -110,17 +110,6 @@ static int agent_entry(void *arg)
 	agent_main(arg);
 }
 
-/* The agent's pid for the reaper's SIGTERM handler: a cancel (issue 28)
- * reaches the agent's process group, which may end cleanly. */
-static volatile pid_t term_target;
-
-static void pass_term(int sig)
-{
-	(void)sig;
-	if (term_target > 0)
-		kill(-term_target, SIGTERM);
-}
-
 __attribute__((noreturn)) static void reaper_main(exec_req *r, int status_fd)
 {
 	/* status_fd is closed by agent_main's close_range. */
@@ -128,24 +117,8 @@ __attribute__((noreturn)) static void reaper_main(exec_req *r, int status_fd)
 	                    CLONE_VM | CLONE_VFORK | SIGCHLD, r);
 	if (agent < 0)
 		_exit(125);
-	/* After the clone: the agent starts with the default disposition. As
-	 * its namespace's init, the reaper gets only signals it handles. */
-	term_target = agent;
-	struct sigaction sa = {.sa_handler = pass_term};
-	sigaction(SIGTERM, &sa, NULL);
-	for (int i = 0; i < 3; i++)
-		close(r->fds[i]);
-	int st;
-	for (;;) {
-		pid_t w = waitpid(-1, &st, 0);
-		if (w == agent)
-			break;
-		if (w < 0 && errno != EINTR)
-			_exit(124);
-	}
-	if (write(status_fd, &st, sizeof st) < 0)
-		_exit(123);
-	_exit(0);
+	/* After the clone: the agent starts with the default disposition. */
+	sb_reaper_wait(agent, status_fd, r->fds, 3);
 }
 
 /* The reaper shares the spawner's memory as well (it only makes system calls,
@@ -195,6 +168,55 @@ static int supervise(int exec_fd, pid_t reaper, int status_fd)
 	return st;
 }
 
+/* Answers the run's status and reaps its reaper: after the answer, as the
+ * reaper's exit tears its pid namespace down (whatever the agent left behind
+ * dies with it), which the caller need not wait for. The next request is read
+ * only after this. */
+static void finish_run(int exec_fd, pid_t reaper, int status_fd, bool premade)
+{
+	sb_msg m = { .op = SB_EXITED, .arg = supervise(exec_fd, reaper, status_fd),
+	             .argc = premade };
+	sb_send(exec_fd, &m, NULL, 0, NULL, 0);
+	while (waitpid(reaper, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+/* The pre-made pair (premade.c), and how many in a row did not take their
+ * request: past a few the spawner stops making them (a cause that lasts,
+ * such as a working directory only root may enter, would make every exec
+ * pay for both paths). */
+static sb_pre pre = { .reaper = -1, .rq = -1, .status = -1 };
+static int pre_refused;
+#define PRE_REFUSED_MAX 3
+
+static void make_premade(int exec_fd)
+{
+	static struct sock_fprog prog;
+	prog = (struct sock_fprog){ .len = K.seccomp_len, .filter = K.seccomp };
+	if (pre.reaper <= 0 && pre_refused < PRE_REFUSED_MAX)
+		sb_pre_make(&pre, exec_fd, &prog);
+}
+
+/* Runs r on the pre-made process when one is ready and takes it. */
+static bool run_premade(int exec_fd, exec_req *r, size_t blen)
+{
+	if (pre.reaper <= 0)
+		return false;
+	if (!sb_pre_hand_over(&pre, exec_fd, &r->m, body_buf, blen, r->fds)) {
+		pre_refused++;
+		return false;
+	}
+	pre_refused = 0;
+	for (int i = 0; i < 3; i++) {
+		close(r->fds[i]); /* the agent has its own */
+		r->fds[i] = -1;
+	}
+	finish_run(exec_fd, pre.reaper, pre.status, true);
+	close(pre.status);
+	pre.reaper = pre.status = -1;
+	return true;
+}
+
 static void run_one(int exec_fd, exec_req *r, size_t blen)
 {
 	int sp[2] = { -1, -1 };
@@ -202,11 +224,15 @@ static void run_one(int exec_fd, exec_req *r, size_t blen)
 		sb_error_reply(exec_fd, EINVAL, "bad exec request");
 		goto done;
 	}
+	if (run_premade(exec_fd, r, blen))
+		goto done;
 	if (pipe2(sp, O_CLOEXEC) < 0) {
 		sb_error_reply(exec_fd, errno, "pipe");
 		goto done;
 	}
 	reaper_arg ra = { r, exec_fd, sp[1], sp[0] };
+	SB_STACK_FRESH(reaper_stack);
+	SB_STACK_FRESH(agent_stack);
 	pid_t reaper = clone(reaper_entry, reaper_stack + sizeof reaper_stack,
 	                     CLONE_VM | CLONE_NEWPID | SIGCHLD, &ra);
 	if (reaper < 0) {
@@ -217,15 +243,9 @@ static void run_one(int exec_fd, exec_req *r, size_t blen)
 	sp[1] = -1;
 	for (int i = 0; i < 3; i++)
 		close(r->fds[i]); /* ours only; the reaper still reads the numbers */
-	sb_msg m = { .op = SB_EXITED, .arg = supervise(exec_fd, reaper, sp[0]) };
+	finish_run(exec_fd, reaper, sp[0], false);
 	for (int i = 0; i < 3; i++)
-		r->fds[i] = -1;
-	sb_send(exec_fd, &m, NULL, 0, NULL, 0);
-	/* Reaped after the answer: the reaper's exit tears its pid namespace
-	 * down (whatever the agent left behind dies with it), which the caller
-	 * need not wait for. The next request is read only after this. */
-	while (waitpid(reaper, NULL, 0) < 0 && errno == EINTR)
-		;
+		r->fds[i] = -1; /* after the run: the reaper reads them */
 done:
 	for (int i = 0; i < 2; i++)
 		if (sp[i] >= 0)
@@ -254,6 +274,9 @@ __attribute__((noreturn)) static void spawner_main(int exec_fd, int sync_fd, pid
 	    write(sync_fd, "r", 1) != 1)
 		_exit(1);
 	close(sync_fd);
+	/* A spare sandbox's first exec finds its process ready; so does a
+	 * session's next, made after each exec that is not the sandbox's last. */
+	make_premade(exec_fd);
 	for (;;) {
 		size_t blen = 0;
 		int nfds = 0;
@@ -270,6 +293,8 @@ __attribute__((noreturn)) static void spawner_main(int exec_fd, int sync_fd, pid
 			continue;
 		}
 		run_one(exec_fd, &r, blen);
+		if (!(r.m.arg & SB_EXEC_LAST))
+			make_premade(exec_fd);
 	}
 }
 

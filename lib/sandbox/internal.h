@@ -15,7 +15,10 @@
  * namespace where root is an unprivileged host uid. For each exec the spawner clones a
  * *reaper* into a new pid namespace, and the reaper forks the *agent*, which
  * drops to uid 1000, no_new_privs, seccomp, and execs. When the agent exits the
- * reaper exits, and the kernel kills whatever the agent left behind.
+ * reaper exits, and the kernel kills whatever the agent left behind. Between
+ * execs the spawner keeps the next reaper and agent made, the agent dropped and
+ * filtered already, waiting for its request (premade.c); the path above is the
+ * fallback when none is ready.
  *
  * The keeper's processes are raw clones and share memory with each other at
  * times (see inside.c): they make system calls and use stack or static
@@ -128,9 +131,11 @@ enum sb_op {
 	SB_MOUNT_APP,   /* runner → keeper, fd = image dir: the overlay's lower layer */
 	SB_MOUNT_BIND,  /* runner → keeper, fd = a detached mount, body = the path inside */
 	SB_OK,
-	SB_EXEC,        /* runner → spawner, fds stdin/stdout/stderr, body argv/envp */
+	SB_EXEC,        /* runner → spawner, fds stdin/stdout/stderr, body argv/envp,
+	                 * arg SB_EXEC_LAST or 0 */
 	SB_KILL,        /* runner → spawner: kill the running program's tree */
-	SB_EXITED,      /* spawner → runner: arg = wait status */
+	SB_EXITED,      /* spawner → runner: arg = wait status, argc = 1: it ran on
+	                 * the pre-made process (premade.c) */
 	SB_ETC_NET,     /* runner → keeper, body = /etc/hosts, NUL, resolv.conf, NUL (egress.c) */
 };
 
@@ -255,6 +260,37 @@ int sb_rlimits_apply(int nofile, int nproc, long long fsize);
 
 /* ---- seccomp.c (built in the runner, applied in inside.c) ---- */
 int sb_seccomp_build(struct sock_fprog *out, ah_err *err);
+
+/* SB_EXEC's arg: no exec follows in this sandbox (it is destroyed next), so
+ * the spawner makes no pre-made process after it. */
+#define SB_EXEC_LAST 1
+
+/* The keeper's processes run on static stacks that the process before them
+ * left without returning (exec, _exit): an address-sanitizer build clears the
+ * redzones it left there, which it would take for the next one's overflows. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define SB_STACK_FRESH(s) ASAN_UNPOISON_MEMORY_REGION(s, sizeof(s))
+#else
+#define SB_STACK_FRESH(s) ((void)0)
+#endif
+
+/* ---- premade.c: the spawner's pre-made agent (used by inside.c) ---- */
+typedef struct sb_pre {
+	pid_t reaper;                /* -1: none ready */
+	int rq;                      /* the spawner's end of the request channel */
+	int status;                  /* the reaper's status pipe, read end */
+} sb_pre;
+/* The reaper's end: waits for agent (closing fds once SIGTERM is handled),
+ * writes its wait status to status_fd, exits. */
+__attribute__((noreturn)) void sb_reaper_wait(pid_t agent, int status_fd, const int *fds, int nfds);
+/* A pair ready for the next request: -1 (none) on failure. */
+int sb_pre_make(sb_pre *p, int exec_fd, const struct sock_fprog *filter);
+/* Hands the request to p's child: 1 when it runs it (p->reaper and p->status
+ * are then the run's), 0 when it did not (p discarded: run it cold). */
+int sb_pre_hand_over(sb_pre *p, int exec_fd, const sb_msg *m, const char *body, size_t blen,
+                     const int fds[3]);
+void sb_pre_discard(sb_pre *p);
 
 /* ---- inside.c: agenthost-keeper's main, the spawner, reaper and agent ---- */
 #define SB_KEEPER_CTL_FD  3       /* the keeper's descriptors at exec */

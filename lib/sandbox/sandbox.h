@@ -160,6 +160,9 @@ typedef struct ah_sandbox_exec_spec {
 	 * keep_stderr bytes of the result are kept in err_log (0: none). */
 	const char *const *redact;
 	size_t nredact, keep_stderr;
+	/* No exec follows in this sandbox (it is destroyed next): the spawner
+	 * makes no pre-made process for a next one (issue 31). */
+	bool last;
 } ah_sandbox_exec_spec;
 
 typedef struct ah_sandbox_result {
@@ -179,6 +182,7 @@ typedef struct ah_sandbox_result {
 	 * run (from there to its end and its output read; the program's own
 	 * start-up, node's included, counts here). */
 	long long start_us, run_us;
+	bool premade;              /* it ran on the spawner's pre-made process */
 } ah_sandbox_result;
 
 /* Once per process, as root: checks cgroups (v1 or v2), installs the network
