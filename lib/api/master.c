@@ -14,6 +14,7 @@
 #include "auth/jwt.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/notify.h"
 #include "core/metrics.h"
 #include "core/settings.h"
 #include "crypto/crypto.h"
@@ -289,6 +290,10 @@ int ah_api_main(int argc, char **argv, const ah_api_app *the_app)
 	 * here, every worker inherits the zone and none opens the file. */
 	tzset();
 	handle_signals();
+	/* The sockets listen, and a connection waits in the backlog until a
+	 * worker takes it: under systemd, `systemctl start` may return now.
+	 * Before the fork: no worker inherits systemd's socket. */
+	ah_notify_ready();
 	start_generation(cfg);
 	while (!stopping) {
 		int status;

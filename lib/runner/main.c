@@ -15,6 +15,7 @@
 #include "runner/warm.h"
 #include "runner/fuse.h"
 #include "core/log.h"
+#include "core/notify.h"
 #include "core/util.h"
 #include "deploy/deploy.h"
 #include "sandbox/sandbox.h"
@@ -199,6 +200,7 @@ int main(int argc, char **argv)
 		ah_log_error("cannot start threads");
 		return 1;
 	}
+	ah_notify_ready(); /* its socket listens since start() */
 	wait_for_signal();
 	stop(&r, db, jobs, beat, srv, warm, mx);
 	ah_db_close(db);

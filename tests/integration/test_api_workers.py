@@ -290,3 +290,26 @@ def test_workers_do_not_read_the_time_zone_file(client):
             st.wait(timeout=10)
         opened = open(trace).read()
         assert "/etc/localtime" not in opened, opened
+
+
+def test_master_tells_systemd_it_is_ready_once_its_sockets_listen(tmp_path):
+    """Under systemd (Type=notify, debian/agenthost-api.service) the master
+    sends READY=1 to NOTIFY_SOCKET once its sockets listen, so `systemctl
+    start` returns when a request can be made: with Type=simple a script that
+    started the service and called it at once got nginx's 502 (seen in the
+    install test)."""
+    import socket
+    path = str(tmp_path / "notify")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    srv.bind(path)
+    srv.settimeout(15)
+    try:
+        with PrivateApi(NOTIFY_SOCKET=path) as api:
+            assert srv.recv(64) == b"READY=1"
+            s = fcgi_begin(api.sock, {"REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/health",
+                                      "REMOTE_ADDR": "10.0.0.1", "REQUEST_ID": "notify-health"},
+                           body=b"")
+            assert fcgi_read_response(s).startswith(b"Status: 200")
+            s.close()
+    finally:
+        srv.close()
