@@ -402,6 +402,18 @@ start_stack() {
     start_nginx
 }
 
+# remove_cgroup_dirs NAME: the sandbox cgroups of a stopped runner (NAME and
+# its slots' directories), in whichever hierarchy holds them. A runner killed
+# outright leaves its sandboxes' slot directories behind, and only a runner
+# with the same NAME that claims the same slot would clear them. rmdir takes
+# only empty ones: a live sandbox's stay.
+remove_cgroup_dirs() {
+    local d
+    for d in $(find /sys/fs/cgroup -maxdepth 6 -type d -name "$1" 2>/dev/null); do
+        find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    done
+}
+
 stop_stack() {
     stop_pid "$VAR/run/nginx.pid" 10
     stop_pid "$VAR/run/api.pid" 30

@@ -30,6 +30,8 @@ OUTPUT_CAP = 10485760
 # unified tree if any of them is there (one in all on a pure v2 host).
 _V1 = [c for c in ("memory", "cpu", "pids") if os.path.exists(f"/sys/fs/cgroup/{c}/tasks")]
 CGROUPS_PER_SANDBOX = len(_V1) + (len(_V1) < 3)
+# The stack's runner puts its sandboxes' cgroups under this (sandbox_cgroup).
+RUNNER_CGROUP = os.environ.get("AGENTHOST_SANDBOX_CGROUP", "agenthost")
 
 # Writes 1 MiB chunks for ever (gigabytes, if nobody stops it).
 ENDLESS_JS = """
@@ -208,7 +210,9 @@ def counts():
         except OSError:
             pass
     slots = our_slots()
-    cgroups = sum(len(glob.glob(f"{d}/agenthost*/slot{s}")) for d in own_dirs() for s in slots)
+    # Only this runner's parent: other runners' (other stacks', a killed
+    # one's leftovers) may hold directories named after the same slot numbers.
+    cgroups = sum(len(glob.glob(f"{d}/{RUNNER_CGROUP}/slot{s}")) for d in own_dirs() for s in slots)
     veths = sum(os.path.exists(f"/sys/class/net/ahs{s}") for s in slots)
     return {"mounts": mounts, "loops": loops, "cgroups": cgroups, "veths": veths,
             "sandboxes": len(slots)}
