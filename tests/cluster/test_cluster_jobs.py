@@ -49,14 +49,21 @@ def test_hundred_deploys_each_built_once(user):
                f"WHERE agent_id IN ({in_list})")
     assert len(jobs) == JOBS
     assert all(j[2] == "done" for j in jobs), [j for j in jobs if j[2] != "done"]
-    # Claimed once: a second claim would have counted a second attempt.
-    assert all(j[3] == "1" for j in jobs), [j for j in jobs if j[3] != "1"]
+    # Claimed once, unless the runner that held the job stopped renewing its
+    # lease (in a full run both runners stood still for 50 s, waiting on the
+    # Galera nodes while the API's timers went on, past deploy_lease_seconds,
+    # 30): then the other took it over, said so, and the
+    # first discarded what it built. A second claim without that is a bug.
     # Built once: each job's image switched in by exactly one runner.
     logs = log_text("a", "runner")[before_a:] + log_text("b", "runner")[before_b:]
-    for job_id, agent_id, *_ in jobs:
+    for job_id, agent_id, _, attempts, _ in jobs:
         builds = re.findall(rf"job={job_id}: agent {agent_id} active with image", logs)
-        attempts = re.findall(rf"job={job_id}: deploy attempt", logs)
-        assert len(builds) == 1 and len(attempts) == 1, (job_id, builds, attempts)
+        tries = re.findall(rf"job={job_id}: deploy attempt", logs)
+        taken = re.findall(rf"job={job_id} agent={agent_id}: lease expired", logs)
+        assert int(attempts) == len(tries) == 1 + len(taken), (job_id, attempts, tries, taken)
+        assert len(builds) == 1, (job_id, builds)
+        if taken:
+            assert re.search(rf"job={job_id}: lease lost; image discarded", logs), job_id
     # Both runners took part (each holds some), and every agent serves.
     assert len({j[4] for j in jobs}) == 2
     statuses = {user.get(f"/agents/{s}").json()["status"] for s in slugs}
