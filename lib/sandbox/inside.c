@@ -155,15 +155,8 @@ static int supervise(int exec_fd, pid_t reaper, int status_fd)
 				st = SIGKILL;
 			got = 1;
 		}
-		if (pf[0].revents) {
-			sb_msg m;
-			int rc = sb_recv(exec_fd, &m, NULL, 0, NULL, NULL, NULL);
-			/* A cancel's SIGTERM: the reaper passes it to the agent. */
-			bool term = rc > 0 && m.op == SB_KILL && m.arg == SIGTERM;
-			kill(reaper, term ? SIGTERM : SIGKILL); /* KILL, EOF (runner gone) or garbage */
-			if (rc <= 0)
-				pf[0].fd = -1;
-		}
+		if (pf[0].revents && sb_forward_kill(exec_fd, reaper) <= 0)
+			pf[0].fd = -1;
 	}
 	return st;
 }

@@ -284,6 +284,10 @@ typedef struct sb_pre {
 /* The reaper's end: waits for agent (closing fds once SIGTERM is handled),
  * writes its wait status to status_fd, exits. */
 __attribute__((noreturn)) void sb_reaper_wait(pid_t agent, int status_fd, const int *fds, int nfds);
+/* Reads one message of the runner's while a program runs and passes it to
+ * the reaper: SIGTERM for a cancel's SIGTERM, else SIGKILL (a KILL, the
+ * runner's end, garbage). sb_recv's result: <= 0 once the runner is gone. */
+int sb_forward_kill(int exec_fd, pid_t reaper);
 /* A pair ready for the next request: -1 (none) on failure. */
 int sb_pre_make(sb_pre *p, int exec_fd, const struct sock_fprog *filter);
 /* Hands the request to p's child: 1 when it runs it (p->reaper and p->status

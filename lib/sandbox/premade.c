@@ -49,7 +49,7 @@
 #include <unistd.h>
 #include <linux/seccomp.h>
 
-/* ---- the reaper's wait (cold and pre-made) ---- */
+/* ---- the run's reaper and its kill (cold and pre-made) ---- */
 
 /* The agent's pid for the reaper's SIGTERM handler: a cancel (issue 28)
  * reaches the agent's process group, which may end cleanly. */
@@ -83,6 +83,16 @@ void sb_reaper_wait(pid_t agent, int status_fd, const int *fds, int nfds)
 	if (write(status_fd, &st, sizeof st) < 0)
 		_exit(123);
 	_exit(0);
+}
+
+int sb_forward_kill(int exec_fd, pid_t reaper)
+{
+	sb_msg m;
+	int rc = sb_recv(exec_fd, &m, NULL, 0, NULL, NULL, NULL);
+	/* A cancel's SIGTERM: the reaper passes it to the agent. */
+	bool term = rc > 0 && m.op == SB_KILL && m.arg == SIGTERM;
+	kill(reaper, term ? SIGTERM : SIGKILL); /* KILL, EOF (runner gone) or garbage */
+	return rc;
 }
 
 /* ---- the waiting child ---- */
@@ -217,17 +227,6 @@ void sb_pre_discard(sb_pre *p)
 	pre_clear(p);
 }
 
-/* A KILL (or the runner's end) while the child takes its request: as
- * supervise in inside.c does. */
-static void on_runner(int exec_fd, pid_t reaper, bool *killed)
-{
-	sb_msg m;
-	int rc = sb_recv(exec_fd, &m, NULL, 0, NULL, NULL, NULL);
-	bool term = rc > 0 && m.op == SB_KILL && m.arg == SIGTERM;
-	kill(reaper, term ? SIGTERM : SIGKILL);
-	*killed = true;
-}
-
 /* The child's answer: 'G' (it execs), 'F' or the channel's end (it did not
  * take the request). A kill from the runner meanwhile counts as taken: its
  * status is the run's, as a cold agent killed at its start would give. */
@@ -238,8 +237,9 @@ static bool wait_taken(sb_pre *p, int exec_fd)
 	for (;;) {
 		if (poll(pf, 2, -1) < 0)
 			continue;
-		if (pf[1].revents) {
-			on_runner(exec_fd, p->reaper, &killed);
+		if (pf[1].revents) { /* a KILL (or the runner's end) meanwhile */
+			sb_forward_kill(exec_fd, p->reaper);
+			killed = true;
 			pf[1].fd = -1;
 		}
 		if (pf[0].revents) {

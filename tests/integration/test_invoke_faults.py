@@ -30,8 +30,8 @@ OUTPUT_CAP = 10485760
 # unified tree if any of them is there (one in all on a pure v2 host).
 _V1 = [c for c in ("memory", "cpu", "pids") if os.path.exists(f"/sys/fs/cgroup/{c}/tasks")]
 CGROUPS_PER_SANDBOX = len(_V1) + (len(_V1) < 3)
-# The stack's runner puts its sandboxes' cgroups under this (sandbox_cgroup).
-RUNNER_CGROUP = os.environ.get("AGENTHOST_SANDBOX_CGROUP", "agenthost")
+# The stack's runner puts its sandboxes' cgroups under this.
+RUNNER_CGROUP = config_get("sandbox_cgroup", "agenthost")
 
 # Writes 1 MiB chunks for ever (gigabytes, if nobody stops it).
 ENDLESS_JS = """
