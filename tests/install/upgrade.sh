@@ -19,6 +19,9 @@ cp -a /var/lib/mysql.disk/. /var/lib/mysql/
 chown mysql:mysql /var/lib/mysql
 systemctl start mariadb.socket mariadb.service
 systemctl start agenthost-runner agenthost-api' || { journal; fail "moving MariaDB's datadir"; }
+# The previous version's units are Type=simple: started is not yet listening.
+inside sh -c 'for i in $(seq 60); do curl -fsS -o /dev/null https://agents.example.com/api/v1/health && exit 0; sleep 0.5; done; exit 1' ||
+    { journal; fail "the previous version's API did not answer after its restart"; }
 
 # The previous version's data: history, a session, a file (and the two
 # agents run made).
