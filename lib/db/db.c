@@ -235,6 +235,18 @@ static MYSQL_STMT *run(ah_db *db, const char *sql, const char *fmt, va_list ap)
 	return NULL;
 }
 
+/* A result can fail while it is read, not only when it is run: on a cluster a
+ * transaction aborted by another node's write set reports its deadlock (1213)
+ * at the next fetch. Its number is kept, so that the owner of the transaction
+ * sees ah_db_deadlocked() and runs it again. */
+static int fetch_failed(ah_db *db, MYSQL_STMT *st)
+{
+	db->last_errno = mysql_stmt_errno(st);
+	ah_db_set_error(db, "fetch", mysql_stmt_error(st));
+	mysql_stmt_free_result(st);
+	return AH_EFAIL;
+}
+
 static int fetch_rows(ah_db *db, MYSQL_STMT *st, ah_arena *a, ah_rows *out)
 {
 	size_t ncols = mysql_stmt_field_count(st);
@@ -249,11 +261,8 @@ static int fetch_rows(ah_db *db, MYSQL_STMT *st, ah_arena *a, ah_rows *out)
 		b[c].length = &lens[c];
 		b[c].is_null = &nulls[c];
 	}
-	if (mysql_stmt_bind_result(st, b) != 0 || mysql_stmt_store_result(st) != 0) {
-		ah_db_set_error(db, "fetch", mysql_stmt_error(st));
-		mysql_stmt_free_result(st);
-		return AH_EFAIL;
-	}
+	if (mysql_stmt_bind_result(st, b) != 0 || mysql_stmt_store_result(st) != 0)
+		return fetch_failed(db, st);
 	size_t n = (size_t)mysql_stmt_num_rows(st);
 	out->n = n;
 	out->ncols = ncols;
@@ -261,11 +270,8 @@ static int fetch_rows(ah_db *db, MYSQL_STMT *st, ah_arena *a, ah_rows *out)
 	out->len = ah_alloc(a, sizeof(unsigned long *) * (n ? n : 1));
 	for (size_t r = 0; r < n; r++) {
 		int rc = mysql_stmt_fetch(st);
-		if (rc == 1 || rc == MYSQL_NO_DATA) {
-			ah_db_set_error(db, "fetch", mysql_stmt_error(st));
-			mysql_stmt_free_result(st);
-			return AH_EFAIL;
-		}
+		if (rc == 1 || rc == MYSQL_NO_DATA)
+			return fetch_failed(db, st);
 		out->v[r] = ah_alloc(a, sizeof(char *) * (ncols ? ncols : 1));
 		out->len[r] = ah_alloc(a, sizeof(unsigned long) * (ncols ? ncols : 1));
 		for (size_t c = 0; c < ncols; c++) {
@@ -281,11 +287,8 @@ static int fetch_rows(ah_db *db, MYSQL_STMT *st, ah_arena *a, ah_rows *out)
 				one.buffer_type = MYSQL_TYPE_STRING;
 				one.buffer = cell;
 				one.buffer_length = lens[c];
-				if (mysql_stmt_fetch_column(st, &one, (unsigned)c, 0) != 0) {
-					ah_db_set_error(db, "fetch", mysql_stmt_error(st));
-					mysql_stmt_free_result(st);
-					return AH_EFAIL;
-				}
+				if (mysql_stmt_fetch_column(st, &one, (unsigned)c, 0) != 0)
+					return fetch_failed(db, st);
 			}
 			out->v[r][c] = cell;
 		}

@@ -15,6 +15,8 @@ billing_error) and the invocation records it.
 """
 import datetime
 import json
+import os
+import subprocess
 import threading
 import uuid
 from decimal import Decimal
@@ -22,7 +24,7 @@ from decimal import Decimal
 import pytest
 
 from agent_code import ECHO_JS, deployed_agent, exact, model_cost, needs_runner
-from conftest import assert_422, db_query
+from conftest import VAR, assert_422, db_query, wait_until
 
 FIELDS = ("max_cost_usd_per_day", "max_cost_usd_per_month")
 
@@ -274,6 +276,83 @@ def test_calls_racing_at_the_edge_spend_one_call_past_it_at_most(client, room):
     # And the next call, with nothing in flight, is refused only if spent.
     r = client.post(f"/agents/{slug}/invoke", json={"prompt": "race to the edge"})
     assert r.status_code == (402 if s >= limit else 200), r.text
+
+
+def deadlocks():
+    return int(db_query("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")[0][1])
+
+
+# InnoDB refreshes information_schema.innodb_trx only when it was last read
+# more than 0.1 s before: polled faster, it never changes.
+POLL = {"timeout": 10, "interval": 0.3}
+
+
+def rows_waiting_for_locks():
+    return int(db_query("SELECT COUNT(*) FROM information_schema.innodb_trx"
+                        " WHERE trx_state = 'LOCK WAIT'")[0][0])
+
+
+@needs_runner
+def test_an_admission_chosen_as_a_deadlocks_victim_is_run_again(client):
+    """The server may roll an admission back while it reads its locked rows:
+    a deadlock here, on a cluster another node's write set (issue 31's full
+    run got a 500 so). The error comes with the result, not the statement;
+    the call must still be admitted, run and charged once.
+
+    A transaction of the test's own holds a shared lock on the agent's month
+    row (so the admission's INSERT IGNOREs before its transaction pass), the
+    admission locks the day row and waits for the month row, and the test
+    then asks for the day row: a cycle, and InnoDB rolls back the lighter
+    transaction, the admission (the test's has written 300 rows first)."""
+    slug = deployed_agent(client, ECHO_JS)["slug"]
+    agent = client.get(f"/agents/{slug}").json()["id"]
+    r = client.patch(f"/agents/{slug}", json={"max_cost_usd_per_day": "100",
+                                               "max_cost_usd_per_month": "100"})
+    assert r.status_code == 200, r.text
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "make the rows"})
+    assert r.status_code == 200, r.text
+    before = spent(client, "agent", "day")["spent_usd"]
+    deadlocks_before = deadlocks()
+
+    row = ("SELECT spent FROM budget_spend WHERE scope = 'agent' AND scope_id = '%s'"
+           " AND period = '%s' AND period_start = %s %s;\n")
+    heavy = uuid.uuid4().hex[:8]
+    sql = subprocess.Popen(
+        ["mariadb", "--no-defaults", f"--socket={os.path.join(VAR, 'run', 'mysql.sock')}",
+         "-uroot", "agenthost", "--batch", "--unbuffered"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    out = []
+    try:
+        sql.stdin.write(
+            "START TRANSACTION;\n"
+            "INSERT INTO budget_spend (scope, scope_id, period, period_start) SELECT 'key',"
+            f" CONCAT('key_heavy_{heavy}_', seq), 'day', UTC_DATE() FROM seq_1_to_300;\n"
+            + row % (agent, "month", "DATE_FORMAT(UTC_DATE(), '%Y-%m-01')", "LOCK IN SHARE MODE"))
+        sql.stdin.flush()
+        assert wait_until(lambda: int(db_query(
+            "SELECT COUNT(*) FROM information_schema.innodb_trx"
+            " WHERE trx_rows_modified >= 300")[0][0]) == 1, **POLL)
+        t = threading.Thread(target=lambda: out.append(client.post(
+            f"/agents/{slug}/invoke", json={"prompt": "through the deadlock"}, timeout=60)))
+        t.start()
+        assert wait_until(lambda: rows_waiting_for_locks() == 1, **POLL), \
+            "the admission never waited for the month row"
+        sql.stdin.write(row % (agent, "day", "UTC_DATE()", "FOR UPDATE"))
+        sql.stdin.flush()
+        # The admission, rolled back, runs again and waits behind the test's
+        # transaction, which now holds both rows; its end lets the call in.
+        assert wait_until(lambda: rows_waiting_for_locks() == 1 or not t.is_alive(), **POLL)
+        sql.stdin.write("ROLLBACK;\n")
+        sql.stdin.close()
+        t.join(60)
+    finally:
+        sql.kill()
+        sql.wait()
+    assert out and out[0].status_code == 200, out and out[0].text
+    assert deadlocks() == deadlocks_before + 1, "no deadlock happened: nothing was tested"
+    assert spent(client, "agent", "day")["spent_usd"] == before + exact(out[0])["total_cost_usd"]
+    assert db_query(f"SELECT COUNT(*) FROM budget_spend WHERE scope_id LIKE 'key_heavy_{heavy}%'") \
+        == [["0"]]
 
 
 # ---- the model gateway: access ends at the crossing ----
