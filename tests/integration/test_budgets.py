@@ -294,10 +294,10 @@ def rows_waiting_for_locks():
 
 @needs_runner
 def test_an_admission_chosen_as_a_deadlocks_victim_is_run_again(client):
-    """The server may roll an admission back while it reads its locked rows:
-    a deadlock here, on a cluster another node's write set (issue 31's full
-    run got a 500 so). The error comes with the result, not the statement;
-    the call must still be admitted, run and charged once.
+    """The server may roll an admission back while it locks its rows: a
+    deadlock here, on a cluster another node's write set (which reports it
+    at the result's fetch: a full run got a 500 so, see lib/db). The call
+    must still be admitted, run and charged once.
 
     A transaction of the test's own holds a shared lock on the agent's month
     row (so the admission's INSERT IGNOREs before its transaction pass), the
