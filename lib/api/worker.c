@@ -1,6 +1,6 @@
 /* The worker's loop: wait for a request on one of the connections nginx keeps
  * to this worker or on a new one, answer it, keep the connection if nginx
- * does. SIGTERM is blocked except while waiting (ppoll unblocks it for its
+ * does. SIGTERM is blocked except while waiting (epoll_pwait unblocks it for its
  * wait alone: no two sigprocmask calls a request), so a drain never cuts a
  * response in half: an idle worker exits at once, a busy one right after it
  * answers. */
@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <fcgiapp.h>
 #include <grp.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -121,41 +120,81 @@ static int finish(FCGX_Request *fcgi, const ah_req *r)
 }
 
 /* Connections nginx keeps open to this worker between requests (its upstream
- * keepalive). A worker serves one request at a time: a request nginx sends on
- * one of them while it is busy waits for the request in hand (nginx reuses
- * the connection it got back last, usually one whose worker is free). Idle,
- * a worker always takes new connections too: one refused would wait in the
- * backlog until nginx happened to close some other. */
+ * keepalive) wait in one epoll set with the listening socket. A worker serves
+ * one request at a time: a request nginx sends on a kept connection while it
+ * is busy waits for the request in hand (nginx reuses the connection it got
+ * back last, usually one whose worker is free). Idle, a worker always takes
+ * new connections too: one refused would wait in the backlog until nginx
+ * happened to close some other.
+ *
+ * epoll rather than ppoll over the kept connections: ppoll registered on and
+ * left every connection's wait queue on every wait, and with the ten or so a
+ * worker holds under load that was a fifth of its CPU a request (issue 31,
+ * perf: fdget, sock_poll and the wait queues' locks). The set changes only
+ * when a connection comes or goes. The listening socket is in it with
+ * EPOLLEXCLUSIVE, so a new connection wakes one idle worker instead of every
+ * one of them (each a context switch there and back and a failed accept4:
+ * issue 31 measured 15 of the 16 invoke workers woken for nothing on every
+ * call); a busy worker's set is passed over. */
 #define MAX_KEPT 64
 
-typedef struct kept {
-	int fd[MAX_KEPT];
-	int n;
-} kept;
+typedef struct waiter {
+	int ep, listen_fd, nkept;
+	struct epoll_event ev[MAX_KEPT + 1];
+	int nready, next; /* the last wait's events not taken yet, in its order */
+} waiter;
 
-static void keep(kept *k, int fd)
+static int waiter_init(waiter *w, int listen_fd)
 {
-	if (fd < 0)
-		return;
-	if (k->n < MAX_KEPT)
-		k->fd[k->n++] = fd;
-	else
-		close(fd); /* more than nginx keeps in all: a stale one */
+	*w = (waiter){.listen_fd = listen_fd};
+	w->ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.fd = listen_fd};
+	if (w->ep < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, listen_fd, &ev) != 0)
+		return -1;
+	return 0;
 }
 
-/* ppoll for a request. The log lines of the requests answered meanwhile go
- * out before the worker sleeps; while requests are waiting, the lines wait
- * with them and go out later in one write (a system call less a request). */
-static int wait_for_request(struct pollfd *pf, nfds_t n, const sigset_t *waiting)
+/* After a request on connection fd (kept: fd if nginx keeps it, else -1, as
+ * libfcgi closed it): a connection nginx keeps joins the set unless it is in
+ * it already; one closed has left it by closing. */
+static void keep(waiter *w, int fd, bool in_set, int kept)
 {
-	if (ah_log_holding()) {
-		static const struct timespec at_once = {0, 0};
-		int ready = ppoll(pf, n, &at_once, waiting);
-		if (ready != 0)
-			return ready;
-		ah_log_flush();
+	if (in_set) {
+		w->nkept -= kept < 0;
+		return;
 	}
-	return ppoll(pf, n, NULL, waiting);
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = fd};
+	if (kept < 0)
+		return;
+	if (w->nkept >= MAX_KEPT || epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+		close(fd); /* more than nginx keeps in all: a stale one */
+		return;
+	}
+	w->nkept++;
+}
+
+/* The next ready event: one left from the last wait, else a new wait. The log
+ * lines of the requests answered meanwhile go out before the worker sleeps;
+ * while requests are waiting, the lines wait with them and go out later in
+ * one write (a system call less a request). 0 when interrupted. */
+static int next_event(waiter *w, const sigset_t *waiting, struct epoll_event *out)
+{
+	if (w->next >= w->nready) {
+		int n = 0;
+		if (ah_log_holding()) {
+			n = epoll_pwait(w->ep, w->ev, MAX_KEPT + 1, 0, waiting);
+			if (n == 0)
+				ah_log_flush();
+		}
+		if (n == 0)
+			n = epoll_pwait(w->ep, w->ev, MAX_KEPT + 1, -1, waiting);
+		w->nready = n > 0 ? n : 0;
+		w->next = 0;
+		if (n <= 0)
+			return 0;
+	}
+	*out = w->ev[w->next++];
+	return 1;
 }
 
 /* A new connection, or -1 when another worker took it first; -2 when
@@ -168,78 +207,31 @@ static int accept_new(int listen_fd)
 	return fd;
 }
 
-/* A worker holding no kept connection (the invoke pool's always: nginx keeps
- * none there) waits on the listening socket through epoll with EPOLLEXCLUSIVE,
- * so a new connection wakes one idle worker instead of every one of them (each
- * a context switch there and back and a failed accept4: issue 31 measured 15
- * of the 16 invoke workers woken for nothing on every call). Busy workers'
- * instances are passed over. Returns what epoll_pwait does; -2 when epoll is
- * not to be had (then ppoll as before). */
-static int wait_new(int listen_fd, const sigset_t *waiting)
+/* The next connection with a request on it, *was_kept saying whether it is
+ * in the set: a kept one or a new one. -1 when there is none after all:
+ * another worker took the new connection, or nginx closed a kept one; -2 when
+ * accepting fails for good (out of descriptors, say): the worker exits, and
+ * the master starts a new one, as when libfcgi's own accept failed. */
+static int next_connection(waiter *w, const sigset_t *waiting, bool *was_kept)
 {
-	static int ep = -1; /* made in the worker: never shared across a fork */
-	static bool broken;
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE};
-	if (broken)
-		return -2;
-	if (ep < 0) {
-		ep = epoll_create1(EPOLL_CLOEXEC);
-		if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev) != 0) {
-			ah_log_warn("epoll for the listening socket: %s; polling it instead", strerror(errno));
-			if (ep >= 0)
-				close(ep);
-			broken = true;
-			return -2;
-		}
-	}
-	if (ah_log_holding()) { /* as wait_for_request: held lines out before sleeping */
-		int ready = epoll_pwait(ep, &ev, 1, 0, waiting);
-		if (ready != 0)
-			return ready;
-		ah_log_flush();
-	}
-	return epoll_pwait(ep, &ev, 1, -1, waiting);
-}
-
-/* The next connection with a request on it: a kept one or a new one, taken
- * in turn (a fixed order starved the connections and the listening socket at
- * the end of it under load). -1 when there is none after all: another worker
- * took the new connection, or nginx closed a kept one; -2 when accepting
- * fails for good (out of descriptors, say): the worker exits, and the master
- * starts a new one, as when libfcgi's own accept failed. */
-static int next_connection(int listen_fd, kept *k, const sigset_t *waiting)
-{
-	static unsigned turn;
-	struct pollfd pf[MAX_KEPT + 1];
-	int n = k->n + 1, w;
-	if (k->n == 0 && (w = wait_new(listen_fd, waiting)) != -2)
-		return w > 0 ? accept_new(listen_fd) : -1;
-	for (int i = 0; i < k->n; i++)
-		pf[i] = (struct pollfd){.fd = k->fd[i], .events = POLLIN | POLLRDHUP};
-	pf[k->n] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
-	if (wait_for_request(pf, (nfds_t)n, waiting) <= 0)
+	struct epoll_event ev;
+	*was_kept = false;
+	if (!next_event(w, waiting, &ev))
 		return -1;
-	for (int j = 0; j < n; j++) {
-		int i = (int)((turn + (unsigned)j) % (unsigned)n);
-		if (!pf[i].revents)
-			continue;
-		turn = (unsigned)i + 1;
-		if (i == k->n)
-			return accept_new(listen_fd);
-		int fd = k->fd[i];
-		k->fd[i] = k->fd[--k->n];
-		/* Readable and not hung up: a request (a syscall saved on every
-		 * request). nginx closes a kept connection only while it is idle;
-		 * should bytes come with the hang-up all the same, they are served. */
-		char b;
-		if ((pf[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) &&
-		    recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) {
-			close(fd); /* nginx let it go (or it broke) */
-			return -1;
-		}
-		return fd;
+	if (ev.data.fd == w->listen_fd)
+		return accept_new(w->listen_fd);
+	int fd = ev.data.fd;
+	/* Readable and not hung up: a request (a syscall saved on every request).
+	 * nginx closes a kept connection only while it is idle; should bytes
+	 * come with the hang-up all the same, they are served. */
+	char b;
+	if ((ev.events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) {
+		close(fd); /* nginx let it go (or it broke); closing takes it out of the set */
+		w->nkept--;
+		return -1;
 	}
-	return -1;
+	*was_kept = true;
+	return fd;
 }
 
 int ah_worker_run(const ah_config *cfg, int listen_fd, int pool, const ah_api_app *app)
@@ -263,7 +255,7 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool, const ah_api_ap
 		hold_log_lines();
 	FCGX_Init();
 	FCGX_Request fcgi;
-	FCGX_InitRequest(&fcgi, listen_fd, 0);
+	FCGX_InitRequest(&fcgi, -1, 0); /* connections come from next_connection */
 	ah_arena *arena = ah_arena_new();
 	sigset_t term, waiting;
 	sigemptyset(&term);
@@ -273,9 +265,14 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool, const ah_api_ap
 	sigprocmask(SIG_BLOCK, &term, &waiting);
 	sigdelset(&waiting, SIGTERM);
 	long long pruned = 0;
-	kept k = {.n = 0};
+	waiter w;
+	if (waiter_init(&w, listen_fd) != 0) {
+		ah_log_error("epoll for the worker's connections: %s", strerror(errno));
+		return 1;
+	}
 	for (;;) {
-		int fd = next_connection(listen_fd, &k, &waiting);
+		bool was_kept;
+		int fd = next_connection(&w, &waiting, &was_kept);
 		if (fd == -2) {
 			ah_log_error("accept failed: %s", strerror(errno));
 			break;
@@ -284,12 +281,16 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool, const ah_api_ap
 			continue;
 		/* libfcgi reads the request from the connection handed to it (and
 		 * keepConnection stops it from closing that one first). If it finds
-		 * none there, it tries the listening socket, which never blocks. */
+		 * none there, it closes it and would accept one itself: its request
+		 * has no listening socket (-EBADF then), as every connection must
+		 * come through the set. */
 		fcgi.ipcFd = fd;
 		fcgi.keepConnection = 1;
 		int rc = FCGX_Accept_r(&fcgi);
-		if (rc == -EAGAIN || rc == -EWOULDBLOCK || rc == -EINTR)
+		if (rc == -EBADF || rc == -EINTR) {
+			keep(&w, fd, was_kept, -1); /* closed: no request came on it */
 			continue;
+		}
 		if (rc < 0)
 			break;
 		ah_req r = {.arena = arena, .fcgi = &fcgi, .db = db, .cfg = cfg};
@@ -297,7 +298,7 @@ int ah_worker_run(const ah_config *cfg, int listen_fd, int pool, const ah_api_ap
 			ah_dispatch_metrics(&r, app->routes);
 		else
 			ah_dispatch(&r, app->routes);
-		keep(&k, finish(&fcgi, &r));
+		keep(&w, fd, was_kept, finish(&fcgi, &r));
 		ah_ratelimit_idle(db); /* the client has its answer: refill off its clock */
 		ah_arena_reset(arena);
 		/* Old rate-limit windows are dropped by whichever worker gets there;
