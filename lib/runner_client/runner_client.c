@@ -159,9 +159,12 @@ static int call_unix(const ah_rc *r, const char *path, const char *s, size_t len
 	int fd = connect_unix(path);
 	if (fd < 0)
 		return AH_EBUSY; /* nothing sent */
-	int rc = ah_send_all(fd, s, len);
-	if (rc == 0)
-		rc = ah_send_all(fd, "\n", 1);
+	/* The line and its end in one send: sent apart, the runner could wake
+	 * for the first part, find no end of line and sleep again. */
+	char *line = ah_alloc(r->arena, len + 1);
+	memcpy(line, s, len);
+	line[len] = '\n';
+	int rc = ah_send_all(fd, line, len + 1);
 	if (rc == 0)
 		rc = k->fn ? ah_rc_stream_unix(r, fd, timeout_ms, k->fn, k->ctx, ans, alen)
 		           : read_answer(r, fd, timeout_ms, ans, alen);
