@@ -221,7 +221,7 @@ def our_slots():
                 continue
             with open(d + "/cgroup") as f:
                 for line in f:
-                    part = line.strip().rsplit("/agenthost/slot", 1)
+                    part = line.strip().rsplit(f"/{RUNNER_CGROUP}/slot", 1)
                     if len(part) == 2 and part[1].isdigit():
                         slots.add(int(part[1]))
         except (OSError, ValueError, IndexError):
