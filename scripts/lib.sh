@@ -15,11 +15,31 @@ PACKAGES="meson ninja-build pkg-config gcc libc6-dev git ca-certificates openssl
 log() { printf '[agenthost] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-install_packages() {
-    local missing=()
-    for p in $PACKAGES; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+# Those of the named packages that are not installed, one a line.
+missing_packages() {
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || echo "$p"
     done
+}
+
+# apt-get install of those of the named packages not installed yet, for the
+# tests' own needs; apt's lists are refreshed only if the install fails
+# without. Its status is apt-get's.
+apt_install_missing() { # apt_install_missing FOR_WHAT PACKAGE…
+    local what=$1 want; shift
+    mapfile -t want < <(missing_packages "$@")
+    [ ${#want[@]} -eq 0 ] && return 0
+    log "installing ${want[*]} for $what"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${want[@]}" </dev/null >/dev/null ||
+        { apt-get update -qq </dev/null >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            --no-install-recommends "${want[@]}" </dev/null >/dev/null; }
+}
+
+install_packages() {
+    local missing
+    # shellcheck disable=SC2086 # the list is words
+    mapfile -t missing < <(missing_packages $PACKAGES)
     # Debian's npm is only needed where node came from Debian too.
     if command -v npm >/dev/null 2>&1; then
         missing=("${missing[@]/#npm/}"); missing=("${missing[@]/#nodejs/}")

@@ -143,11 +143,16 @@ def boot_ticks():
         return float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK")
 
 
+def stat_fields(pid):
+    """/proc/PID/stat's fields after the command name (state, ppid, ...)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def started(pid):
     """When pid started (clock ticks since boot); 0 if it is gone."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
+        return int(stat_fields(pid)[19])
     except (OSError, ValueError, IndexError):
         return 0
 
@@ -215,9 +220,7 @@ def our_slots():
     slots, rp = set(), runner_pid()
     for d in glob.glob("/proc/[0-9]*"):
         try:
-            with open(d + "/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            if ppid != rp:
+            if int(stat_fields(d[6:])[1]) != rp:
                 continue
             with open(d + "/cgroup") as f:
                 for line in f:
