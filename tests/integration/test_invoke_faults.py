@@ -41,11 +41,15 @@ more();
 """
 
 # A shell fork bomb beside a node process that never ends; $0 is the marker.
+# Each shell forks in a loop until a fork fails (dash then exits), so the
+# bomb burns at the pids cap for the whole call: 'f | f &' forked once and
+# exited, and at the cap the whole tree could die out within 0.1 s, before
+# the test had seen any of it.
 FORK_BOMB_JS = """
 const { spawn } = require('child_process');
 process.stdin.once('data', m => {
   for (let i = 0; i < 4; i++)
-    spawn('/bin/sh', ['-c', 'f() { f | f & }; f', m.toString()], { stdio: 'ignore', detached: true })
+    spawn('/bin/sh', ['-c', 'f() { while :; do f & done; }; f', m.toString()], { stdio: 'ignore', detached: true })
       .on('error', () => {});
   setInterval(() => {}, 1000);
 });
