@@ -76,7 +76,9 @@ const ah_scope ah_agent_history_scope = {SQL_SCOPE_HISTORY, AGENT_COLUMNS, AGENT
 /* What an invocation needs besides the agent, in the lookup that
  * authenticates it (issue 31: each was a round trip of its own): the user's
  * and the key's budgets (ah_budget_admit) and when the agent's runner last
- * beat (ah_runner_takeover); NULL without a runner row. No NOW(): the
+ * beat (ah_runner_takeover); NULL without a runner row; and what an
+ * ephemeral call's environment is made of (invoke.c's env_from_scope), so
+ * that call makes no round trip of its own before the run. No NOW(): the
  * statement is then deterministic, and MariaDB's query cache answers it
  * until one of its rows changes (a runner's heartbeat, every
  * runner_heartbeat_seconds, is the usual change): a miss took ~0.4 ms more
@@ -84,7 +86,12 @@ const ah_scope ah_agent_history_scope = {SQL_SCOPE_HISTORY, AGENT_COLUMNS, AGENT
  * the key's expiry is (lib/auth/auth.c). */
 static const char SQL_SCOPE_INVOKE[] =
 	"SELECT " AH_AUTH_KEY_COLS ", " AH_AGENT_COLS ", u.max_cost_usd_per_day, u.max_cost_usd_per_month,"
-	" k.max_cost_usd_per_day, k.max_cost_usd_per_month, rn.heartbeat_at FROM " AH_AUTH_KEY_FROM
+	" k.max_cost_usd_per_day, k.max_cost_usd_per_month, rn.heartbeat_at,"
+	" u.quota_bytes - u.storage_used_bytes,"
+	" (SELECT COUNT(*) FROM agent_files af WHERE af.agent_id = a.id),"
+	" (SELECT COUNT(*) FROM secrets s WHERE s.agent_id = a.id),"
+	" (SELECT JSON_ARRAYAGG(JSON_ARRAY(s.name, HEX(CONCAT(s.nonce, s.ciphertext))))"
+	"  FROM secrets s WHERE s.agent_id = a.id) FROM " AH_AUTH_KEY_FROM
 	" LEFT JOIN agents a ON a.user_id = u.id AND a.slug = ?"
 	" LEFT JOIN runners rn ON rn.id = a.runner_id WHERE k.key_id = ?";
 

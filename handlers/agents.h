@@ -66,10 +66,14 @@ extern const ah_scope ah_agent_scope;
 extern const ah_scope ah_agent_history_scope;
 
 /* AH_AGENT_SCOPE plus what POST /agents/{slug}/invoke reads besides the agent
- * (r->scope_extra): the user's budgets (day, month), the key's, and the time
- * of its runner's last heartbeat (DATETIME(3) text; NULL: no runner row). */
+ * (r->scope_extra): the user's budgets (day, month), the key's, the time of
+ * its runner's last heartbeat (DATETIME(3) text; NULL: no runner row), and
+ * for an ephemeral call's environment the user's quota left, how many
+ * attachments and secrets the agent has and the secrets themselves (a JSON
+ * array of [name, hex of nonce and ciphertext]; NULL without any). */
 enum { AH_INV_X_USER_DAY, AH_INV_X_USER_MONTH, AH_INV_X_KEY_DAY, AH_INV_X_KEY_MONTH,
-       AH_INV_X_RUNNER_BEAT, AH_AGENT_INVOKE_NEXTRA };
+       AH_INV_X_RUNNER_BEAT, AH_INV_X_QUOTA_LEFT, AH_INV_X_ATTACH_N, AH_INV_X_SECRETS_N,
+       AH_INV_X_SECRETS, AH_AGENT_INVOKE_NEXTRA };
 extern const ah_scope ah_agent_invoke_scope;
 
 /* The caller's agent named by the first path parameter: the one

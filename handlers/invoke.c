@@ -122,46 +122,86 @@ static const char *model_key_value(ah_req *r)
 	return buf;
 }
 
+/* A secret's cell (its nonce, then the ciphertext) decrypted into env. */
+static void add_secret(ah_req *r, json_object *env, const char *agent_id, const char *name,
+                       const unsigned char *cell, size_t len)
+{
+	char *plain;
+	size_t n;
+	if (len <= AH_NONCE_BYTES ||
+	    ah_crypto_open(r->arena, &plain, &n, cell, cell + AH_NONCE_BYTES, len - AH_NONCE_BYTES) != 0) {
+		ah_log_error("secret %s of agent %s does not decrypt; left out", name, agent_id);
+		return;
+	}
+	json_object_object_add(env, name, json_object_new_string_len(plain, (int)n));
+}
+
+/* With the model gateway on, the runner keeps the key and hands out a token. */
+static void add_model_key(ah_req *r, json_object *env)
+{
+	const ah_model_settings *m = &ah_settings_of(r->cfg)->model;
+	const char *key = m->gateway ? "" : model_key_value(r);
+	if (*key)
+		ah_json_str(env, m->key_name, key);
+}
+
 /* The agent's secrets as they are now, plus the model key; never logged. With
  * a session id, *state is that session's state (NULL: no such session yet).
  * The files' rows are left at the start of rows->v, rows->n of them. */
-static int build_env(ah_req *r, const char *agent_id, const char *sid, json_object **out,
+static int build_env(ah_req *r, const char *agent_id, const char *sid, json_object *env,
                      const char **state, ah_rows *rows)
 {
 	*state = NULL;
 	if (ah_db_query(r->db, r->arena, rows, SQL_SECRETS_SESSION, "sssssss", agent_id, agent_id,
 	                sid ? sid : "", agent_id, agent_id, sid ? sid : "", r->user->id) != 0)
 		return AH_EFAIL;
-	json_object *env = json_object_new_object();
 	size_t nfiles = 0;
 	for (size_t i = 0; i < rows->n; i++) {
-		char kind = rows->v[i][0][0], **v = rows->v[i] + 1, *plain;
-		size_t len;
-		if (kind == 'x') {
+		char kind = rows->v[i][0][0], **v = rows->v[i] + 1;
+		if (kind == 'x')
 			*state = v[2];
-			continue;
-		}
-		if (kind != 'e') { /* the files' (invoke_files.h) */
+		else if (kind == 'e')
+			add_secret(r, env, agent_id, v[0], (const unsigned char *)v[2], rows->len[i][3]);
+		else /* the files' (invoke_files.h) */
 			rows->v[nfiles++] = rows->v[i];
-			continue;
-		}
-		if (rows->len[i][3] <= AH_NONCE_BYTES ||
-		    ah_crypto_open(r->arena, &plain, &len, (const unsigned char *)v[2],
-		                   (const unsigned char *)v[2] + AH_NONCE_BYTES,
-		                   rows->len[i][3] - AH_NONCE_BYTES) != 0) {
-			ah_log_error("secret %s of agent %s does not decrypt; left out", v[0], agent_id);
-			continue;
-		}
-		json_object_object_add(env, v[0], json_object_new_string_len(plain, (int)len));
 	}
 	rows->n = nfiles;
-	/* With the model gateway on, the runner keeps the key and hands out a token. */
-	const ah_model_settings *m = &ah_settings_of(r->cfg)->model;
-	const char *key = m->gateway ? "" : model_key_value(r);
-	if (*key)
-		ah_json_str(env, m->key_name, key);
-	*out = ah_json_own(r, env);
 	return 0;
+}
+
+/* An ephemeral call of an agent without attachments needs no more than its
+ * lookup read (ah_agent_invoke_scope): the secrets and the user's quota left
+ * for the files the call may leave (a files row 'q', as build_env's). False
+ * when the call needs more or the secrets do not add up (their JSON cut at
+ * group_concat_max_len): build_env then asks. */
+static bool env_from_scope(ah_req *r, const char *agent_id, json_object *env, ah_rows *files)
+{
+	char *const *x = r->scope_extra;
+	if (ah_cell_ll(x[AH_INV_X_ATTACH_N]) != 0)
+		return false;
+	size_t n = (size_t)ah_cell_ll(x[AH_INV_X_SECRETS_N]);
+	json_object *list = n && x[AH_INV_X_SECRETS] ? json_tokener_parse(x[AH_INV_X_SECRETS]) : NULL;
+	if (n && (!json_object_is_type(list, json_type_array) || json_object_array_length(list) != n)) {
+		json_object_put(list);
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_object *e = json_object_array_get_idx(list, i);
+		const char *name = json_object_get_string(json_object_array_get_idx(e, 0));
+		const char *hex = json_object_get_string(json_object_array_get_idx(e, 1));
+		size_t hexlen = hex ? strlen(hex) : 0, len = 0;
+		unsigned char *cell = ah_alloc(r->arena, hexlen / 2 + 1);
+		if (!name || !hex || sodium_hex2bin(cell, hexlen / 2 + 1, hex, hexlen, NULL, &len, NULL) != 0)
+			len = 0; /* not a secret's cell: add_secret says so */
+		add_secret(r, env, agent_id, name ? name : "?", cell, len);
+	}
+	json_object_put(list);
+	char **row = ah_alloc(r->arena, 5 * sizeof *row);
+	row[0] = "q", row[1] = x[AH_INV_X_QUOTA_LEFT], row[2] = row[3] = row[4] = NULL;
+	files->v = ah_alloc(r->arena, sizeof *files->v);
+	files->v[0] = row;
+	files->n = 1;
+	return true;
 }
 
 /* ---- running ---- */
@@ -387,10 +427,14 @@ int ah_invoke(ah_req *r, const char *schedule_id, const char **inv_id)
 	                        .prompt = in->prompt, .prompt_len = in->prompt_len};
 	c.inv.session_id = in->session_id ? in->session_id : ah_id_new(r->arena, "ses");
 	c.inv.schedule_id = schedule_id;
-	const char *state;
+	const char *state = NULL;
+	json_object *env = json_object_new_object();
+	c.env = ah_json_own(r, env);
 	if (ah_tokenize_count(&c.in_tokens, in->prompt, in->prompt_len) != 0 ||
-	    build_env(r, a->id, in->session_id, &c.env, &state, &c.files) != 0)
+	    (!(known && !in->session_id && env_from_scope(r, a->id, env, &c.files)) &&
+	     build_env(r, a->id, in->session_id, env, &state, &c.files) != 0))
 		return AH_EFAIL;
+	add_model_key(r, env); /* after the secrets: one of the same name gives way */
 	if (in->session_id && (rc = ah_invoke_claim_session(r, a->id, in->session_id, state)) != 0)
 		return rc;
 	if ((rc = ah_budget_admit(r, a->id, known ? &lim : NULL, in->timeout_s, &c.budget)) != 0)
