@@ -9,9 +9,16 @@
 #include "db/record.h"
 #include "runner_calls.h"
 
+#include <sodium.h>
 #include <string.h>
 
 #define SECRET_MAX (64 * 1024)
+/* An agent's secrets are its sandbox's environment, which holds 256 KiB of
+ * argv and environment and 1,024 variables (lib/sandbox, SB_MSG_MAX): over
+ * that the agent could not start at all. These caps leave room for what
+ * the runner sets beside them (PATH, HOME, the model gateway's, ...). */
+#define SECRETS_TOTAL_MAX (224 * 1024) /* names and values, each "NAME=value\0" */
+#define SECRETS_COUNT_MAX 1000
 
 /* A secret as the API shows it: never its value. */
 typedef struct ah_secret {
@@ -34,6 +41,12 @@ static const char SQL_UPSERT[] =
 	" VALUES (?, ?, ?, ?, NOW(3), NOW(3))"
 	" ON DUPLICATE KEY UPDATE nonce = VALUES(nonce), ciphertext = VALUES(ciphertext),"
 	" updated_at = NOW(3)";
+/* The agent's other secrets as environment bytes: a ciphertext is its value
+ * and secretbox's 16-byte MAC. */
+_Static_assert(crypto_secretbox_MACBYTES == 16, "SQL_OTHERS subtracts the MAC");
+static const char SQL_OTHERS[] =
+	"SELECT COUNT(*), COALESCE(SUM(LENGTH(name) + LENGTH(ciphertext) - 16 + 2), 0)"
+	" FROM secrets WHERE agent_id = ? AND name <> ?";
 static const char SQL_GET[] =
 	"SELECT " SECRET_COLS " FROM secrets WHERE agent_id = ? AND name = ?";
 static const char SQL_DELETE[] = "DELETE FROM secrets WHERE agent_id = ? AND name = ?";
@@ -92,6 +105,26 @@ static void retire_warm(ah_req *r, const ah_agent *a)
 		ah_runner_retire_warm(r, a->id, a->runner_id);
 }
 
+/* 422 when the secret would leave the agent's environment past its
+ * sandbox's room (two requests at once may still pass it together: the
+ * runner then fails the call saying so). */
+static int check_room(ah_req *r, const ah_agent *a, const char *key, const char *value)
+{
+	ah_rows rows;
+	if (ah_db_query(r->db, r->arena, &rows, SQL_OTHERS, "ss", a->id, key) != 0 || rows.n != 1)
+		return AH_EFAIL;
+	long long n = ah_cell_ll(rows.v[0][0]) + 1;
+	long long bytes = ah_cell_ll(rows.v[0][1]) + (long long)(strlen(key) + strlen(value) + 2);
+	if (n > SECRETS_COUNT_MAX)
+		ah_verr(r, "body", "key", ah_sprintf(r->arena, "An agent has at most %d secrets",
+		        SECRETS_COUNT_MAX), "too_many_secrets");
+	else if (bytes > SECRETS_TOTAL_MAX)
+		ah_verr(r, "body", "value", ah_sprintf(r->arena, "The agent's secrets would total %lld bytes"
+		        " (names and values); its sandbox's environment holds at most %d", bytes,
+		        SECRETS_TOTAL_MAX), "secrets_too_large");
+	return ah_verr_reply(r) != 0 ? AH_EDONE : 0;
+}
+
 static int set_secret(ah_req *r)
 {
 	static const char *const fields[] = {"key", "value", NULL};
@@ -113,6 +146,8 @@ static int set_secret(ah_req *r)
 		ah_verr(r, "body", "value", "Value should be at most 65536 bytes", "string_too_long");
 	if (ah_verr_reply(r) != 0)
 		return AH_EDONE;
+	if ((rc = check_room(r, a, key, value)) != 0)
+		return rc;
 	unsigned char nonce[AH_NONCE_BYTES], *ct;
 	size_t ctlen;
 	ah_rows rows;

@@ -291,12 +291,14 @@ static int start(ah_sandbox *sb, const ah_sandbox_exec_spec *x, int p[3][2], ah_
 	if (x->cwd)
 		memcpy(m.msg, x->cwd, strlen(x->cwd) + 1);
 	int fds[3] = { p[0][0], p[1][1], p[2][1] };
-	int rc = sb_send(sb->exec_fd, &m, body, blen, fds, 3);
+	int rc = sb_send(sb->exec_fd, &m, body, blen, fds, 3), e = errno;
 	free(body);
 	for (int i = 0; i < 3; i++) {
 		close(fds[i]);
 		p[i][i == 0 ? 0 : 1] = -1;
 	}
+	if (rc < 0 && e == EMSGSIZE) /* a host whose net.core.wmem_max is below 132 KiB */
+		return ah_err_set(err, AH_ETOOBIG, "argv/envp too large for the exec socket");
 	return rc < 0 ? ah_err_set(err, AH_EFAIL, "sandbox %s: spawner died", sb->plan.id) : 0;
 }
 

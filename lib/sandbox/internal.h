@@ -151,6 +151,8 @@ typedef struct sb_msg {
 
 /* ---- wire.c ---- */
 int sb_send(int fd, const sb_msg *m, const void *body, size_t blen, const int *fds, int nfds);
+/* Lets fd send messages of SB_MSG_MAX (an exec request's argv and envp). */
+int sb_fit_send_buffer(int fd);
 /* Receives into m (+ body up to bcap, *blen set); fds (up to 3) into fds/nfds.
  * Returns 1 on a message, 0 on EOF, -1 on error. */
 int sb_recv(int fd, sb_msg *m, void *body, size_t bcap, size_t *blen, int *fds, int *nfds);

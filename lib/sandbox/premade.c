@@ -192,7 +192,7 @@ int sb_pre_make(sb_pre *p, int exec_fd, const struct sock_fprog *filter)
 	pre_clear(p);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rq) < 0)
 		return -1;
-	if (pipe2(st, O_CLOEXEC) < 0) {
+	if (sb_fit_send_buffer(rq[0]) < 0 || pipe2(st, O_CLOEXEC) < 0) {
 		close(rq[0]);
 		close(rq[1]);
 		return -1;

@@ -65,13 +65,17 @@ static int keeper_child_main(void *arg)
 
 static int keeper_spawn(ah_sandbox *sb, ah_err *err)
 {
-	int ctl[2], ex[2];
+	int ctl[2], ex[2] = { -1, -1 };
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0)
 		return ah_err_set(err, AH_EFAIL, "socketpair: %s", strerror(errno));
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ex) < 0) {
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ex) < 0 ||
+	    sb_fit_send_buffer(ex[0]) < 0) {
+		int e = errno;
 		close(ctl[0]);
 		close(ctl[1]);
-		return ah_err_set(err, AH_EFAIL, "socketpair: %s", strerror(errno));
+		if (ex[0] >= 0) /* socketpair leaves ex alone when it fails */
+			close(ex[0]), close(ex[1]);
+		return ah_err_set(err, AH_EFAIL, "exec socket: %s", strerror(e));
 	}
 	keeper_child child = { ctl[1], ex[1], sb_slot_of(sb)->netns };
 	char stack[32 * 1024] __attribute__((aligned(16)));

@@ -34,6 +34,16 @@ int sb_send(int fd, const sb_msg *m, const void *body, size_t blen, const int *f
 	return n == (ssize_t)(sizeof *m + blen) ? 0 : -1;
 }
 
+/* A datagram larger than its socket's send buffer is refused (EMSGSIZE), and
+ * the default buffer (net.core.wmem_default, 208 KiB) is smaller than an
+ * exec request may be. The kernel doubles what is asked, within twice
+ * net.core.wmem_max (208 KiB by default): room enough, no privilege. */
+int sb_fit_send_buffer(int fd)
+{
+	int want = (int)(sizeof(sb_msg) + SB_MSG_MAX + 4096);
+	return setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
+}
+
 int sb_recv(int fd, sb_msg *m, void *body, size_t bcap, size_t *blen, int *fds, int *nfds)
 {
 	struct iovec iov[2] = { { m, sizeof *m }, { body, bcap } };

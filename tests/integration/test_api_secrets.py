@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from agent_code import deployed_agent, needs_runner
 from conftest import assert_422, db_dump, db_query, log_files
 
 RFC3339_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -196,3 +197,75 @@ def test_value_is_never_logged(client, agent):
             data = fh.read()
         assert ok_value.encode() not in data, f
         assert refused_value.encode() not in data, f
+
+
+# ---- what the agent's sandbox can hold ----------------------------------------
+
+TOTAL_MAX = 224 * 1024  # names and values, each NAME=value and a NUL
+
+# Prints how many S_ variables it was given and their bytes.
+COUNT_JS = """
+process.stdin.resume();
+process.stdin.on('end', () => {
+  const s = Object.entries(process.env).filter(([k]) => k.startsWith('S_'));
+  process.stdout.write(s.length + ' ' + s.reduce((n, [k, v]) => n + k.length + v.length + 2, 0));
+});
+"""
+
+
+def set_value(client, agent, key, n):
+    return client.post(path(agent), json={"key": key, "value": "v" * n})
+
+
+@needs_runner
+def test_secrets_past_what_the_sandbox_holds_are_refused(client):
+    """Each value may be 64 KiB, but the sandbox's environment holds 256 KiB:
+    a fourth 64 KiB secret once made every call of the agent fail at its
+    start ("the sandbox failed to run the agent"). Now the total is capped
+    at 224 KiB with a 422 that says so, and an agent at the cap runs."""
+    agent = deployed_agent(client, COUNT_JS)
+    for k in ("S_A", "S_B", "S_C"):
+        assert set_value(client, agent, k, 65536).status_code == 201
+    used = 3 * (3 + 65536 + 2)
+    room = TOTAL_MAX - used - (3 + 2)
+    over = set_value(client, agent, "S_D", room + 1)
+    detail = assert_422(over, ("body", "value"))
+    assert detail[0]["type"] == "secrets_too_large", detail
+    assert str(TOTAL_MAX) in detail[0]["msg"] and str(TOTAL_MAX + 1) in detail[0]["msg"], detail
+    assert [s["key"] for s in listed(client, agent).json()] == ["S_A", "S_B", "S_C"]  # unchanged
+    assert set_value(client, agent, "S_D", room).status_code == 201  # exactly at the cap
+    # Overwriting counts the new value in place of the old one.
+    assert set_value(client, agent, "S_A", 65536).status_code == 201
+    assert_422(set_value(client, agent, "S_A", 65536 + 1), ("body", "value"))
+    r = client.post(f"/agents/{agent['slug']}/invoke", json={"prompt": "x"}, timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["response_content"] == f"4 {TOTAL_MAX}"
+
+
+def test_an_agent_has_at_most_1000_secrets(client, agent):
+    db_query("INSERT INTO secrets (agent_id, name, nonce, ciphertext, created_at, updated_at)"
+             f" SELECT '{agent['id']}', CONCAT('S_', seq), RANDOM_BYTES(24), RANDOM_BYTES(17),"
+             " NOW(3), NOW(3) FROM seq_1_to_999")
+    assert client.post(path(agent), json={"key": "LAST", "value": "x"}).status_code == 201
+    over = client.post(path(agent), json={"key": "ONE_MORE", "value": "x"})
+    detail = assert_422(over, ("body", "key"))
+    assert detail[0]["type"] == "too_many_secrets" and "1000" in detail[0]["msg"], detail
+    # Overwriting one of the thousand is no new variable.
+    assert client.post(path(agent), json={"key": "LAST", "value": "y"}).status_code == 201
+
+
+@needs_runner
+def test_a_call_whose_secrets_outgrew_the_sandbox_says_why(client, make_agent):
+    """Two secrets set at once may pass the cap together; the call then
+    fails with a reason the user can act on, not a bare sandbox failure.
+    (Secretbox binds no name or agent, so copied rows still decrypt.)"""
+    agent = deployed_agent(client, COUNT_JS)
+    for k in ("S_A", "S_B", "S_C"):
+        assert set_value(client, agent, k, 65536).status_code == 201
+    db_query("INSERT INTO secrets (agent_id, name, nonce, ciphertext, created_at, updated_at)"
+             " SELECT agent_id, CONCAT(name, '_2'), nonce, ciphertext, NOW(3), NOW(3)"
+             f" FROM secrets WHERE agent_id = '{agent['id']}'")
+    r = client.post(f"/agents/{agent['slug']}/invoke", json={"prompt": "x"}, timeout=120)
+    assert r.status_code == 500, r.text
+    err = r.json()["invocation"]["error"]
+    assert "environment" in err and "remove or shorten secrets" in err, err
