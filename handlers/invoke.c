@@ -4,7 +4,8 @@
  * so a 10-minute call never holds up CRUD requests.
  *
  * Order of work: validate → collect the environment (secrets decrypted now, so
- * a secret set a moment ago applies) → claim the session (a new one only within
+ * a secret set a moment ago applies; an ephemeral call's come with the lookup
+ * that authenticated it) → claim the session (a new one only within
  * the plan's cap of live sessions) → ask the runner → count tokens and price
  * them → record the invocation (one INSERT; its trigger updates the user's
  * daily usage and the session in the same transaction) → answer. Failed and
@@ -145,8 +146,8 @@ static void add_model_key(ah_req *r, json_object *env)
 		ah_json_str(env, m->key_name, key);
 }
 
-/* The agent's secrets as they are now, plus the model key; never logged. With
- * a session id, *state is that session's state (NULL: no such session yet).
+/* The agent's secrets as they are now, into env; never logged. With a
+ * session id, *state is that session's state (NULL: no such session yet).
  * The files' rows are left at the start of rows->v, rows->n of them. */
 static int build_env(ah_req *r, const char *agent_id, const char *sid, json_object *env,
                      const char **state, ah_rows *rows)
