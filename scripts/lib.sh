@@ -428,9 +428,18 @@ start_stack() {
 # with the same NAME that claims the same slot would clear them. rmdir takes
 # only empty ones: a live sandbox's stay.
 remove_cgroup_dirs() {
+    remove_slot_leftovers "$1"
+    find /sys/fs/cgroup -maxdepth 6 -type d -name "$1" -exec rmdir {} \; 2>/dev/null || true
+}
+
+# remove_slot_leftovers NAME: the same but NAME itself, which a runner of the
+# host's sharing that parent still uses: what runners killed by the tests
+# (test_runner_crash, ...) left in slots another runner held at the next
+# one's sweep.
+remove_slot_leftovers() {
     local d
     for d in $(find /sys/fs/cgroup -maxdepth 6 -type d -name "$1" 2>/dev/null); do
-        find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+        find "$d" -mindepth 1 -depth -type d -exec rmdir {} \; 2>/dev/null || true
     done
 }
 
