@@ -119,6 +119,13 @@ def assert_422(resp, *locs):
     return detail
 
 
+def proc_stat(pid):
+    """/proc/PID/stat's fields after the command name, which may hold spaces
+    and parentheses: [0] state, [1] ppid, ... [19] start time in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def api_pids():
     """PIDs of the API master and its workers (to check nothing crashed)."""
     with open(os.path.join(VAR, "run", "api.pid")) as f:

@@ -14,7 +14,7 @@ import uuid
 import pytest
 import requests
 
-from conftest import VAR, api_pids, db_query, wait_until
+from conftest import VAR, api_pids, db_query, proc_stat, wait_until
 from fcgi import PrivateApi, fcgi_begin, fcgi_read_response, fcgi_record
 
 REQ_ID = re.compile(r"^[0-9A-Za-z_]{8,64}$")
@@ -152,7 +152,7 @@ def test_a_crashed_worker_writes_the_log_lines_it_held(client):
         a.close()
         # The worker goes on to B and sleeps waiting for its body (polled: on a
         # loaded machine it may not have got there yet).
-        asleep = lambda: open(f"/proc/{worker}/stat").read().rsplit(")", 1)[1].split()[0] == "S"
+        asleep = lambda: proc_stat(worker)[0] == "S"
         assert wait_until(asleep, timeout=10)
         os.kill(worker, signal.SIGSEGV)
         died = f"worker {worker} died of signal {int(signal.SIGSEGV)}"
@@ -209,7 +209,7 @@ def test_sigterm_stops_the_jwks_refresher_with_the_workers():
         assert api.proc.wait(timeout=10) == 0
         assert time.monotonic() - t0 < 5
         for k in kids:
-            assert not os.path.exists(f"/proc/{k}") or open(f"/proc/{k}/stat").read().split()[2] == "Z"
+            assert not os.path.exists(f"/proc/{k}") or proc_stat(k)[0] == "Z"
 
 
 def test_sigterm_drains_and_busy_worker_finishes(private_api, client):
@@ -257,7 +257,7 @@ def test_sigterm_on_idle_master_exits_quickly(private_api):
     assert proc.wait(timeout=10) == 0
     assert time.monotonic() - t0 < 5
     for w in workers:
-        assert not os.path.exists(f"/proc/{w}") or open(f"/proc/{w}/stat").read().split()[2] == "Z"
+        assert not os.path.exists(f"/proc/{w}") or proc_stat(w)[0] == "Z"
 
 
 def test_workers_do_not_read_the_time_zone_file(client):

@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import ROOT, VAR, api_pids, db_query, new_client
+from conftest import ROOT, VAR, api_pids, db_query, new_client, proc_stat
 from test_deploy import (ECHO_JS, MANIFEST, allowed_port, assert_active,
                          assert_nothing_left_behind, create_agent, deploy, git_allowed_ports,
                          local_agent, project, runner_pid, serve_git, tgz, wait_in_log)
@@ -65,8 +65,7 @@ def _gone(pid):
     if proc is not None:
         return proc.poll() is not None
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        return proc_stat(pid)[0] == "Z"
     except OSError:
         return True
 

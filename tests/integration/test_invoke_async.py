@@ -18,7 +18,7 @@ import time
 import pytest
 
 from agent_code import VAR, deployed_agent, needs_runner
-from conftest import BUILD, Client, create_user, wait_until
+from conftest import BUILD, Client, create_user, proc_stat, wait_until
 from test_deploy import restart_runner, runner_pid
 
 # The prompt is JSON {"n", "ms"}: n lines, one every ms milliseconds. On
@@ -256,8 +256,7 @@ def api_owner_pids():
         if not d.isdigit() or int(d) == master:
             continue
         try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            ppid = int(proc_stat(d)[1])
             with open(f"/proc/{d}/cmdline", "rb") as f:
                 cmd = f.read().split(b"\0")[0]
         except (OSError, ValueError, IndexError):

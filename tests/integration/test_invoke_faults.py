@@ -21,7 +21,7 @@ import pytest
 
 from agent_code import VAR, config_get, deployed_agent, needs_runner
 from cgroups import own_dirs
-from conftest import api_pids, new_client, wait_until
+from conftest import api_pids, new_client, proc_stat, wait_until
 
 SANDBOX_ROOT = config_get("sandbox_root", os.path.join(VAR, "data", "sandboxes"))
 UID_BASE = int(config_get("sandbox_uid_base", "1000000"))
@@ -147,16 +147,10 @@ def boot_ticks():
         return float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK")
 
 
-def stat_fields(pid):
-    """/proc/PID/stat's fields after the command name (state, ppid, ...)."""
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()
-
-
 def started(pid):
     """When pid started (clock ticks since boot); 0 if it is gone."""
     try:
-        return int(stat_fields(pid)[19])
+        return int(proc_stat(pid)[19])
     except (OSError, ValueError, IndexError):
         return 0
 
@@ -224,7 +218,7 @@ def our_slots():
     slots, rp = set(), runner_pid()
     for d in glob.glob("/proc/[0-9]*"):
         try:
-            if int(stat_fields(d[6:])[1]) != rp:
+            if int(proc_stat(d[6:])[1]) != rp:
                 continue
             with open(d + "/cgroup") as f:
                 for line in f:

@@ -25,7 +25,7 @@ import urllib.parse
 import pytest
 
 from agent_code import VAR, config_get, deployed_agent, needs_runner
-from conftest import BASE_URL, wait_until
+from conftest import BASE_URL, proc_stat, wait_until
 from test_deploy import restart_runner, runner_pid
 from test_invoke_async import TICKS_JS, finished, get, listed
 from test_nginx_tls import free_port, tls_nginx  # noqa: F401 (fixture)
@@ -368,9 +368,8 @@ def api_workers():
     out = []
     for d in os.listdir("/proc"):
         try:
-            with open(f"/proc/{d}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) == master:
-                    out.append(int(d))
+            if int(proc_stat(d)[1]) == master:
+                out.append(int(d))
         except (OSError, ValueError, IndexError):
             continue
     return out

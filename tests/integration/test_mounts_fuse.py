@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from agent_code import VAR, deploy, needs_runner, project, wait_status
-from conftest import BUILD, wait_until
+from conftest import BUILD, proc_stat, wait_until
 from s3server import KEY, SECRET, S3rver, storage_port
 
 pytestmark = needs_runner
@@ -108,8 +108,7 @@ def dead(pid):
     program, and its leader shows "Z" while its other threads are still
     exiting and its FUSE connection still open."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            zombie = f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        zombie = proc_stat(pid)[0] in ("Z", "X")
         return zombie and len(os.listdir(f"/proc/{pid}/task")) <= 1
     except FileNotFoundError:
         return True

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from agent_code import deployed_agent, needs_runner
-from conftest import wait_until
+from conftest import proc_stat, wait_until
 from test_deploy import restart_runner, runner_pid
 from test_invoke_faults import free_slot_leftovers
 
@@ -49,8 +49,7 @@ def agent_running(marker_pid_of_runner):
         if not d.isdigit():
             continue
         try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            ppid = int(proc_stat(d)[1])
             with open(f"/proc/{d}/comm") as f:
                 comm = f.read().strip()
         except (OSError, ValueError, IndexError):

@@ -25,7 +25,7 @@ import uuid
 import pytest
 
 from agent_code import ECHO_JS, deployed_agent, needs_runner
-from conftest import BASE_URL, VAR, assert_422, db_query, new_client, wait_until
+from conftest import BASE_URL, VAR, assert_422, db_query, new_client, proc_stat, wait_until
 from test_invoke_async import TICKS_JS, api_owner_pids
 
 pytestmark = needs_runner
@@ -72,7 +72,7 @@ def stop_daemon(pid):
         return
     os.kill(pid, signal.SIGTERM)
     assert wait_until(lambda: not os.path.exists(f"/proc/{pid}") or
-                      open(f"/proc/{pid}/stat").read().split()[2] == "Z", 15)
+                      proc_stat(pid)[0] == "Z", 15)
 
 
 def restart_daemon(**env):
