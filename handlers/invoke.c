@@ -362,13 +362,14 @@ void ah_call_run(ah_req *r, ah_call *c)
 	c->tm.us[AH_MX_PH_RECORD] = ah_mono_us() - c->tm.t_ran; /* kept: up to the write */
 	inv->timing = ah_inv_timing_text(r, &c->tm);
 	ah_invocation_record(r, c->a->id, inv);
-	c->tm.us[AH_MX_PH_RECORD] = ah_mono_us() - c->tm.t_ran;
 	ah_budget_finish(r, &c->budget, inv->cost, o->model_charged);
 	/* The call's own webhook, else its agent's: every way a call finishes
 	 * (plain, streamed, asynchronous, a schedule's) passes here. */
 	const char *hook = c->in.webhook_url ? c->in.webhook_url : c->a->webhook_url;
 	if (hook)
 		ah_webhook_queue(r, c->a->id, inv->id, hook, ah_json_own(r, call_json(r, c)));
+	/* The header's: everything before the answer, the budgets' charge too. */
+	c->tm.us[AH_MX_PH_RECORD] = ah_mono_us() - c->tm.t_ran;
 }
 
 /* What the invoke route's lookup read besides the agent (ah_agent_invoke_scope):

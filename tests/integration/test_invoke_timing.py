@@ -5,14 +5,17 @@ metrics' histograms. Checked for a cold call, a call served by a warm process
 and a call that failed. Nothing here times anything: the assertions are about
 presence, shape and what must hold whatever the machine's speed (an agent that
 sleeps 300 ms has a run phase of at least that; the phases fit in the call)."""
+import os
 import re
+import subprocess
+import threading
 import time
 
 import pytest
 import requests
 
 from agent_code import deployed_agent, needs_runner
-from conftest import new_client
+from conftest import VAR, db_query, new_client, wait_until
 from test_metrics import METRICS_URL, sample
 from test_warm import REPORT_JS, invoke, report, room, wait_warm  # noqa: F401 (room: autouse)
 
@@ -120,3 +123,47 @@ def test_refused_call_has_no_timing(client, make_agent):
     r = client.post(f"/agents/{a['slug']}/invoke", json={"prompt": "hi"})
     assert r.status_code == 409, r.text
     assert "Server-Timing" not in r.headers
+
+
+@needs_runner
+def test_the_headers_record_counts_the_budgets_charge(client):
+    """The answer waits for the budgets' charge, written after the history:
+    the header's record phase counts it (the kept one stops before the
+    history's write). A transaction of the test's own holds the user's spend
+    rows while a call runs, so that call's charge waits for it."""
+    slug = deployed_agent(client, SLEEPY_JS)["slug"]
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "the spend rows"}, timeout=60)
+    assert r.status_code == 200, r.text
+    uid = client.get("/users/me").json()["id"]
+    sql = subprocess.Popen(
+        ["mariadb", "--no-defaults", f"--socket={os.path.join(VAR, 'run', 'mysql.sock')}",
+         "-uroot", "agenthost", "--batch", "--unbuffered", "--skip-column-names"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = []
+    try:
+        sql.stdin.write("START TRANSACTION;\nSELECT spent FROM budget_spend WHERE scope = 'user'"
+                        f" AND scope_id = '{uid}' FOR UPDATE;\nSELECT 'held';\n")
+        sql.stdin.flush()
+        rows = [sql.stdout.readline().strip() for _ in range(3)]
+        assert rows[2] == "held", rows  # its day and month rows, then the marker
+        t = threading.Thread(target=lambda: out.append(client.post(
+            f"/agents/{slug}/invoke", json={"prompt": "held"}, timeout=60)))
+        t.start()
+        # (The server's processlist: information_schema.innodb_trx missed the
+        # waiting statement of a worker's connection in most tries.)
+        assert wait_until(lambda: int(db_query(
+            "SELECT COUNT(*) FROM information_schema.processlist WHERE command = 'Execute'"
+            " AND info LIKE 'INSERT INTO budget_spend%'")[0][0]) == 1, timeout=20), \
+            "the call's charge never waited for the spend rows"
+        time.sleep(0.5)
+        sql.stdin.write("COMMIT;\n")
+        sql.stdin.flush()
+        t.join(60)
+    finally:
+        sql.stdin.close()
+        sql.wait(10)
+    assert out and out[0].status_code == 200, out and out[0].text
+    header, timing = server_timing(out[0]), out[0].json()["timing"]
+    assert header["record"] >= 500, header      # the wait for the rows
+    assert timing["record_ms"] < 500, timing    # stops before the history's write
+    check_timing(timing, header, wall_ms(out[0]))
