@@ -16,6 +16,7 @@ billing_error) and the invocation records it.
 import datetime
 import json
 import os
+import signal
 import subprocess
 import threading
 import uuid
@@ -24,7 +25,8 @@ from decimal import Decimal
 import pytest
 
 from agent_code import ECHO_JS, deployed_agent, exact, model_cost, needs_runner
-from conftest import VAR, assert_422, db_query, wait_until
+from conftest import VAR, assert_422, db_query, proc_stat, wait_until
+from test_deploy import restart_runner, runner_pid
 
 FIELDS = ("max_cost_usd_per_day", "max_cost_usd_per_month")
 
@@ -444,3 +446,44 @@ def test_a_new_day_starts_with_yesterdays_dearest_call(client):
     assert r.status_code == 200, r.text
     codes = race(client, agent["slug"], 4)
     assert codes.count(200) == 4, codes
+
+
+@needs_runner
+def test_the_spend_purge_waits_for_no_current_row(client):
+    """Spend rows of periods that are over go by a DELETE each runner makes
+    at its start and every minute. It walked the whole table, locking every
+    row on its way, so a call holding one user's current rows held it up,
+    and it held up everyone's calls whose rows it had walked. Now it walks
+    only rows that are over (schema/034): a transaction of the test's own
+    holds a current row while the runner starts again, and the old rows
+    still go at once."""
+    r = client.post(f"/agents/{deployed_agent(client, ECHO_JS)['slug']}/invoke", json={"prompt": "x"})
+    assert r.status_code == 200, r.text
+    uid = client.get("/users/me").json()["id"]
+    tag = uuid.uuid4().hex[:8]
+    db_query("INSERT INTO budget_spend (scope, scope_id, period, period_start) VALUES"
+             f" ('key', 'key_old_{tag}', 'day', '2020-01-01'),"
+             f" ('key', 'key_old_{tag}', 'month', '2020-01-01')")
+    old = f"SELECT COUNT(*) FROM budget_spend WHERE scope_id = 'key_old_{tag}'"
+    sql = subprocess.Popen(
+        ["mariadb", "--no-defaults", f"--socket={os.path.join(VAR, 'run', 'mysql.sock')}",
+         "-uroot", "agenthost", "--batch", "--unbuffered", "--skip-column-names"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # The user's rows come first in the table's order ('user' < 'key').
+        sql.stdin.write("START TRANSACTION;\nSELECT spent FROM budget_spend WHERE scope = 'user'"
+                        f" AND scope_id = '{uid}' AND period = 'day' FOR UPDATE;\nSELECT 'held';\n")
+        sql.stdin.flush()
+        rows = [sql.stdout.readline().strip() for _ in range(2)]
+        assert rows[1] == "held", rows
+        pid = runner_pid()
+        os.kill(pid, signal.SIGTERM)
+        assert wait_until(lambda: not os.path.exists(f"/proc/{pid}") or proc_stat(pid)[0] == "Z",
+                          timeout=60), "the runner did not stop"
+        restart_runner(None)
+        assert wait_until(lambda: db_query(old) == [["0"]], timeout=20), \
+            "the purge waited for a current row held elsewhere"
+    finally:
+        sql.stdin.write("COMMIT;\n")
+        sql.stdin.close()
+        sql.wait(10)
