@@ -13,10 +13,11 @@
 #include <string.h>
 
 #define SECRET_MAX (64 * 1024)
-/* An agent's secrets are its sandbox's environment, which holds 256 KiB of
- * argv and environment and 1,024 variables (lib/sandbox, SB_MSG_MAX): over
- * that the agent could not start at all. These caps leave room for what
- * the runner sets beside them (PATH, HOME, the model gateway's, ...). */
+/* An agent's secrets are its sandbox's environment, whose exec takes at most
+ * AH_SANDBOX_EXEC_BYTES_MAX (256 KiB) and AH_SANDBOX_EXEC_ARGS_MAX (1024)
+ * variables (lib/sandbox/sandbox.h, which the API does not link): over that
+ * the agent could not start at all. These caps leave room for what the
+ * runner sets beside them (PATH, HOME, the model gateway's, ...) and argv. */
 #define SECRETS_TOTAL_MAX (224 * 1024) /* names and values, each "NAME=value\0" */
 #define SECRETS_COUNT_MAX 1000
 

@@ -376,7 +376,8 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 		             out->sandbox_id, why.msg);
 		if (why.code == AH_ETOOBIG) /* the API caps secrets below this; two set at once may pass */
 			return ah_err_set(err, AH_EFAIL, "the agent's environment (its secrets) is more than "
-			                  "its sandbox holds (256 KiB, 1024 variables): remove or shorten secrets");
+			                  "its sandbox holds (%d KiB, %d variables): remove or shorten secrets",
+			                  AH_SANDBOX_EXEC_BYTES_MAX / 1024, AH_SANDBOX_EXEC_ARGS_MAX);
 		return ah_err_set(err, AH_EFAIL, "the sandbox failed to run the agent");
 	}
 	ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms%s%s", tag,

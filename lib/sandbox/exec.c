@@ -89,7 +89,7 @@ static int pack(const ah_sandbox_exec_spec *x, char **body, size_t *blen, int *a
 		n += strlen(*a) + 1;
 	for (const char *const *e = x->envp; e && *e; e++, (*envc)++)
 		n += strlen(*e) + 1;
-	if (n > SB_MSG_MAX || *argc >= 1024 || *envc >= 1024)
+	if (n > SB_MSG_MAX || *argc >= SB_EXEC_ARGS_MAX || *envc >= SB_EXEC_ARGS_MAX)
 		return -1;
 	char *b = malloc(n ? n : 1), *p = b;
 	if (!b)

@@ -37,7 +37,7 @@
 #define SB_AGENT_UID   1000u      /* uid/gid of programs inside */
 #define SB_IDS_PER_SLOT 65536u
 #define SB_MAX_NS      4          /* DNS resolvers kept */
-#define SB_MSG_MAX     (256 * 1024)
+#define SB_MSG_MAX     AH_SANDBOX_EXEC_BYTES_MAX
 #define SB_SECCOMP_MAX 512        /* BPF instructions of the filter */
 
 /* Everything one sandbox needs, decided before anything is set up. */
@@ -159,7 +159,7 @@ int sb_recv(int fd, sb_msg *m, void *body, size_t bcap, size_t *blen, int *fds, 
 int sb_error_reply(int fd, int err, const char *what);
 
 /* ---- msg.c: request bodies, as the processes inside read them ---- */
-#define SB_EXEC_ARGS_MAX 1024
+#define SB_EXEC_ARGS_MAX AH_SANDBOX_EXEC_ARGS_MAX
 #define SB_BIND_PATH_MAX 256
 /* EXEC's body: m->argc then m->envc NUL-terminated strings → argv, envp
  * (SB_EXEC_ARGS_MAX entries each, NULL-terminated); -1 if it does not hold

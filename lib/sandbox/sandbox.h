@@ -129,6 +129,10 @@ typedef struct ah_sandbox_spec {
 } ah_sandbox_spec;
 
 #define AH_SANDBOX_CANCEL_GRACE_MS 5000 /* SIGTERM → SIGKILL for a cancelled program */
+/* What one exec takes: argv and envp (each string and its NUL) in bytes, and
+ * the count of each. The API caps an agent's secrets below these. */
+#define AH_SANDBOX_EXEC_BYTES_MAX (256 * 1024)
+#define AH_SANDBOX_EXEC_ARGS_MAX 1024
 
 typedef struct ah_sandbox_exec_spec {
 	const char *const *argv;   /* argv[0] is looked up as given (use /usr/bin/node) */
