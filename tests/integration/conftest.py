@@ -142,6 +142,16 @@ def new_client(plan="free"):
     return Client(key, email)
 
 
+def db_session():
+    """A mariadb client on the stack's database as root, kept open: write
+    statements to its stdin (a transaction stays open between them), read
+    each result row as a line of its stdout (no column names)."""
+    return subprocess.Popen(
+        ["mariadb", "--no-defaults", f"--socket={os.path.join(VAR, 'run', 'mysql.sock')}",
+         "-uroot", "agenthost", "--batch", "--unbuffered", "--skip-column-names"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def db_query(sql):
     """Runs SQL as root against the stack's own MariaDB (its private socket);
     returns the rows as lists of strings (NULL as the string "NULL")."""

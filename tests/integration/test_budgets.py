@@ -17,7 +17,6 @@ import datetime
 import json
 import os
 import signal
-import subprocess
 import threading
 import uuid
 from decimal import Decimal
@@ -25,7 +24,7 @@ from decimal import Decimal
 import pytest
 
 from agent_code import ECHO_JS, deployed_agent, exact, model_cost, needs_runner
-from conftest import VAR, assert_422, db_query, proc_stat, wait_until
+from conftest import assert_422, db_query, db_session, proc_stat, wait_until
 from test_deploy import restart_runner, runner_pid
 
 FIELDS = ("max_cost_usd_per_day", "max_cost_usd_per_month")
@@ -319,10 +318,7 @@ def test_an_admission_chosen_as_a_deadlocks_victim_is_run_again(client):
     row = ("SELECT spent FROM budget_spend WHERE scope = 'agent' AND scope_id = '%s'"
            " AND period = '%s' AND period_start = %s %s;\n")
     heavy = uuid.uuid4().hex[:8]
-    sql = subprocess.Popen(
-        ["mariadb", "--no-defaults", f"--socket={os.path.join(VAR, 'run', 'mysql.sock')}",
-         "-uroot", "agenthost", "--batch", "--unbuffered"],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    sql = db_session()
     out = []
     try:
         sql.stdin.write(
@@ -465,10 +461,7 @@ def test_the_spend_purge_waits_for_no_current_row(client):
              f" ('key', 'key_old_{tag}', 'day', '2020-01-01'),"
              f" ('key', 'key_old_{tag}', 'month', '2020-01-01')")
     old = f"SELECT COUNT(*) FROM budget_spend WHERE scope_id = 'key_old_{tag}'"
-    sql = subprocess.Popen(
-        ["mariadb", "--no-defaults", f"--socket={os.path.join(VAR, 'run', 'mysql.sock')}",
-         "-uroot", "agenthost", "--batch", "--unbuffered", "--skip-column-names"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sql = db_session()
     try:
         # The user's rows come first in the table's order ('user' < 'key').
         sql.stdin.write("START TRANSACTION;\nSELECT spent FROM budget_spend WHERE scope = 'user'"

@@ -5,9 +5,7 @@ metrics' histograms. Checked for a cold call, a call served by a warm process
 and a call that failed. Nothing here times anything: the assertions are about
 presence, shape and what must hold whatever the machine's speed (an agent that
 sleeps 300 ms has a run phase of at least that; the phases fit in the call)."""
-import os
 import re
-import subprocess
 import threading
 import time
 
@@ -15,7 +13,7 @@ import pytest
 import requests
 
 from agent_code import deployed_agent, needs_runner
-from conftest import VAR, db_query, new_client, wait_until
+from conftest import db_query, db_session, new_client, wait_until
 from test_metrics import METRICS_URL, sample
 from test_warm import REPORT_JS, invoke, report, room, wait_warm  # noqa: F401 (room: autouse)
 
@@ -135,10 +133,7 @@ def test_the_headers_record_counts_the_budgets_charge(client):
     r = client.post(f"/agents/{slug}/invoke", json={"prompt": "the spend rows"}, timeout=60)
     assert r.status_code == 200, r.text
     uid = client.get("/users/me").json()["id"]
-    sql = subprocess.Popen(
-        ["mariadb", "--no-defaults", f"--socket={os.path.join(VAR, 'run', 'mysql.sock')}",
-         "-uroot", "agenthost", "--batch", "--unbuffered", "--skip-column-names"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sql = db_session()
     out = []
     try:
         sql.stdin.write("START TRANSACTION;\nSELECT spent FROM budget_spend WHERE scope = 'user'"
