@@ -304,6 +304,15 @@ static int note_egress(const struct ah_run_req *q, ah_err *err)
 	return 0;
 }
 
+/* A failed exec as its caller hears it (too big: secrets set at once passed the API's cap). */
+static int exec_failed(ah_err *err, const ah_err *why)
+{
+	return why->code != AH_ETOOBIG ? ah_err_set(err, AH_EFAIL, "the sandbox failed to run the agent")
+	       : ah_err_set(err, AH_EFAIL, "the agent's environment (its secrets) is more than its sandbox"
+	                    " holds (%d KiB, %d variables): remove or shorten secrets",
+	                    AH_SANDBOX_EXEC_BYTES_MAX / 1024, AH_SANDBOX_EXEC_ARGS_MAX);
+}
+
 /* The agent's program in the leased sandbox, with the gateway when gw. */
 static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const struct gw_plan *gw,
                   ah_sandbox *sb, const char *tag, struct run_out *out, ah_err *err)
@@ -374,11 +383,7 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 	if (rc != 0) {
 		ah_log_error("%s agent=%s sandbox=%s: exec failed: %s", tag, q->agent_id,
 		             out->sandbox_id, why.msg);
-		if (why.code == AH_ETOOBIG) /* the API caps secrets below this; two set at once may pass */
-			return ah_err_set(err, AH_EFAIL, "the agent's environment (its secrets) is more than "
-			                  "its sandbox holds (%d KiB, %d variables): remove or shorten secrets",
-			                  AH_SANDBOX_EXEC_BYTES_MAX / 1024, AH_SANDBOX_EXEC_ARGS_MAX);
-		return ah_err_set(err, AH_EFAIL, "the sandbox failed to run the agent");
+		return exec_failed(err, &why);
 	}
 	ah_log_info("%s agent=%s sandbox=%s: exit=%d signal=%d timed_out=%d oom=%d %lld ms%s%s", tag,
 	            q->agent_id, out->sandbox_id, out->res.exit_code, out->res.signal,
