@@ -308,14 +308,39 @@ static const char SQL_CHARGE6[] = CHARGE_HEAD CHARGE_ROW ", " CHARGE_ROW ", " CH
 #define ROW_FMT "sssssis"
 #define ROW_ARGS(k) h->rows[k].scope, h->rows[k].id, h->rows[k].period, h->rows[k].start, rest, rel[k], cost
 
+/* What is left to charge: the cost less what the gateway charged. */
+static const char *rest_of(ah_req *r, const char *cost, long long charged)
+{
+	long long pico = 0;
+	if (ah_money_parse(&pico, cost) != 0)
+		ah_log_error("budget: cannot read the cost %s", cost);
+	return ah_money_text(r->arena, pico > charged ? pico - charged : 0);
+}
+
+static bool row_is(const ah_budget_hold *h, int i, ah_spend_scope s)
+{
+	return strcmp(h->rows[i].scope, ah_spend_scope_names[s]) == 0;
+}
+
+bool ah_budget_charge_of(ah_req *r, const ah_budget_hold *h, const char *cost, long long charged,
+                         ah_budget_charge *ch)
+{
+	if ((h->n != 4 && h->n != 6) || !row_is(h, 0, AH_SPEND_USER) || !row_is(h, 2, AH_SPEND_AGENT) ||
+	    (h->n == 6 && !row_is(h, 4, AH_SPEND_KEY)))
+		return false;
+	*ch = (ah_budget_charge){h->rows[0].start, h->rows[1].start, h->n == 6 ? h->rows[4].id : NULL,
+	                         rest_of(r, cost, charged), cost, 0};
+	for (int i = 0; i < h->n; i++)
+		ch->release |= (h->held && h->rows[i].limit) << i;
+	return true;
+}
+
 /* An admitted row exists, so its inflight (given as 1) is released, never
  * inserted; every other row gets 0. */
 void ah_budget_finish(ah_req *r, const ah_budget_hold *h, const char *cost, long long charged)
 {
-	long long pico = 0, rel[6] = {0};
-	if (ah_money_parse(&pico, cost) != 0)
-		ah_log_error("budget: cannot read the cost %s", cost);
-	const char *rest = ah_money_text(r->arena, pico > charged ? pico - charged : 0);
+	long long rel[6] = {0};
+	const char *rest = rest_of(r, cost, charged);
 	for (int i = 0; i < h->n; i++)
 		rel[i] = h->held && h->rows[i].limit ? 1 : 0;
 	int rc = AH_EFAIL;

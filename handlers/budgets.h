@@ -66,6 +66,22 @@ json_object *ah_budget_spec(ah_req *r, const ah_budget_hold *h);
  * charged (pico-dollars) onto every row, its place at the edge released. */
 void ah_budget_finish(ah_req *r, const ah_budget_hold *h, const char *cost, long long charged);
 
+/* The same charge as data, for the history's write to make in its own
+ * transaction (schema/035, invoke_record.c): the rows' day and month, the
+ * key's id (NULL: a JWT's call, no key rows), the cost left to charge, the
+ * call's whole cost (each row's dearest call) and which rows release their
+ * place (bit i: row i, in ah_budget_hold's order). */
+typedef struct ah_budget_charge {
+	const char *day, *month, *key_id, *rest, *cost;
+	int release;
+} ah_budget_charge;
+
+/* Fills *ch for ah_budget_finish's charge: false when the hold's rows are
+ * not the user's, agent's and key's in that order (their owner was deleted
+ * before admission read them): ah_budget_finish charges those. */
+bool ah_budget_charge_of(ah_req *r, const ah_budget_hold *h, const char *cost, long long charged,
+                         ah_budget_charge *ch);
+
 /* GET /usage's "budgets": every limit of the user and of its agents and keys,
  * with what its period spent and what remains. */
 int ah_budget_usage(ah_req *r, json_object *out);

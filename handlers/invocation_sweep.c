@@ -62,7 +62,7 @@ static void record_lost(ah_req *r, const ah_rows *rows)
 	            ah_invocation_status_names[inv.status]);
 	r->user = &owner;
 	ah_invocation_account(r, &inv);
-	ah_invocation_record(r, v[S_AGENT], &inv);
+	ah_invocation_record(r, v[S_AGENT], &inv, NULL, 0);
 	if (v[S_HOOK]) { /* delivered as every finished call's record is */
 		json_object *rec = ah_invocation_json(r, &inv, false);
 		json_object_object_add(rec, "files", json_object_new_array());

@@ -67,8 +67,12 @@ void ah_invocation_account(ah_req *r, ah_invocation *inv);
 
 /* Writes the invocation's history row, retried; if it cannot be written (its
  * agent was deleted during the call), the user's usage is still counted.
- * (invoke_record.c) */
-void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *inv);
+ * budget: the call's budgets, charged inv->cost less what the model gateway
+ * charged (pico-dollars) in the same transaction; NULL: no charge (a call
+ * that never ran a sandbox's). (invoke_record.c) */
+struct ah_budget_hold;
+void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *inv,
+                          const struct ah_budget_hold *budget, long long gateway_charged);
 
 /* POST /agents/{slug}/invoke with r's body, answered on r: a client's call
  * (schedule_id NULL) or a schedule's tick. *inv_id: the invocation recorded,

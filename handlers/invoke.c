@@ -361,8 +361,7 @@ void ah_call_run(ah_req *r, ah_call *c)
 	inv->err_log_truncated = o->err_log_truncated;
 	c->tm.us[AH_MX_PH_RECORD] = ah_mono_us() - c->tm.t_ran; /* kept: up to the write */
 	inv->timing = ah_inv_timing_text(r, &c->tm);
-	ah_invocation_record(r, c->a->id, inv);
-	ah_budget_finish(r, &c->budget, inv->cost, o->model_charged);
+	ah_invocation_record(r, c->a->id, inv, &c->budget, o->model_charged);
 	/* The call's own webhook, else its agent's: every way a call finishes
 	 * (plain, streamed, asynchronous, a schedule's) passes here. */
 	const char *hook = c->in.webhook_url ? c->in.webhook_url : c->a->webhook_url;

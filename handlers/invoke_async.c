@@ -84,7 +84,7 @@ static void record_not_run(ah_req *r, ah_call *c)
 	c->inv.error = c->o.detail;
 	c->inv.duration_ms = ah_now_ms() - c->start;
 	c->inv.cost = "0";
-	ah_invocation_record(r, c->a->id, &c->inv);
+	ah_invocation_record(r, c->a->id, &c->inv, NULL, 0);
 }
 
 /* The owner: a connection and the lock of its own, then the call. */

@@ -2,6 +2,7 @@
  * INSERT into the history, whose trigger counts the user's daily usage and
  * touches the session in the same statement; the usage alone when the
  * history row cannot be written. */
+#include "budgets.h"
 #include "files_api.h"
 #include "invocations.h"
 #include "core/log.h"
@@ -67,6 +68,10 @@ static const char SQL_RECORD[] =
  * COMMIT cost a call with stderr ~0.3 ms more than one without: issue 29). */
 static const char SQL_RECORD_LOGS[] =
 	"CALL invocation_record_logs(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+/* A call's end with its budgets' charge (schema/035): SQL_RECORD_LOGS's
+ * parameters (a logs row written when there is one), then the charge's. */
+static const char SQL_FINISH[] = "CALL invocation_finish(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+	" ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 /* Only for an invocation whose history row cannot be written (its agent was
  * deleted during the call); otherwise the invocations_rollup trigger (schema/
  * 004) counts the usage and touches the session within SQL_RECORD itself. */
@@ -93,21 +98,25 @@ typedef struct spilled {
 	const char *prompt, *response;
 } spilled;
 
-/* The history row and, when the agent wrote to stderr, its logs row: one
- * transaction, one commit, one round trip (SQL_RECORD_LOGS takes SQL_RECORD's
- * parameters, then the logs row's; SQL_RECORD's format leaves those three
- * arguments unread). */
-static int record_once(ah_req *r, const char *agent_id, const ah_invocation *v, const spilled *s)
+/* The history row and, when the agent wrote to stderr, its logs row, and
+ * the charge ch (NULL: none): one transaction, one commit, one round trip
+ * (SQL_RECORD_LOGS and SQL_FINISH take SQL_RECORD's parameters first;
+ * SQL_RECORD's format leaves the arguments after them unread). */
+static int record_once(ah_req *r, const char *agent_id, const ah_invocation *v, const spilled *s,
+                       const ah_budget_charge *ch)
 {
 	bool logs = v->err_log_len || v->err_log_truncated;
-	return ah_db_exec(r->db, NULL, logs ? SQL_RECORD_LOGS : SQL_RECORD,
-	                  logs ? RECORD_FORMAT "bi" : RECORD_FORMAT, v->id, agent_id, r->user->id,
-	                  v->session_id, v->sandbox_id, v->prompt, v->prompt_len, v->response,
-	                  v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
-	                  ah_invocation_status_names[v->status], v->error, v->created_at, v->model_input_tokens,
-	                  v->model_output_tokens, s->prompt, s->response, v->files_error, v->schedule_id,
-	                  v->schedule_id, v->timing, v->err_log ? v->err_log : "", v->err_log_len,
-	                  (long long)v->err_log_truncated);
+	const char *sql = ch ? SQL_FINISH : logs ? SQL_RECORD_LOGS : SQL_RECORD;
+	const char *fmt = ch ? RECORD_FORMAT "bissssi" : logs ? RECORD_FORMAT "bi" : RECORD_FORMAT;
+	const ah_budget_charge none = {0}, *c = ch ? ch : &none;
+	return ah_db_exec(r->db, NULL, sql, fmt, v->id, agent_id, r->user->id, v->session_id,
+	                  v->sandbox_id, v->prompt, v->prompt_len, v->response, v->response_len,
+	                  v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
+	                  ah_invocation_status_names[v->status], v->error, v->created_at,
+	                  v->model_input_tokens, v->model_output_tokens, s->prompt, s->response,
+	                  v->files_error, v->schedule_id, v->schedule_id, v->timing,
+	                  v->err_log ? v->err_log : "", v->err_log_len, (long long)v->err_log_truncated,
+	                  c->day, c->month, c->key_id, c->rest, (long long)c->release);
 }
 
 /* Bytes over AH_HISTORY_INLINE_MAX into the file store: the row keeps ""
@@ -130,35 +139,52 @@ static const char *spill(ah_req *r, const char *agent_id, const char *inv_id, co
 	return ah_strdup(r->arena, sha);
 }
 
-/* One statement (its own transaction, usage and session included), retried:
- * a deadlock with the runner's session updates is possible and harmless to
- * repeat, and the primary key makes a repeat of one that did commit fail. If the history row cannot be written (the agent was deleted during
- * the call), the user's usage is still counted. */
-void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *inv)
+/* The prompt and response over AH_HISTORY_INLINE_MAX into the file store;
+ * an echo's response is its prompt: one blob, one reference. */
+static void spill_both(ah_req *r, const char *agent_id, ah_invocation *w, spilled *s)
+{
+	bool same = w->response && w->response_len == w->prompt_len && w->prompt &&
+	            memcmp(w->response, w->prompt, w->prompt_len) == 0;
+	s->prompt = spill(r, agent_id, w->id, &w->prompt, &w->prompt_len);
+	if (same && s->prompt) {
+		s->response = s->prompt;
+		w->response = "";
+		w->response_len = 0;
+	} else {
+		s->response = spill(r, agent_id, w->id, &w->response, &w->response_len);
+	}
+}
+
+/* One statement (its own transaction, usage, session and the budgets'
+ * charge included), retried: a deadlock with the runner's session updates
+ * (or, on a cluster, a certification conflict on the spend rows) is possible
+ * and harmless to repeat, and the primary key makes a repeat of one that did
+ * commit fail. If the history row cannot be written (the agent was deleted
+ * during the call), the user's usage is still counted and the budgets still
+ * charged. */
+void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *inv,
+                          const ah_budget_hold *budget, long long gateway_charged)
 {
 	ah_invocation w = *inv, *v = &w;
 	spilled s = {0};
+	ah_budget_charge charge, *ch = NULL;
+	if (budget && ah_budget_charge_of(r, budget, inv->cost, gateway_charged, &charge))
+		ch = &charge;
 	/* Counted as billed, whether or not its history row gets written. */
 	ah_mx_invocation(inv->status == AH_INV_COMPLETED ? AH_MX_INV_COMPLETED : AH_MX_INV_FAILED,
 	                 inv->duration_ms, inv->input_tokens, inv->output_tokens, inv->cost);
-	/* An echo's response is its prompt: one blob, one reference. */
-	bool same = w.response && w.response_len == w.prompt_len && w.prompt &&
-	            memcmp(w.response, w.prompt, w.prompt_len) == 0;
-	s.prompt = spill(r, agent_id, w.id, &w.prompt, &w.prompt_len);
-	if (same && s.prompt) {
-		s.response = s.prompt;
-		w.response = "";
-		w.response_len = 0;
-	} else {
-		s.response = spill(r, agent_id, w.id, &w.response, &w.response_len);
-	}
+	spill_both(r, agent_id, &w, &s);
 	for (int attempt = 0; attempt < 3; attempt++) {
-		int rc = record_once(r, agent_id, v, &s);
+		int rc = record_once(r, agent_id, v, &s, ch);
 		/* A retry that finds the row: the attempt before committed, and only
 		 * its answer was lost with the connection (a cluster node that went
-		 * away mid-statement). Recorded once; the usage must not count twice. */
-		if (rc == 0 || (rc == AH_ECONFLICT && attempt > 0))
+		 * away mid-statement). Recorded once; the usage must not count twice,
+		 * nor the budgets be charged twice. */
+		if (rc == 0 || (rc == AH_ECONFLICT && attempt > 0)) {
+			if (budget && !ch)
+				ah_budget_finish(r, budget, inv->cost, gateway_charged);
 			return;
+		}
 	}
 	ah_log_error("inv=%s: cannot record the invocation: %s", v->id, ah_db_error(r->db));
 	char day[11];
@@ -167,6 +193,8 @@ void ah_invocation_record(ah_req *r, const char *agent_id, const ah_invocation *
 	               v->output_tokens, v->cost, v->model_input_tokens, v->model_input_tokens,
 	               v->model_output_tokens) != 0)
 		ah_log_error("inv=%s: cannot count the usage either: %s", v->id, ah_db_error(r->db));
+	if (budget)
+		ah_budget_finish(r, budget, inv->cost, gateway_charged);
 }
 
 /* "YYYY-MM-DD HH:MM:SS.mmm" (UTC) for DATETIME(3) columns. */

@@ -353,6 +353,55 @@ def test_an_admission_chosen_as_a_deadlocks_victim_is_run_again(client):
         == [["0"]]
 
 
+def call_waiting_for_spend_rows():
+    """How many connections wait in a call's end (schema/035's procedure) for
+    rows the test holds (the processlist names the statement inside it)."""
+    return int(db_query("SELECT COUNT(*) FROM information_schema.processlist WHERE command = 'Execute'"
+                        " AND info LIKE '%INSERT INTO budget_spend%'")[0][0])
+
+
+@needs_runner
+def test_a_calls_history_row_and_its_charge_commit_together(client):
+    """The history row and the budgets' charge are one transaction: while
+    the charge waits for the user's spend rows (held by a transaction of the
+    test's own), the call is not in the history either (a row committed
+    before its charge was lost with a worker killed between the two); then
+    both are there, the cost charged once."""
+    slug = deployed_agent(client, ECHO_JS)["slug"]
+    r = client.post(f"/agents/{slug}/invoke", json={"prompt": "the spend rows"})
+    assert r.status_code == 200, r.text
+    uid = client.get("/users/me").json()["id"]
+    day = f"SELECT spent FROM budget_spend WHERE scope = 'agent' AND period = 'day' AND" \
+          f" period_start = UTC_DATE() AND scope_id = (SELECT id FROM agents WHERE slug = '{slug}')"
+    (before,), = db_query(day)
+    prompt = "together " + uuid.uuid4().hex
+    recorded = f"SELECT COUNT(*) FROM invocations WHERE prompt = '{prompt}'"
+    sql = db_session()
+    out = []
+    try:
+        sql.stdin.write("START TRANSACTION;\nSELECT spent FROM budget_spend WHERE scope = 'user'"
+                        f" AND scope_id = '{uid}' FOR UPDATE;\nSELECT 'held';\n")
+        sql.stdin.flush()
+        rows = [sql.stdout.readline().strip() for _ in range(3)]
+        assert rows[2] == "held", rows  # its day and month rows, then the marker
+        t = threading.Thread(target=lambda: out.append(client.post(
+            f"/agents/{slug}/invoke", json={"prompt": prompt}, timeout=60)))
+        t.start()
+        assert wait_until(lambda: call_waiting_for_spend_rows() == 1, timeout=20), \
+            "the call's charge never waited for the spend rows"
+        assert db_query(recorded) == [["0"]], "the history row was committed before its charge"
+        sql.stdin.write("COMMIT;\n")
+        sql.stdin.flush()
+        t.join(60)
+    finally:
+        sql.stdin.close()
+        sql.wait(10)
+    assert out and out[0].status_code == 200, out and out[0].text
+    assert db_query(recorded) == [["1"]]
+    (after,), = db_query(day)
+    assert Decimal(after) - Decimal(before) == Decimal(str(exact(out[0])["total_cost_usd"]))
+
+
 # ---- the model gateway: access ends at the crossing ----
 
 # Calls the model up to cmd.n times, one after the other, and prints each

@@ -5,9 +5,10 @@ worker's own connection, found by the call's history INSERT). Each statement
 is a round trip on every call's path; the lookup that authenticates the call
 also reads what the call needs besides the agent (the budgets, the runner's
 heartbeat, and for an ephemeral call of an agent without attachments its
-secrets and the quota left), so three remain: that lookup, the history row,
-the budgets' charge. A call in a session, or of an agent with attachments,
-reads its environment (secrets, session and files in one) as a fourth. Budget and takeover
+secrets and the quota left), so two remain: that lookup, and the history
+row with the budgets' charge (one CALL, one transaction: schema/035). A call
+in a session, or of an agent with attachments, reads its environment
+(secrets, session and files in one) as a third. Budget and takeover
 behaviour itself is tested in test_invoke_budget.py, test_budgets.py and the
 cluster kit."""
 import hashlib
@@ -53,7 +54,7 @@ def call_statements(client, slug, **body):
     inv_id, rows = general_log(call)
     # The only call while the log was on: its worker's connection wrote the row.
     mine = [t for t, kind, arg in rows if kind == "Execute" and ("INSERT INTO invocations" in arg
-                                                                  or "CALL invocation_record" in arg)]
+                                                                  or "CALL invocation_" in arg)]
     assert len(mine) == 1, [r for r in rows if "invocations" in r[2]]
     assert db_query(f"SELECT COUNT(*) FROM invocations WHERE id = '{inv_id}'") == [["1"]]
     return [arg for t, kind, arg in rows if t == mine[0] and kind in ("Execute", "Query")
@@ -67,16 +68,16 @@ def warm(client, slug, **body):
 
 
 @needs_runner
-def test_plain_call_runs_three_statements(client):
+def test_plain_call_runs_two_statements(client):
     a = deployed_agent(client, ECHO_JS)
     warm(client, a["slug"])
     stmts = call_statements(client, a["slug"])
     short = [s[:90] for s in stmts]
-    assert len(stmts) == 3, short
+    assert len(stmts) == 2, short
     assert "FROM api_keys k" in stmts[0], short          # the lookup, with the environment
     assert "FROM secrets" in stmts[0], short
-    assert "INSERT INTO invocations" in stmts[1], short  # the history row
-    assert "INSERT INTO budget_spend" in stmts[2], short  # the spend, for budgets set later
+    # The history row and the spend (kept for budgets set later), together.
+    assert "CALL invocation_finish" in stmts[1], short
 
 
 @needs_runner
@@ -87,7 +88,7 @@ def test_a_call_in_a_session_reads_its_environment(client):
     warm(client, a["slug"], session_id="s1")
     stmts = call_statements(client, a["slug"], session_id="s1")
     short = [s[:90] for s in stmts]
-    assert len(stmts) == 4, short
+    assert len(stmts) == 3, short
     assert "FROM sessions" in stmts[1] and "FROM secrets" in stmts[1], short
 
 
@@ -126,7 +127,7 @@ def test_an_ephemeral_call_has_its_secrets_as_they_are_now(client):
     assert client.post(sp, json={"key": "S_TWO", "value": two}).status_code == 201
     assert env_seen(client, a["slug"]) == {"S_ONE": sha(one), "S_TWO": sha(two)}
     stmts = call_statements(client, a["slug"])
-    assert len(stmts) == 3, [s[:90] for s in stmts]  # no statement of its own for them
+    assert len(stmts) == 2, [s[:90] for s in stmts]  # no statement of its own for them
     assert client.post(sp, json={"key": "S_ONE", "value": "changed"}).status_code == 201
     assert env_seen(client, a["slug"]) == {"S_ONE": sha("changed"), "S_TWO": sha(two)}
     assert client.delete(f"{sp}/S_TWO").status_code == 204
@@ -162,12 +163,12 @@ def test_secrets_past_what_the_lookup_carries_are_all_given(client):
         new_workers(master)
         assert env_seen(client, a["slug"]) == want
         stmts = call_statements(client, a["slug"])
-        assert len(stmts) == 4 and "FROM secrets" in stmts[1], [s[:90] for s in stmts]
+        assert len(stmts) == 3 and "FROM secrets" in stmts[1], [s[:90] for s in stmts]
     finally:
         db_query(f"SET GLOBAL group_concat_max_len = {int(cap)}")
         new_workers(master)
     stmts = call_statements(client, a["slug"])
-    assert len(stmts) == 3, [s[:90] for s in stmts]
+    assert len(stmts) == 2, [s[:90] for s in stmts]
 
 
 STDERR_JS = ("let b=''; process.stdin.on('data', d => b += d);"
@@ -178,14 +179,14 @@ STDERR_JS = ("let b=''; process.stdin.on('data', d => b += d);"
 @needs_runner
 def test_call_with_stderr_records_its_logs_in_the_same_round_trip(client):
     """Issue 29: keeping stderr costs no round trip: the history row and the
-    logs row are one CALL (one transaction), not START TRANSACTION, two
-    INSERTs and COMMIT."""
+    logs row (and the budgets' charge) are one CALL (one transaction), not
+    START TRANSACTION, two INSERTs and COMMIT."""
     a = deployed_agent(client, STDERR_JS)
     warm(client, a["slug"])
     stmts = call_statements(client, a["slug"])
     short = [s[:90] for s in stmts]
-    assert len(stmts) == 3, short
-    assert "CALL invocation_record_logs" in stmts[1], short
+    assert len(stmts) == 2, short
+    assert "CALL invocation_finish" in stmts[1], short
     inv = client.get(f"/agents/{a['slug']}/invocations").json()[0]
     logs = client.get(f"/agents/{a['slug']}/invocations/{inv['invocation_id']}/logs").json()
     assert logs["logs"] == "note: hi\n" and logs["truncated"] is False, logs
