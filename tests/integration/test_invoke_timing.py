@@ -125,10 +125,11 @@ def test_refused_call_has_no_timing(client, make_agent):
 
 @needs_runner
 def test_the_headers_record_counts_the_budgets_charge(client):
-    """The answer waits for the budgets' charge, written after the history:
-    the header's record phase counts it (the kept one stops before the
-    history's write). A transaction of the test's own holds the user's spend
-    rows while a call runs, so that call's charge waits for it."""
+    """The answer waits for the budgets' charge, written with the history
+    row (one transaction, schema/035): the header's record phase counts it
+    (the kept one stops before the history's write). A transaction of the
+    test's own holds the user's spend rows while a call runs, so that call's
+    charge waits for it."""
     slug = deployed_agent(client, SLEEPY_JS)["slug"]
     r = client.post(f"/agents/{slug}/invoke", json={"prompt": "the spend rows"}, timeout=60)
     assert r.status_code == 200, r.text
