@@ -57,6 +57,11 @@ int ah_blob_unref(ah_db *db, const ah_store *s, const char *sha, ah_err *err)
 int ah_quota_reserve(ah_db *db, const char *user_id, long long bytes)
 {
 	unsigned long long n = 0;
+	/* Nothing to reserve: an empty file always fits. (The UPDATE would
+	 * change no row, and MariaDB counts changed rows, not matched ones:
+	 * every empty upload was refused as over the quota.) */
+	if (bytes == 0)
+		return 0;
 	if (ah_db_exec(db, &n, SQL_RESERVE, "isi", bytes, user_id, bytes) != 0)
 		return AH_EFAIL;
 	return n == 1 ? 0 : AH_EDENIED;

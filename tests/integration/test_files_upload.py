@@ -185,3 +185,28 @@ def test_upload_url_needs_no_token_but_the_api_does(anon, client):
     assert anon.get("/files").status_code == 401
     p = presign(client, 3).json()
     assert Client().put(p["upload_url"].split("/api/v1")[1], data=b"abc").status_code == 200
+
+
+@pytest.mark.parametrize("how", ["multipart", "presigned"])
+def test_an_empty_file_is_stored(client, workers_alive, how):
+    """A file of no bytes (a .gitkeep, an empty config) fits any quota. The
+    quota's reservation changed no row for it, which read as over the quota:
+    every empty upload got 403 "Storage quota exceeded: this upload needs 0
+    bytes"."""
+    used = client.get("/files/usage").json()["total_size_bytes"]
+    if how == "multipart":
+        r = client.post("/files", files={"file": ("empty.txt", b"", "text/plain")})
+        assert r.status_code == 201, r.text
+        fid = r.json()["file_id"]
+    else:
+        r = presign(client, 0)
+        assert r.status_code == 201, r.text
+        fid = r.json()["file_id"]
+        assert requests.put(r.json()["upload_url"], data=b"").status_code == 200
+        assert confirm(client, fid, b"").status_code == 200
+    rec = client.get(f"/files/{fid}").json()
+    assert (rec["status"], rec["size_bytes"]) == ("confirmed", 0)
+    assert rec["sha256_hash"] == hashlib.sha256(b"").hexdigest()
+    got = client.get(f"/files/{fid}/download")
+    assert got.status_code == 200 and got.content == b""
+    assert client.get("/files/usage").json()["total_size_bytes"] == used
