@@ -336,23 +336,47 @@ static bool dir_empty(int rfd, const char *dir)
 	return empty;
 }
 
-/* Whether the run left anything to collect, looked at through the keeper's
- * /proc root instead of a program in the sandbox (which costs a call ~20 ms):
- * without attachments, empty /files/agent and /files/session mean nothing to
- * do. Anything unexpected (no such directories) means: collect. */
-static bool nothing_to_collect(ah_sandbox *sb, json_object *files)
+bool ah_rf_dirs_empty(ah_sandbox *sb, const char *const *dirs)
 {
-	json_object *att = ah_rf_arr(files, "attach");
-	if (att && json_object_array_length(att))
-		return false;
 	char root[64];
 	snprintf(root, sizeof root, "/proc/%d/root", (int)ah_sandbox_pid(sb));
 	int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (rfd < 0)
 		return false;
-	bool none = dir_empty(rfd, "files/agent") && dir_empty(rfd, "files/session");
+	bool none = true;
+	for (; none && *dirs; dirs++)
+		none = dir_empty(rfd, *dirs);
 	close(rfd);
 	return none;
+}
+
+/* Whether the call has an attachment the agent may write (saved back). */
+static bool writable_attachment(json_object *att)
+{
+	for (size_t i = 0; att && i < json_object_array_length(att); i++) {
+		json_object *ro = NULL;
+		json_object_object_get_ex(json_object_array_get_idx(att, i), "ro", &ro);
+		if (ro && !json_object_get_boolean(ro))
+			return true;
+	}
+	return false;
+}
+
+/* Whether the run left anything to collect, looked at through the keeper's
+ * /proc root instead of a program in the sandbox (which costs a call ~10 ms):
+ * with no writable attachment, an empty /files/session means nothing to do.
+ * Read-only attachments are left in /files/agent: the next run's placing
+ * (run_files.c) rebuilds or empties it. Without attachments, /files/agent
+ * must be empty too (the agent may have written there: the listing clears
+ * it). Anything unexpected (no such directories) means: collect. */
+static bool nothing_to_collect(ah_sandbox *sb, json_object *files)
+{
+	json_object *att = ah_rf_arr(files, "attach");
+	if (writable_attachment(att))
+		return false;
+	static const char *const session[] = {"files/session", NULL}, *const both[] = {"files/agent",
+	                                                                               "files/session", NULL};
+	return ah_rf_dirs_empty(sb, att && json_object_array_length(att) ? session : both);
 }
 
 static long long get_ll(json_object *o, const char *k, long long def)

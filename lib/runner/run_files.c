@@ -8,13 +8,19 @@
  *        is new to them (after an idle reclaim, say).
  *   out: run_collect.c.
  * Bytes cross the sandbox boundary only through programs run inside it as
- * the agent's user (sh, cat, sha256sum), like every other run: the runner
- * never follows a path the agent controls. Attachments are handed over
- * through stdin, so each is read into memory once: ATTACH_MAX caps one. */
+ * the agent's user (sh, tar, sha256sum), like every other run: the runner
+ * never follows a path the agent controls. Files are handed over as a tar
+ * stream on a program's stdin, as many in one as BATCH_MAX holds: a program
+ * in a sandbox costs a few milliseconds, and one per file made five
+ * attachments cost a call ~55 ms (issue 31). Each blob is read into memory
+ * once: ATTACH_MAX caps one. */
 #include "runner/run_files_int.h"
 #include "core/log.h"
 #include "files/files.h"
 
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +30,7 @@
 #include <unistd.h>
 
 #define ATTACH_MAX (256LL << 20)
+#define BATCH_MAX (64LL << 20)
 #define STEP_MS 120000
 #define MARKER "/files/.ah-session"
 
@@ -82,15 +89,6 @@ int ah_rf_sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2,
 	return rc;
 }
 
-static int sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2, const void *in,
-              size_t in_len, int64_t deadline, ah_err *err)
-{
-	ah_sandbox_result res;
-	int rc = ah_rf_sh(sb, script, a1, a2, in, in_len, -1, 4096, deadline, &res, err);
-	ah_sandbox_result_free(&res);
-	return rc;
-}
-
 /* The blob's bytes in memory (a tmp/ copy first: S3 blobs come that way). */
 static int blob_bytes(const ah_store *s, const char *sha, char **buf, size_t *len, ah_err *err)
 {
@@ -118,16 +116,153 @@ static int blob_bytes(const ah_store *s, const char *sha, char **buf, size_t *le
 	return rc;
 }
 
-static int put_one(ah_sandbox *sb, const ah_store *s, const char *sha, const char *path,
-                   const char *mode, int64_t deadline, ah_err *err)
+/* Files for one tar in the sandbox, in memory: GNU format, whose names are
+ * bytes as given (a pax name is UTF-8 that tar converts to its locale, C). */
+typedef struct batch {
+	struct archive *ar;
+	char *buf;
+	size_t len, cap, files;
+} batch;
+
+static la_ssize_t batch_write(struct archive *ar, void *ud, const void *p, size_t n)
+{
+	batch *b = ud;
+	if (b->len + n > b->cap) {
+		size_t cap = (b->len + n) * 2;
+		char *grown = realloc(b->buf, cap);
+		if (!grown) {
+			archive_set_error(ar, ENOMEM, "out of memory");
+			return -1;
+		}
+		b->buf = grown, b->cap = cap;
+	}
+	memcpy(b->buf + b->len, p, n);
+	b->len += n;
+	return (la_ssize_t)n;
+}
+
+static int batch_open(batch *b, ah_err *err)
+{
+	b->len = b->files = 0;
+	b->ar = archive_write_new();
+	if (!b->ar || archive_write_set_format_gnutar(b->ar) != ARCHIVE_OK ||
+	    archive_write_set_bytes_in_last_block(b->ar, 1) != ARCHIVE_OK ||
+	    archive_write_open2(b->ar, b, NULL, batch_write, NULL, NULL) != ARCHIVE_OK)
+		return ah_err_set(err, AH_EFAIL, "tar for the sandbox: %s",
+		                  b->ar ? archive_error_string(b->ar) : "out of memory");
+	return 0;
+}
+
+/* An entry of the batch: a directory (data NULL) or a regular file. */
+static int batch_entry(batch *b, const char *name, int mode, const char *data, size_t len, ah_err *err)
+{
+	struct archive_entry *e = archive_entry_new();
+	int rc = 0;
+	if (!e)
+		return ah_err_set(err, AH_EFAIL, "out of memory");
+	archive_entry_set_pathname(e, name);
+	archive_entry_set_filetype(e, data ? AE_IFREG : AE_IFDIR);
+	archive_entry_set_perm(e, (mode_t)mode);
+	archive_entry_set_size(e, (la_int64_t)len);
+	archive_entry_set_mtime(e, time(NULL), 0);
+	if (archive_write_header(b->ar, e) != ARCHIVE_OK ||
+	    (len && archive_write_data(b->ar, data, len) != (la_ssize_t)len))
+		rc = ah_err_set(err, AH_EFAIL, "tar for the sandbox: %s", archive_error_string(b->ar));
+	archive_entry_free(e);
+	b->files += data != NULL;
+	return rc;
+}
+
+/* The blob sha as the file name. */
+static int batch_add(batch *b, const ah_store *s, const char *sha, const char *name, int mode,
+                     ah_err *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	int rc = blob_bytes(s, sha, &buf, &len, err);
 	if (rc == 0)
-		rc = sh(sb, "mkdir -p -- \"${1%/*}\" && rm -f -- \"$1\" && cat > \"$1\" && chmod \"$2\" -- \"$1\"",
-		        path, mode, buf, len, deadline, err);
+		rc = batch_entry(b, name, mode, buf, len, err);
 	free(buf);
+	return rc;
+}
+
+/* A script in the sandbox with stdin; *kept (when not NULL): whether it
+ * printed "kept" (KEPT_CHECK's answer). */
+static int run_script(ah_sandbox *sb, const char *script, const void *in, size_t len, int64_t deadline,
+                      bool *kept, ah_err *err)
+{
+	ah_sandbox_result res;
+	int rc = ah_rf_sh(sb, script, NULL, NULL, in, len, -1, 4096, deadline, &res, err);
+	if (kept)
+		*kept = rc == 0 && res.out && strncmp(res.out, "kept", 4) == 0;
+	ah_sandbox_result_free(&res);
+	return rc;
+}
+
+/* The batch extracted by one program in the sandbox (script ends with a
+ * tar reading stdin), and closed. */
+static int batch_run(ah_sandbox *sb, batch *b, const char *script, int64_t deadline, bool *kept,
+                     ah_err *err)
+{
+	int rc = 0;
+	if (archive_write_close(b->ar) != ARCHIVE_OK)
+		rc = ah_err_set(err, AH_EFAIL, "tar for the sandbox: %s", archive_error_string(b->ar));
+	archive_write_free(b->ar);
+	b->ar = NULL;
+	return rc ? rc : run_script(sb, script, b->buf, b->len, deadline, kept, err);
+}
+
+/* One file to place: its blob, its name under the plan's directory, its mode. */
+typedef struct placed {
+	const char *sha, *name;
+	int mode;
+} placed;
+
+/* How files go into the sandbox: as tar entries under /files/<dir>/; fresh:
+ * the first program replaces dir (its old contents go: --recursive-unlink on
+ * a directory entry for it); mark: the last one makes the session marker (an
+ * entry too); after: shell run after the last tar (KEPT_CHECK), or NULL. One
+ * program (a tar) per BATCH_MAX of files, where a shell making the directory,
+ * then each file, then the marker ran five or more (a few ms each). */
+typedef struct plan {
+	const char *dir, *after;
+	bool fresh, mark;
+} plan;
+
+static const char *tar_script(ah_arena *a, const plan *p, bool first, bool last)
+{
+	bool after = last && p->after;
+	return ah_sprintf(a, "%star%s -x -p -m -f - -C /files%s%s", after ? "" : "exec ",
+	                  first && p->fresh ? " --recursive-unlink" : "", after ? " && " : "",
+	                  after ? p->after : "");
+}
+
+/* Files into the sandbox as p says; *kept (when not NULL): whether a
+ * program printed "kept". */
+static int place(ah_sandbox *sb, const ah_store *s, ah_arena *a, const placed *f, size_t n,
+                 const plan *p, int64_t deadline, bool *kept, ah_err *err)
+{
+	batch b = {0};
+	bool first = true, said = false;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (!b.ar && (rc = batch_open(&b, err)) == 0 && first && p->fresh)
+			rc = batch_entry(&b, p->dir, 0755, NULL, 0, err);
+		if (rc == 0)
+			rc = batch_add(&b, s, f[i].sha, ah_sprintf(a, "%s/%s", p->dir, f[i].name), f[i].mode, err);
+		bool last = i + 1 == n;
+		if (rc == 0 && last && p->mark)
+			rc = batch_entry(&b, MARKER + strlen("/files/"), 0644, "", 0, err);
+		if (rc == 0 && (b.len >= BATCH_MAX || last)) {
+			rc = batch_run(sb, &b, tar_script(a, p, first, last), deadline, &said, err);
+			first = false;
+			if (kept)
+				*kept |= said;
+		}
+	}
+	if (b.ar)
+		archive_write_free(b.ar);
+	free(b.buf);
 	return rc;
 }
 
@@ -144,6 +279,37 @@ json_object *ah_rf_arr(json_object *o, const char *k)
 	return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_array) ? v : NULL;
 }
 
+#define PREP "rm -rf /files/agent && mkdir -p /files/agent /files/session"
+/* Prints "kept" when the sandbox has its session's files already. */
+#define KEPT_CHECK "{ [ ! -e " MARKER " ] || echo kept; }"
+
+/* The attachments (validated: a runner trusts no path it is handed) and, for
+ * a sandbox new to its session, the session's earlier outputs, as placed. */
+static int list_files(ah_arena *a, json_object *att, json_object *ses, placed **fa, size_t *na,
+                      placed **fs, size_t *ns, ah_err *err)
+{
+	size_t natt = att ? json_object_array_length(att) : 0, nses = ses ? json_object_array_length(ses) : 0;
+	*fa = ah_alloc(a, (natt + 1) * sizeof **fa), *fs = ah_alloc(a, (nses + 1) * sizeof **fs);
+	*na = *ns = 0;
+	for (size_t i = 0; i < natt; i++) {
+		json_object *e = json_object_array_get_idx(att, i), *ro = NULL;
+		const char *sha = ah_rf_str(e, "sha"), *path = ah_rf_str(e, "path");
+		char *norm;
+		json_object_object_get_ex(e, "ro", &ro);
+		if (!sha || !path || ah_mount_path_problem(a, path, &norm))
+			return ah_err_set(err, AH_EINVALID, "bad attachment");
+		(*fa)[(*na)++] = (placed){sha, norm + strlen(AH_MOUNT_ROOT),
+		                          ro && !json_object_get_boolean(ro) ? 0644 : 0444};
+	}
+	for (size_t i = 0; i < nses; i++) {
+		json_object *e = json_object_array_get_idx(ses, i);
+		const char *sha = ah_rf_str(e, "sha"), *name = ah_rf_str(e, "name");
+		if (sha && name && !ah_filename_problem(name, strlen(name)))
+			(*fs)[(*ns)++] = (placed){sha, name, 0644};
+	}
+	return 0;
+}
+
 int ah_run_files_in(const ah_config *cfg, ah_sandbox *sb, json_object *files, int64_t deadline,
                     ah_err *err)
 {
@@ -151,40 +317,28 @@ int ah_run_files_in(const ah_config *cfg, ah_sandbox *sb, json_object *files, in
 	if (!s)
 		return ah_err_set(err, AH_EFAIL, "managed files unavailable");
 	json_object *att = ah_rf_arr(files, "attach"), *ses = ah_rf_arr(files, "session");
-	/* Nothing to place: no program to run (the sandbox starts with empty
-	 * /files/agent and /files/session, and each run's collect empties
-	 * /files/agent again), so a call without files costs one exec, after it. */
+	/* Nothing to place: no program to run when /files/agent is empty (the
+	 * sandbox starts so, a run without attachments leaves it so or has it
+	 * emptied by its collect, run_collect.c); one left with a session's
+	 * earlier call's attachments is emptied. */
+	static const char *const agent_dir[] = {"files/agent", NULL};
 	if ((!att || !json_object_array_length(att)) && (!ses || !json_object_array_length(ses)))
-		return 0;
-	int rc = sh(sb, "rm -rf /files/agent && mkdir -p /files/agent /files/session", NULL, NULL, NULL, 0,
-	            deadline, err);
+		return ah_rf_dirs_empty(sb, agent_dir) ? 0 : run_script(sb, PREP, NULL, 0, deadline, NULL, err);
 	ah_arena *a = ah_arena_new();
-	for (size_t i = 0; rc == 0 && att && i < json_object_array_length(att); i++) {
-		json_object *e = json_object_array_get_idx(att, i), *ro = NULL;
-		const char *sha = ah_rf_str(e, "sha"), *path = ah_rf_str(e, "path");
-		char *norm;
-		json_object_object_get_ex(e, "ro", &ro);
-		/* The API checked the path; a runner trusts no path it is handed. */
-		if (!sha || !path || ah_mount_path_problem(a, path, &norm))
-			rc = ah_err_set(err, AH_EINVALID, "bad attachment");
-		else
-			rc = put_one(sb, s, sha, norm, ro && !json_object_get_boolean(ro) ? "0644" : "0444", deadline,
-			             err);
-	}
-	/* A session sandbox keeps its outputs; only a new one gets them back. */
-	if (rc == 0 && ses && json_object_array_length(ses) &&
-	    sh(sb, "test -e " MARKER, NULL, NULL, NULL, 0, deadline, err) != 0) {
-		for (size_t i = 0; rc == 0 && i < json_object_array_length(ses); i++) {
-			json_object *e = json_object_array_get_idx(ses, i);
-			const char *sha = ah_rf_str(e, "sha"), *name = ah_rf_str(e, "name");
-			if (!sha || !name || ah_filename_problem(name, strlen(name)))
-				continue;
-			rc = put_one(sb, s, sha, ah_sprintf(a, "/files/session/%s", name), "0644", deadline, err);
-		}
-	}
-	if (rc == 0)
-		rc = sh(sb, "touch " MARKER, NULL, NULL, NULL, 0, deadline, err);
+	placed *fa, *fs;
+	size_t na, ns;
+	bool kept = false; /* the session's files: only a sandbox new to them gets them */
+	int rc = list_files(a, att, ses, &fa, &na, &fs, &ns, err);
+	/* The common calls in one program: /files/agent rebuilt with its
+	 * attachments, and the marker made or the session's files looked for. */
+	const plan agent = {"agent", ns ? KEPT_CHECK : NULL, true, ns == 0},
+	           session = {"session", NULL, false, true};
+	if (rc == 0 && na)
+		rc = place(sb, s, a, fa, na, &agent, deadline, &kept, err);
+	else if (rc == 0)
+		rc = run_script(sb, PREP " && " KEPT_CHECK, NULL, 0, deadline, &kept, err);
+	if (rc == 0 && ns && !kept)
+		rc = place(sb, s, a, fs, ns, &session, deadline, NULL, err);
 	ah_arena_destroy(a);
 	return rc;
 }
-

@@ -5,6 +5,7 @@
 
 #include "runner/run_files.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Milliseconds of a monotonic clock: the deadlines of run_files.h. */
@@ -16,6 +17,11 @@ int64_t ah_rf_now(void);
 int ah_rf_sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2, const void *in,
              size_t in_len, int out_fd, size_t max_out, int64_t deadline, ah_sandbox_result *res,
              ah_err *err);
+
+/* Whether each of dirs (NULL-terminated, relative to the sandbox's root)
+ * exists and is empty, looked at through the sandbox's /proc root without
+ * following a link (no program run in the sandbox). */
+bool ah_rf_dirs_empty(ah_sandbox *sb, const char *const *dirs);
 
 /* o's string or array member k, else NULL. */
 const char *ah_rf_str(json_object *o, const char *k);

@@ -22,6 +22,15 @@ process.stdin.on('end', () => {
     if (cmd === 'write') { fs.writeFileSync(a, b); out.push('wrote'); }
     if (cmd === 'mode') out.push((fs.statSync(a).mode & 0o777).toString(8));
     if (cmd === 'bin') { fs.writeFileSync(a, Buffer.from(b, 'base64')); out.push('wrote'); }
+    if (cmd === 'tree') {  // every file under a: its path, mode and sha256
+      const walk = d => fs.readdirSync(d, {withFileTypes: true}).forEach(e => {
+        const p = d + '/' + e.name;
+        if (e.isDirectory()) return walk(p);
+        const sha = require('crypto').createHash('sha256').update(fs.readFileSync(p)).digest('hex');
+        out.push(p + ' ' + (fs.statSync(p).mode & 0o777).toString(8) + ' ' + sha + '\n');
+      });
+      walk(a);
+    }
   } catch (e) { out.push('ERR ' + e.code); }
   process.stdout.write(out.join(''));
 });
@@ -85,6 +94,47 @@ def test_attachment_is_read_only_in_the_sandbox_and_session_files_come_back(clie
     assert client.delete(f"/agents/{slug}/files/{f['file_id']}").status_code == 204
     assert run(client, slug, "ls|/files/agent")["response_content"] == ""
     assert client.delete(f"/agents/{slug}/files/{f['file_id']}").status_code == 404
+
+
+@needs_runner
+def test_many_attachments_arrive_whole_in_one_call(client):
+    """An agent's attachments are placed together before each call (one tar
+    in the sandbox, issue 31): every one arrives byte for byte at its path
+    with its mode, nested, past tar's 100-byte names and not ASCII alike."""
+    slug = deployed_agent(client, FILES_JS)["slug"]
+    want = {}
+    paths = [f"/files/agent/doc{i:02d}.txt" for i in range(20)] + [
+        "/files/agent/deep/er/still/nested.bin", "/files/agent/" + "long-" * 30 + "/name.txt",
+        "/files/agent/ünïcödé/naïve.txt", "/files/agent/empty.txt"]
+    for i, path in enumerate(paths):
+        data = b"" if path.endswith("empty.txt") else uuid.uuid4().bytes * (i + 1)
+        writable = i % 5 == 0
+        f = upload(client, data, "f.txt")
+        r = client.post(f"/agents/{slug}/files", json={"file_id": f["file_id"], "mount_path": path,
+                                                      "read_only": not writable})
+        assert r.status_code == 201, r.text
+        want[path] = ("644" if writable else "444", hashlib.sha256(data).hexdigest())
+    for _ in range(2):  # a new sandbox, then a spare made while the first ran
+        lines = run(client, slug, "tree|/files/agent")["response_content"].splitlines()
+        got = {p: (m, h) for p, m, h in (ln.rsplit(" ", 2) for ln in lines)}
+        assert got == want
+
+
+@needs_runner
+def test_detached_attachment_leaves_a_sessions_sandbox(client):
+    """A session keeps its sandbox between calls: an attachment detached
+    between two of them is gone from /files/agent at the next, with nothing
+    else attached (no files to place for that call)."""
+    slug = deployed_agent(client, FILES_JS)["slug"]
+    f = upload(client, b"for now", "a.txt")
+    assert client.post(f"/agents/{slug}/files", json={"file_id": f["file_id"]}).status_code == 201
+    sid = "s-" + uuid.uuid4().hex[:8]
+    first = run(client, slug, "ls|/files/agent", session_id=sid)
+    assert first["response_content"] == "a.txt"
+    assert client.delete(f"/agents/{slug}/files/{f['file_id']}").status_code == 204
+    second = run(client, slug, "ls|/files/agent", session_id=sid)
+    assert second["sandbox_id"] == first["sandbox_id"]
+    assert second["response_content"] == ""
 
 
 @needs_runner
