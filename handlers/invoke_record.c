@@ -63,13 +63,12 @@ static const char SQL_RECORD[] =
 	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, IF(? IS NULL, " AH_SQ(AH_TRIGGER_S_API) ", " AH_SQ(AH_TRIGGER_S_SCHEDULE) "), ?, ?)";
 /* SQL_RECORD's parameters, bound by ah_db_exec. */
 #define RECORD_FORMAT "sssssbbiisisssssssssss"
-/* The same row and its logs row in one transaction, in one round trip: the
- * procedure of schema/032 (the four of START TRANSACTION, two INSERTs and
- * COMMIT cost a call with stderr ~0.3 ms more than one without: issue 29). */
-static const char SQL_RECORD_LOGS[] =
-	"CALL invocation_record_logs(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-/* A call's end with its budgets' charge (schema/035): SQL_RECORD_LOGS's
- * parameters (a logs row written when there is one), then the charge's. */
+/* The same row with its logs row (when the agent wrote to stderr) and its
+ * budgets' charge (when it has one): one transaction, one round trip, the
+ * procedure of schema/035 (four of START TRANSACTION, two INSERTs and COMMIT
+ * cost a call with stderr ~0.3 ms more than one without: issue 29; the
+ * charge was a round trip of its own). SQL_RECORD's parameters, then the
+ * logs row's, then the charge's (NULLs: none). */
 static const char SQL_FINISH[] = "CALL invocation_finish(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
 	" ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 /* Only for an invocation whose history row cannot be written (its agent was
@@ -98,20 +97,18 @@ typedef struct spilled {
 	const char *prompt, *response;
 } spilled;
 
-/* The history row and, when the agent wrote to stderr, its logs row, and
- * the charge ch (NULL: none): one transaction, one commit, one round trip
- * (SQL_RECORD_LOGS and SQL_FINISH take SQL_RECORD's parameters first;
- * SQL_RECORD's format leaves the arguments after them unread). */
+/* The history row alone, or with its logs row and the charge ch (NULL:
+ * none) in SQL_FINISH (SQL_RECORD's format leaves the arguments after its
+ * own unread). */
 static int record_once(ah_req *r, const char *agent_id, const ah_invocation *v, const spilled *s,
                        const ah_budget_charge *ch)
 {
-	bool logs = v->err_log_len || v->err_log_truncated;
-	const char *sql = ch ? SQL_FINISH : logs ? SQL_RECORD_LOGS : SQL_RECORD;
-	const char *fmt = ch ? RECORD_FORMAT "bissssi" : logs ? RECORD_FORMAT "bi" : RECORD_FORMAT;
+	bool finish = ch || v->err_log_len || v->err_log_truncated;
 	const ah_budget_charge none = {0}, *c = ch ? ch : &none;
-	return ah_db_exec(r->db, NULL, sql, fmt, v->id, agent_id, r->user->id, v->session_id,
-	                  v->sandbox_id, v->prompt, v->prompt_len, v->response, v->response_len,
-	                  v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
+	return ah_db_exec(r->db, NULL, finish ? SQL_FINISH : SQL_RECORD,
+	                  finish ? RECORD_FORMAT "bissssi" : RECORD_FORMAT, v->id, agent_id, r->user->id,
+	                  v->session_id, v->sandbox_id, v->prompt, v->prompt_len, v->response,
+	                  v->response_len, v->input_tokens, v->output_tokens, v->cost, v->duration_ms,
 	                  ah_invocation_status_names[v->status], v->error, v->created_at,
 	                  v->model_input_tokens, v->model_output_tokens, s->prompt, s->response,
 	                  v->files_error, v->schedule_id, v->schedule_id, v->timing,

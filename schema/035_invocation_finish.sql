@@ -16,6 +16,10 @@
 -- ah_budget_finish, the statement this one folds in) and are locked in the
 -- order admission locks them: user, agent, key; day, then month.
 --
+-- The API calls it for every row with logs or a charge (a plain INSERT
+-- otherwise); invocation_record_logs (032) stays for API hosts of the
+-- version before while a cluster is upgraded one host at a time.
+--
 -- Creating it needs what the triggers need with binary logging on (SUPER or
 -- log_bin_trust_function_creators=1, README); CREATE OR REPLACE: re-runnable.
 CREATE OR REPLACE PROCEDURE invocation_finish(

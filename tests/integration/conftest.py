@@ -11,6 +11,7 @@ Environment (set by scripts/test):
 import os
 import random
 import subprocess
+import threading
 import uuid
 
 import pytest
@@ -150,6 +151,41 @@ def db_session():
         ["mariadb", "--no-defaults", f"--socket={os.path.join(VAR, 'run', 'mysql.sock')}",
          "-uroot", "agenthost", "--batch", "--unbuffered", "--skip-column-names"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def call_held_at_its_charge(client, slug, prompt, while_held):
+    """Invokes slug with prompt while a transaction of the test's own holds
+    the user's spend rows (FOR UPDATE): the call's end, which writes its
+    history row and charges its budgets in one transaction (schema/035),
+    waits for them. while_held() runs once the call is seen waiting (in the
+    server's processlist: information_schema.innodb_trx missed a worker's
+    waiting statement in most tries); then the rows are let go. Returns the
+    call's response."""
+    uid = client.get("/users/me").json()["id"]
+    sql = db_session()
+    out = []
+    try:
+        sql.stdin.write("START TRANSACTION;\nSELECT spent FROM budget_spend WHERE scope = 'user'"
+                        f" AND scope_id = '{uid}' FOR UPDATE;\nSELECT 'held';\n")
+        sql.stdin.flush()
+        rows = [sql.stdout.readline().strip() for _ in range(3)]
+        assert rows[2] == "held", rows  # its day and month rows (a call made them), then the marker
+        t = threading.Thread(target=lambda: out.append(client.post(
+            f"/agents/{slug}/invoke", json={"prompt": prompt}, timeout=60)))
+        t.start()
+        assert wait_until(lambda: int(db_query(
+            "SELECT COUNT(*) FROM information_schema.processlist WHERE command = 'Execute'"
+            " AND info LIKE '%INSERT INTO budget_spend%'")[0][0]) == 1, timeout=20), \
+            "the call's charge never waited for the spend rows"
+        while_held()
+        sql.stdin.write("COMMIT;\n")
+        sql.stdin.flush()
+        t.join(60)
+    finally:
+        sql.stdin.close()
+        sql.wait(10)
+    assert out and out[0].status_code == 200, out and out[0].text
+    return out[0]
 
 
 def db_query(sql):

@@ -24,7 +24,7 @@ from decimal import Decimal
 import pytest
 
 from agent_code import ECHO_JS, deployed_agent, exact, model_cost, needs_runner
-from conftest import assert_422, db_query, db_session, proc_stat, wait_until
+from conftest import assert_422, call_held_at_its_charge, db_query, db_session, proc_stat, wait_until
 from test_deploy import restart_runner, runner_pid
 
 FIELDS = ("max_cost_usd_per_day", "max_cost_usd_per_month")
@@ -353,13 +353,6 @@ def test_an_admission_chosen_as_a_deadlocks_victim_is_run_again(client):
         == [["0"]]
 
 
-def call_waiting_for_spend_rows():
-    """How many connections wait in a call's end (schema/035's procedure) for
-    rows the test holds (the processlist names the statement inside it)."""
-    return int(db_query("SELECT COUNT(*) FROM information_schema.processlist WHERE command = 'Execute'"
-                        " AND info LIKE '%INSERT INTO budget_spend%'")[0][0])
-
-
 @needs_runner
 def test_a_calls_history_row_and_its_charge_commit_together(client):
     """The history row and the budgets' charge are one transaction: while
@@ -370,36 +363,18 @@ def test_a_calls_history_row_and_its_charge_commit_together(client):
     slug = deployed_agent(client, ECHO_JS)["slug"]
     r = client.post(f"/agents/{slug}/invoke", json={"prompt": "the spend rows"})
     assert r.status_code == 200, r.text
-    uid = client.get("/users/me").json()["id"]
     day = f"SELECT spent FROM budget_spend WHERE scope = 'agent' AND period = 'day' AND" \
           f" period_start = UTC_DATE() AND scope_id = (SELECT id FROM agents WHERE slug = '{slug}')"
     (before,), = db_query(day)
     prompt = "together " + uuid.uuid4().hex
     recorded = f"SELECT COUNT(*) FROM invocations WHERE prompt = '{prompt}'"
-    sql = db_session()
-    out = []
-    try:
-        sql.stdin.write("START TRANSACTION;\nSELECT spent FROM budget_spend WHERE scope = 'user'"
-                        f" AND scope_id = '{uid}' FOR UPDATE;\nSELECT 'held';\n")
-        sql.stdin.flush()
-        rows = [sql.stdout.readline().strip() for _ in range(3)]
-        assert rows[2] == "held", rows  # its day and month rows, then the marker
-        t = threading.Thread(target=lambda: out.append(client.post(
-            f"/agents/{slug}/invoke", json={"prompt": prompt}, timeout=60)))
-        t.start()
-        assert wait_until(lambda: call_waiting_for_spend_rows() == 1, timeout=20), \
-            "the call's charge never waited for the spend rows"
+
+    def not_recorded_yet():
         assert db_query(recorded) == [["0"]], "the history row was committed before its charge"
-        sql.stdin.write("COMMIT;\n")
-        sql.stdin.flush()
-        t.join(60)
-    finally:
-        sql.stdin.close()
-        sql.wait(10)
-    assert out and out[0].status_code == 200, out and out[0].text
+    r = call_held_at_its_charge(client, slug, prompt, not_recorded_yet)
     assert db_query(recorded) == [["1"]]
     (after,), = db_query(day)
-    assert Decimal(after) - Decimal(before) == Decimal(str(exact(out[0])["total_cost_usd"]))
+    assert Decimal(after) - Decimal(before) == Decimal(str(exact(r)["total_cost_usd"]))
 
 
 # ---- the model gateway: access ends at the crossing ----

@@ -6,14 +6,13 @@ and a call that failed. Nothing here times anything: the assertions are about
 presence, shape and what must hold whatever the machine's speed (an agent that
 sleeps 300 ms has a run phase of at least that; the phases fit in the call)."""
 import re
-import threading
 import time
 
 import pytest
 import requests
 
 from agent_code import deployed_agent, needs_runner
-from conftest import db_query, db_session, new_client, wait_until
+from conftest import call_held_at_its_charge, db_query, new_client, wait_until
 from test_metrics import METRICS_URL, sample
 from test_warm import REPORT_JS, invoke, report, room, wait_warm  # noqa: F401 (room: autouse)
 
@@ -133,33 +132,8 @@ def test_the_headers_record_counts_the_budgets_charge(client):
     slug = deployed_agent(client, SLEEPY_JS)["slug"]
     r = client.post(f"/agents/{slug}/invoke", json={"prompt": "the spend rows"}, timeout=60)
     assert r.status_code == 200, r.text
-    uid = client.get("/users/me").json()["id"]
-    sql = db_session()
-    out = []
-    try:
-        sql.stdin.write("START TRANSACTION;\nSELECT spent FROM budget_spend WHERE scope = 'user'"
-                        f" AND scope_id = '{uid}' FOR UPDATE;\nSELECT 'held';\n")
-        sql.stdin.flush()
-        rows = [sql.stdout.readline().strip() for _ in range(3)]
-        assert rows[2] == "held", rows  # its day and month rows, then the marker
-        t = threading.Thread(target=lambda: out.append(client.post(
-            f"/agents/{slug}/invoke", json={"prompt": "held"}, timeout=60)))
-        t.start()
-        # (The server's processlist: information_schema.innodb_trx missed the
-        # waiting statement of a worker's connection in most tries.)
-        assert wait_until(lambda: int(db_query(
-            "SELECT COUNT(*) FROM information_schema.processlist WHERE command = 'Execute'"
-            " AND info LIKE 'INSERT INTO budget_spend%'")[0][0]) == 1, timeout=20), \
-            "the call's charge never waited for the spend rows"
-        time.sleep(0.5)
-        sql.stdin.write("COMMIT;\n")
-        sql.stdin.flush()
-        t.join(60)
-    finally:
-        sql.stdin.close()
-        sql.wait(10)
-    assert out and out[0].status_code == 200, out and out[0].text
-    header, timing = server_timing(out[0]), out[0].json()["timing"]
+    held = call_held_at_its_charge(client, slug, "held", lambda: time.sleep(0.5))
+    header, timing = server_timing(held), held.json()["timing"]
     assert header["record"] >= 500, header      # the wait for the rows
     assert timing["record_ms"] < 500, timing    # stops before the history's write
-    check_timing(timing, header, wall_ms(out[0]))
+    check_timing(timing, header, wall_ms(held))
