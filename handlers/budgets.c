@@ -329,7 +329,7 @@ bool ah_budget_charge_of(ah_req *r, const ah_budget_hold *h, const char *cost, l
 	    (h->n == 6 && !row_is(h, 4, AH_SPEND_KEY)))
 		return false;
 	*ch = (ah_budget_charge){h->rows[0].start, h->rows[1].start, h->n == 6 ? h->rows[4].id : NULL,
-	                         rest_of(r, cost, charged), cost, 0};
+	                         rest_of(r, cost, charged), 0};
 	for (int i = 0; i < h->n; i++)
 		ch->release |= (h->held && h->rows[i].limit) << i;
 	return true;

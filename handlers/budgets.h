@@ -67,12 +67,13 @@ json_object *ah_budget_spec(ah_req *r, const ah_budget_hold *h);
 void ah_budget_finish(ah_req *r, const ah_budget_hold *h, const char *cost, long long charged);
 
 /* The same charge as data, for the history's write to make in its own
- * transaction (schema/035, invoke_record.c): the rows' day and month, the
- * key's id (NULL: a JWT's call, no key rows), the cost left to charge, the
- * call's whole cost (each row's dearest call) and which rows release their
- * place (bit i: row i, in ah_budget_hold's order). */
+ * transaction (schema/035, invoke_record.c, which gives the call's whole
+ * cost, each row's dearest call, with the row): the rows' day and month,
+ * the key's id (NULL: a JWT's call, no key rows), the cost left to charge
+ * and which rows release their place (bit i: row i, in ah_budget_hold's
+ * order). */
 typedef struct ah_budget_charge {
-	const char *day, *month, *key_id, *rest, *cost;
+	const char *day, *month, *key_id, *rest;
 	int release;
 } ah_budget_charge;
 

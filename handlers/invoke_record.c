@@ -1,7 +1,8 @@
-/* Accounting and recording an invocation: its tokens and exact cost, then one
- * INSERT into the history, whose trigger counts the user's daily usage and
- * touches the session in the same statement; the usage alone when the
- * history row cannot be written. */
+/* Accounting and recording an invocation: its tokens and exact cost, then its
+ * history row, whose trigger counts the user's daily usage and touches the
+ * session in the same statement; with the agent's stderr and the call's
+ * budgets' charge, one procedure call writes all of them in one transaction.
+ * The usage (and the charge) alone when the history row cannot be written. */
 #include "budgets.h"
 #include "files_api.h"
 #include "invocations.h"
