@@ -89,29 +89,27 @@ int ah_rf_sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2,
 	return rc;
 }
 
-/* The blob's bytes in memory (a tmp/ copy first: S3 blobs come that way). */
+/* The blob's bytes in memory, read from the store's own file (local) or
+ * from the copy an S3 fetch made (ah_store_open_blob). */
 static int blob_bytes(const ah_store *s, const char *sha, char **buf, size_t *len, ah_err *err)
 {
 	ah_arena *a = ah_arena_new();
-	char *tmp;
-	int fd, rc = ah_store_tmp(s, a, &fd, &tmp, err);
-	if (rc == 0) {
-		close(fd);
-		rc = ah_store_fetch(s, sha, tmp, err);
-	}
-	FILE *f = rc == 0 ? fopen(tmp, "rb") : NULL;
+	int fd = -1, rc = ah_store_open_blob(s, a, sha, &fd, err);
 	struct stat st;
-	if (rc == 0 && (!f || fstat(fileno(f), &st) != 0 || st.st_size > ATTACH_MAX))
+	if (rc == 0 && (fstat(fd, &st) != 0 || st.st_size > ATTACH_MAX))
 		rc = ah_err_set(err, AH_ETOOBIG, "blob %s unreadable or over %lld bytes", sha, ATTACH_MAX);
 	if (rc == 0) {
 		*len = (size_t)st.st_size;
 		*buf = malloc(*len + 1);
-		if (!*buf || fread(*buf, 1, *len, f) != *len)
+		size_t got = 0;
+		ssize_t n;
+		while (*buf && got < *len && (n = read(fd, *buf + got, *len - got)) > 0)
+			got += (size_t)n;
+		if (!*buf || got != *len)
 			rc = ah_err_set(err, AH_EFAIL, "reading blob %s", sha);
 	}
-	if (f)
-		fclose(f);
-	unlink(tmp);
+	if (fd >= 0)
+		close(fd);
 	ah_arena_destroy(a);
 	return rc;
 }
