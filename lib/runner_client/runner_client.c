@@ -147,6 +147,10 @@ static bool is_unix(const char *address)
 	return address[0] == '/' || address[0] == '.' || !strchr(address, ':');
 }
 
+/* How long a refused send waits for the answer the runner wrote before it
+ * closed: already there, or none will come. */
+#define SENT_REFUSED_MS 200
+
 /* The unix socket: the request line in clear, the answer line back. */
 typedef struct chunk_sink {
 	ah_runner_chunk_fn fn;
@@ -168,6 +172,13 @@ static int call_unix(const ah_rc *r, const char *path, const char *s, size_t len
 	if (rc == 0)
 		rc = k->fn ? ah_rc_stream_unix(r, fd, timeout_ms, k->fn, k->ctx, ans, alen)
 		           : read_answer(r, fd, timeout_ms, ans, alen);
+	/* A runner with no connection thread free answers "overloaded" and
+	 * closes at once, without reading the request: when it got there before
+	 * the request was sent, the send fails (EPIPE) and the answer is still
+	 * there to read. Read, the call is told to come back (503), not that the
+	 * runner is gone (a full run met it once). */
+	else if (read_answer(r, fd, SENT_REFUSED_MS, ans, alen) == 0)
+		rc = 0;
 	close(fd);
 	return rc;
 }
