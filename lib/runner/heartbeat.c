@@ -3,6 +3,7 @@
  * (whose sessions rows become `expired`). One thread with its own connection.
  * The row's address is where the API sends an agent's calls (runner_client.c):
  * the unix socket path, or host:port when the runner takes TCP (tcp.c). */
+#include "runner/blob_cache.h"
 #include "runner/runner.h"
 #include "runner/sandboxes.h"
 #include "runner/fuse.h"
@@ -216,6 +217,7 @@ void *ah_heartbeat_thread(void *arg)
 			sweep_lost_deploys(db);
 			gc_deleted_agents(db, r);
 			purge_history(db, r->cfg);
+			ah_blob_cache_sweep(r->cfg, AH_BLOB_CACHE_IDLE_S, AH_BLOB_CACHE_MAX_BYTES);
 			next_sweep = now + 60000;
 		}
 		usleep(200 * 1000);

@@ -15,6 +15,7 @@
  * attachments cost a call ~55 ms (issue 31). Each blob is read into memory
  * once: ATTACH_MAX caps one. */
 #include "runner/run_files_int.h"
+#include "runner/blob_cache.h"
 #include "core/log.h"
 #include "files/files.h"
 
@@ -89,10 +90,13 @@ int ah_rf_sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2,
 	return rc;
 }
 
-/* The blob's bytes in memory, read from the store's own file (local) or
- * from the copy an S3 fetch made (ah_store_open_blob). */
+/* The blob's bytes in memory, read from the store's own file (local) or,
+ * from S3, from this runner's copy (blob_cache.h), else fetched and kept. */
 static int blob_bytes(const ah_store *s, const char *sha, char **buf, size_t *len, ah_err *err)
 {
+	bool s3 = ah_store_is_s3(s);
+	if (s3 && ah_blob_cache_read(store_cfg, sha, buf, len, ATTACH_MAX) == 0)
+		return 0;
 	ah_arena *a = ah_arena_new();
 	int fd = -1, rc = ah_store_open_blob(s, a, sha, &fd, err);
 	struct stat st;
@@ -111,6 +115,8 @@ static int blob_bytes(const ah_store *s, const char *sha, char **buf, size_t *le
 	if (fd >= 0)
 		close(fd);
 	ah_arena_destroy(a);
+	if (rc == 0 && s3)
+		ah_blob_cache_keep(store_cfg, sha, *buf, *len);
 	return rc;
 }
 

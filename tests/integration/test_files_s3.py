@@ -2,21 +2,24 @@
 (storage_backend = s3, the stack's database) in front of s3rver on loopback,
 spoken to over FastCGI. Uploads land as content-addressed objects, downloads
 redirect to presigned GETs, presigned uploads hand out real S3 presigned PUT
-URLs, and deleting the last record removes the object."""
+URLs, and deleting the last record removes the object. A runner on the S3
+store keeps its own copy of each attachment it places."""
 import hashlib
 import json
 import os
 import random
+import socket
+import struct
+import uuid
 
 import pytest
 import requests
 
-from conftest import create_user
-import socket
-import struct
-
+from agent_code import config_get, deployed_agent, needs_runner
+from conftest import BASE_URL, VAR, Client, create_user
 from fcgi import PrivateApi, fcgi_params, fcgi_read_response, fcgi_record
 from s3server import KEY, SECRET, S3rver
+from test_deploy_faults import runner_with
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +29,15 @@ def s3():
     s.stop()
 
 
+def s3_env(s3):
+    """The configuration of the S3 store on s3, as environment overrides."""
+    return dict(AGENTHOST_STORAGE_BACKEND="s3", AGENTHOST_S3_ENDPOINT=s3.endpoint,
+                AGENTHOST_S3_BUCKET=s3.bucket, AGENTHOST_S3_REGION="us-east-1",
+                AGENTHOST_S3_ACCESS_KEY_ID=KEY, AGENTHOST_S3_SECRET_ACCESS_KEY=SECRET)
+
+
 def s3_api(s3):
-    return PrivateApi(AGENTHOST_STORAGE_BACKEND="s3", AGENTHOST_S3_ENDPOINT=s3.endpoint,
-                      AGENTHOST_S3_BUCKET="files", AGENTHOST_S3_REGION="us-east-1",
-                      AGENTHOST_S3_ACCESS_KEY_ID=KEY, AGENTHOST_S3_SECRET_ACCESS_KEY=SECRET)
+    return PrivateApi(**s3_env(s3))
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +163,49 @@ def test_replayed_s3_put_after_confirm_leaves_no_object(s3, api, token):
     assert f"pending/{p['file_id']}" not in s3.keys()
     assert call(api, token, "DELETE", f"/files/{p['file_id']}")[0] == 204
     assert not [k for k in s3.keys() if p["file_id"] in k or rec["sha256_hash"] in k]
+
+
+# Prints the file its prompt names.
+CAT_JS = ("const fs = require('fs'); let p = ''; process.stdin.on('data', d => p += d);"
+          " process.stdin.on('end', () => { try { process.stdout.write(fs.readFileSync(p)); }"
+          " catch (e) { process.stdout.write('ERR ' + e.code); } });\n")
+
+
+def invoke(token, slug, prompt):
+    """A call through the stack's own API (nginx): it runs on the stack's
+    runner, whatever store that runner was started with."""
+    r = requests.post(f"{BASE_URL}/agents/{slug}/invoke", json={"prompt": prompt}, timeout=120,
+                      headers={"Authorization": "Bearer " + token,
+                               "X-Forwarded-For": f"10.9.{random.randint(0, 255)}.{random.randint(1, 254)}"})
+    assert r.status_code == 200, r.text
+    return r.json()["response_content"]
+
+
+@needs_runner
+def test_attachments_on_s3_are_fetched_once_per_runner(token):
+    """On the S3 store a runner keeps a copy of each attachment it placed
+    (named by its SHA-256, so never stale) and does not fetch it from the
+    bucket again on every call: with the bucket gone, the next call still
+    has it. The agent is deployed first; the runner then runs on the S3
+    store, and the file is uploaded and attached through an API on it."""
+    slug = deployed_agent(Client(token), CAT_JS)["slug"]
+    data = "".join(uuid.uuid4().hex for _ in range(1500)).encode()  # 48 KB
+    sha = hashlib.sha256(data).hexdigest()
+    bucket = S3rver("files")  # of its own: this test stops it
+    env = {k[len("AGENTHOST_"):].lower(): v for k, v in s3_env(bucket).items()}
+    try:
+        with runner_with(**env), s3_api(bucket) as api:
+            f = post_file(api, token, data, name="kb.txt")
+            st, out = post_json(api, token, f"/agents/{slug}/files",
+                                {"file_id": f["file_id"], "mount_path": "/files/agent/kb.txt"})
+            assert st == 201, out
+            assert f"blobs/{sha}" in bucket.keys()
+            assert invoke(token, slug, "/files/agent/kb.txt") == data.decode()
+            bucket.stop()  # the bucket is gone from here on
+            assert invoke(token, slug, "/files/agent/kb.txt") == data.decode()
+            copy = os.path.join(config_get("data_dir", os.path.join(VAR, "data")), "blob-cache", sha)
+            with open(copy, "rb") as fh:
+                assert fh.read() == data
+            assert os.stat(copy).st_mode & 0o777 == 0o600
+    finally:
+        bucket.stop()
