@@ -317,6 +317,12 @@ static const char *rest_of(ah_req *r, const char *cost, long long charged)
 	return ah_money_text(r->arena, pico > charged ? pico - charged : 0);
 }
 
+/* Row i gives back the place at the edge its admission took. */
+static bool releases(const ah_budget_hold *h, int i)
+{
+	return h->held && h->rows[i].limit;
+}
+
 static bool row_is(const ah_budget_hold *h, int i, ah_spend_scope s)
 {
 	return strcmp(h->rows[i].scope, ah_spend_scope_names[s]) == 0;
@@ -331,7 +337,7 @@ bool ah_budget_charge_of(ah_req *r, const ah_budget_hold *h, const char *cost, l
 	*ch = (ah_budget_charge){h->rows[0].start, h->rows[1].start, h->n == 6 ? h->rows[4].id : NULL,
 	                         rest_of(r, cost, charged), 0};
 	for (int i = 0; i < h->n; i++)
-		ch->release |= (h->held && h->rows[i].limit) << i;
+		ch->release |= releases(h, i) << i;
 	return true;
 }
 
@@ -342,7 +348,7 @@ void ah_budget_finish(ah_req *r, const ah_budget_hold *h, const char *cost, long
 	long long rel[6] = {0};
 	const char *rest = rest_of(r, cost, charged);
 	for (int i = 0; i < h->n; i++)
-		rel[i] = h->held && h->rows[i].limit ? 1 : 0;
+		rel[i] = releases(h, i);
 	int rc = AH_EFAIL;
 	for (int tries = 0; tries < 3 && rc != 0; tries++) {
 		if (h->n == 4)

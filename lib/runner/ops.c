@@ -350,7 +350,7 @@ static int run_in(const struct ah_runner *r, const struct ah_run_req *q, const s
 	}
 	/* A warm process's sandbox got the call's attachments before it started
 	 * (they are part of its fingerprint). */
-	int rc = q->files && !out->warm ? ah_run_files_in(r->cfg, sb, q->files, deadline, &why) : 0;
+	int rc = q->files && !out->warm ? ah_run_files_in(r->cfg, sb, q->files, q->session, deadline, &why) : 0;
 	int64_t left = deadline - ah_rf_now();
 	x.timeout_ms = (int)(left > 0 ? left : 1);
 	out->t_ready = ah_mono_us();

@@ -19,14 +19,10 @@
 #include "runner/run_files_int.h"
 #include "core/log.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define DEFAULT_MAX_FILES 100 /* an API that sends no max_files */
@@ -152,15 +148,13 @@ static int take(struct collect *c, const char *path, const char *shown, long lon
 static void attach_out(struct collect *c, json_object *att, json_object *out)
 {
 	for (size_t i = 0; !c->error && att && i < json_object_array_length(att); i++) {
-		json_object *e = json_object_array_get_idx(att, i), *ro = NULL;
+		json_object *e = json_object_array_get_idx(att, i);
 		const char *sha = ah_rf_str(e, "sha"), *path = ah_rf_str(e, "path"), *id = ah_rf_str(e, "file_id");
 		char *norm, now[65];
 		long long size, blocks;
 		ah_sandbox_result res;
 		ah_err err;
-		json_object_object_get_ex(e, "ro", &ro);
-		if (!sha || !path || !id || !ro || json_object_get_boolean(ro) ||
-		    ah_mount_path_problem(c->a, path, &norm))
+		if (!sha || !path || !id || !ah_rf_writable(e) || ah_mount_path_problem(c->a, path, &norm))
 			continue;
 		/* A regular file (find does not follow a symbolic link), or gone;
 		 * a sparse one is not read (take refuses it). */
@@ -315,50 +309,12 @@ static void list_and_take(struct collect *c, json_object *out)
 	ah_sandbox_result_free(&res);
 }
 
-/* True when dir (under the sandbox's root rfd) exists and holds nothing. */
-static bool dir_empty(int rfd, const char *dir)
-{
-	/* Not RESOLVE_NO_XDEV: /files is a bind mount of its own. */
-	struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-	                        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
-	                                   RESOLVE_NO_MAGICLINKS };
-	int fd = (int)syscall(SYS_openat2, rfd, dir, &how, sizeof how);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return false;
-	}
-	bool empty = true;
-	for (struct dirent *e; empty && (e = readdir(d));)
-		empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
-	closedir(d);
-	return empty;
-}
-
-bool ah_rf_dirs_empty(ah_sandbox *sb, const char *const *dirs)
-{
-	char root[64];
-	snprintf(root, sizeof root, "/proc/%d/root", (int)ah_sandbox_pid(sb));
-	int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (rfd < 0)
-		return false;
-	bool none = true;
-	for (; none && *dirs; dirs++)
-		none = dir_empty(rfd, *dirs);
-	close(rfd);
-	return none;
-}
-
 /* Whether the call has an attachment the agent may write (saved back). */
 static bool writable_attachment(json_object *att)
 {
-	for (size_t i = 0; att && i < json_object_array_length(att); i++) {
-		json_object *ro = NULL;
-		json_object_object_get_ex(json_object_array_get_idx(att, i), "ro", &ro);
-		if (ro && !json_object_get_boolean(ro))
+	for (size_t i = 0; att && i < json_object_array_length(att); i++)
+		if (ah_rf_writable(json_object_array_get_idx(att, i)))
 			return true;
-	}
 	return false;
 }
 

@@ -21,12 +21,16 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -125,7 +129,7 @@ static int blob_bytes(const ah_store *s, const char *sha, char **buf, size_t *le
 typedef struct batch {
 	struct archive *ar;
 	char *buf;
-	size_t len, cap, files;
+	size_t len, cap;
 } batch;
 
 static la_ssize_t batch_write(struct archive *ar, void *ud, const void *p, size_t n)
@@ -147,7 +151,7 @@ static la_ssize_t batch_write(struct archive *ar, void *ud, const void *p, size_
 
 static int batch_open(batch *b, ah_err *err)
 {
-	b->len = b->files = 0;
+	b->len = 0;
 	b->ar = archive_write_new();
 	if (!b->ar || archive_write_set_format_gnutar(b->ar) != ARCHIVE_OK ||
 	    archive_write_set_bytes_in_last_block(b->ar, 1) != ARCHIVE_OK ||
@@ -173,7 +177,6 @@ static int batch_entry(batch *b, const char *name, int mode, const char *data, s
 	    (len && archive_write_data(b->ar, data, len) != (la_ssize_t)len))
 		rc = ah_err_set(err, AH_EFAIL, "tar for the sandbox: %s", archive_error_string(b->ar));
 	archive_entry_free(e);
-	b->files += data != NULL;
 	return rc;
 }
 
@@ -283,6 +286,48 @@ json_object *ah_rf_arr(json_object *o, const char *k)
 	return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_array) ? v : NULL;
 }
 
+/* True when dir (under the sandbox's root rfd) exists and holds nothing. */
+static bool dir_empty(int rfd, const char *dir)
+{
+	/* Not RESOLVE_NO_XDEV: /files is a bind mount of its own. */
+	struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+	                        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
+	                                   RESOLVE_NO_MAGICLINKS };
+	int fd = (int)syscall(SYS_openat2, rfd, dir, &how, sizeof how);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	bool empty = true;
+	for (struct dirent *e; empty && (e = readdir(d));)
+		empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+	closedir(d);
+	return empty;
+}
+
+bool ah_rf_dirs_empty(ah_sandbox *sb, const char *const *dirs)
+{
+	char root[64];
+	snprintf(root, sizeof root, "/proc/%d/root", (int)ah_sandbox_pid(sb));
+	int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return false;
+	bool none = true;
+	for (; none && *dirs; dirs++)
+		none = dir_empty(rfd, *dirs);
+	close(rfd);
+	return none;
+}
+
+/* An attachment entry the agent may write ("ro": false; saved back). */
+bool ah_rf_writable(json_object *e)
+{
+	json_object *ro = NULL;
+	return json_object_object_get_ex(e, "ro", &ro) && ro && !json_object_get_boolean(ro);
+}
+
 #define PREP "rm -rf /files/agent && mkdir -p /files/agent /files/session"
 /* Prints "kept" when the sandbox has its session's files already. */
 #define KEPT_CHECK "{ [ ! -e " MARKER " ] || echo kept; }"
@@ -296,14 +341,12 @@ static int list_files(ah_arena *a, json_object *att, json_object *ses, placed **
 	*fa = ah_alloc(a, (natt + 1) * sizeof **fa), *fs = ah_alloc(a, (nses + 1) * sizeof **fs);
 	*na = *ns = 0;
 	for (size_t i = 0; i < natt; i++) {
-		json_object *e = json_object_array_get_idx(att, i), *ro = NULL;
+		json_object *e = json_object_array_get_idx(att, i);
 		const char *sha = ah_rf_str(e, "sha"), *path = ah_rf_str(e, "path");
 		char *norm;
-		json_object_object_get_ex(e, "ro", &ro);
 		if (!sha || !path || ah_mount_path_problem(a, path, &norm))
 			return ah_err_set(err, AH_EINVALID, "bad attachment");
-		(*fa)[(*na)++] = (placed){sha, norm + strlen(AH_MOUNT_ROOT),
-		                          ro && !json_object_get_boolean(ro) ? 0644 : 0444};
+		(*fa)[(*na)++] = (placed){sha, norm + strlen(AH_MOUNT_ROOT), ah_rf_writable(e) ? 0644 : 0444};
 	}
 	for (size_t i = 0; i < nses; i++) {
 		json_object *e = json_object_array_get_idx(ses, i);
@@ -314,20 +357,21 @@ static int list_files(ah_arena *a, json_object *att, json_object *ses, placed **
 	return 0;
 }
 
-int ah_run_files_in(const ah_config *cfg, ah_sandbox *sb, json_object *files, int64_t deadline,
-                    ah_err *err)
+int ah_run_files_in(const ah_config *cfg, ah_sandbox *sb, json_object *files, bool reused,
+                    int64_t deadline, ah_err *err)
 {
 	const ah_store *s = get_store(cfg);
 	if (!s)
 		return ah_err_set(err, AH_EFAIL, "managed files unavailable");
 	json_object *att = ah_rf_arr(files, "attach"), *ses = ah_rf_arr(files, "session");
-	/* Nothing to place: no program to run when /files/agent is empty (the
-	 * sandbox starts so, a run without attachments leaves it so or has it
-	 * emptied by its collect, run_collect.c); one left with a session's
-	 * earlier call's attachments is emptied. */
+	/* Nothing to place: no program to run. A new sandbox starts with an
+	 * empty /files/agent, and a run without attachments leaves it so or has
+	 * it emptied by its collect (run_collect.c); a reused one (a session's)
+	 * may hold an earlier call's attachments, which are emptied. */
 	static const char *const agent_dir[] = {"files/agent", NULL};
 	if ((!att || !json_object_array_length(att)) && (!ses || !json_object_array_length(ses)))
-		return ah_rf_dirs_empty(sb, agent_dir) ? 0 : run_script(sb, PREP, NULL, 0, deadline, NULL, err);
+		return !reused || ah_rf_dirs_empty(sb, agent_dir) ? 0
+		                                                  : run_script(sb, PREP, NULL, 0, deadline, NULL, err);
 	ah_arena *a = ah_arena_new();
 	placed *fa, *fs;
 	size_t na, ns;

@@ -3,6 +3,7 @@
 #define AH_RUNNER_RUN_FILES_H
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/config.h"
@@ -14,9 +15,11 @@
  * a call's own timeout, which the placing and collecting of its files count
  * in; 0 for none (a warm process made ahead of its call). */
 
-/* Before the run: attachments and a session's earlier outputs into /files. */
-int ah_run_files_in(const ah_config *cfg, ah_sandbox *sb, json_object *files, int64_t deadline,
-                    ah_err *err);
+/* Before the run: attachments and a session's earlier outputs into /files.
+ * reused: the sandbox ran a call before (a session's), so its /files/agent
+ * may hold that call's attachments. */
+int ah_run_files_in(const ah_config *cfg, ah_sandbox *sb, json_object *files, bool reused,
+                    int64_t deadline, ah_err *err);
 /* After the run (run_collect.c): new session outputs and changed writable
  * attachments copied out to files_dir/tmp within the call's caps and time,
  * listed in ans as "files_out" ({"session", "attach", and "error" when some

@@ -23,6 +23,9 @@ int ah_rf_sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2,
  * following a link (no program run in the sandbox). */
 bool ah_rf_dirs_empty(ah_sandbox *sb, const char *const *dirs);
 
+/* An attachment entry of a run request the agent may write ("ro": false). */
+bool ah_rf_writable(json_object *e);
+
 /* o's string or array member k, else NULL. */
 const char *ah_rf_str(json_object *o, const char *k);
 json_object *ah_rf_arr(json_object *o, const char *k);

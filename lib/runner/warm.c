@@ -279,7 +279,7 @@ static int start_warm(ah_sandbox *sb, void *arg, char key[AH_SBX_KEY_LEN + 1], a
 	struct start_ctx *x = arg;
 	struct recipe *c = x->c;
 	struct ah_run_req env = {.env_cap = c->nenv + ENV_EXTRA};
-	int rc = c->files ? ah_run_files_in(x->cfg, sb, c->files, 0, err) : 0;
+	int rc = c->files ? ah_run_files_in(x->cfg, sb, c->files, false, 0, err) : 0;
 	if (rc == 0 && !(env.envp = copy_env(c->envp, c->nenv, ENV_EXTRA)))
 		rc = ah_err_set(err, AH_EFAIL, "out of memory");
 	env.nenv = env.envp ? c->nenv : 0;

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from agent_code import config_get, deployed_agent, needs_runner
-from conftest import BASE_URL, VAR, Client, create_user
+from conftest import VAR, Client, create_user
 from fcgi import PrivateApi, fcgi_params, fcgi_read_response, fcgi_record
 from s3server import KEY, SECRET, S3rver
 from test_deploy_faults import runner_with
@@ -174,9 +174,7 @@ CAT_JS = ("const fs = require('fs'); let p = ''; process.stdin.on('data', d => p
 def invoke(token, slug, prompt):
     """A call through the stack's own API (nginx): it runs on the stack's
     runner, whatever store that runner was started with."""
-    r = requests.post(f"{BASE_URL}/agents/{slug}/invoke", json={"prompt": prompt}, timeout=120,
-                      headers={"Authorization": "Bearer " + token,
-                               "X-Forwarded-For": f"10.9.{random.randint(0, 255)}.{random.randint(1, 254)}"})
+    r = Client(token).post(f"/agents/{slug}/invoke", json={"prompt": prompt}, timeout=120)
     assert r.status_code == 200, r.text
     return r.json()["response_content"]
 

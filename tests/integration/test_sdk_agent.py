@@ -120,6 +120,25 @@ def test_sdk_agent_runs_bash_in_the_sandbox(sdk, standin):
     assert 0 < inv["input_tokens"] < 40
 
 
+def test_claude_codes_bash_reads_the_agents_attachments(sdk):
+    """The real workload and its files (issue 31's one-tar placing): an
+    attachment is where Claude Code's Bash looks for it, byte for byte and
+    read-only, nested under its mount path."""
+    client, slug = sdk
+    f = client.post("/files", files={"file": ("notes.txt", b"attached for claude", "text/plain")})
+    assert f.status_code == 201, f.text
+    fid = f.json()["file_id"]
+    r = client.post(f"/agents/{slug}/files", json={"file_id": fid, "mount_path": "/files/agent/kb/notes.txt"})
+    assert r.status_code == 201, r.text
+    try:
+        r = invoke(client, slug, "RUN: cat /files/agent/kb/notes.txt; echo; stat -c %a /files/agent/kb/notes.txt")
+        assert r.status_code == 200, r.text
+        out = r.json()["response_content"]
+        assert out.split("\n")[:2] == ["ran: attached for claude", "444"], out
+    finally:
+        assert client.delete(f"/agents/{slug}/files/{fid}").status_code == 204
+
+
 def test_session_keeps_claude_codes_state(sdk):
     client, sdk = sdk
     """Within a session the next call sees the files Claude Code's Bash wrote
