@@ -70,6 +70,8 @@
 	X(RUNNER_HEARTBEAT_SECONDS, "runner_heartbeat_seconds", INT, "5", 1, 300, runner, heartbeat_seconds, "runner heartbeat period") \
 	X(RUNNER_STALE_SECONDS, "runner_stale_seconds", INT, "30", 1, 86400, runner, stale_seconds, "a runner silent this long is down (health)") \
 	X(RUNNER_SHUTDOWN_GRACE_SECONDS, "runner_shutdown_grace_seconds", INT, "20", 0, 3600, runner, shutdown_grace_seconds, "runs may finish this long at stop") \
+	X(BLOB_CACHE_MB, "blob_cache_mb", INT, "1024", 0, 1 << 20, runner, blob_cache_mb, "MiB of copies of S3 blobs (attachments, session outputs) the runner keeps under data_dir/blob-cache, least recently used going first; 0: none, every call fetches its blobs from the bucket") \
+	X(BLOB_CACHE_IDLE_SECONDS, "blob_cache_idle_seconds", INT, "600", 10, 86400 * 30, runner, blob_cache_idle_seconds, "a copy of an S3 blob unused this long is removed, so a deleted file leaves the runner's disk within it") \
 	X(WARM_MAX, "warm_max", INT, "10", 0, 256, runner, warm_max, "warm processes one agent may ask for (min_warm), whatever its plan") \
 	X(WARM_IDLE_SECONDS, "warm_idle_seconds", INT, "600", 10, 86400 * 30, runner, warm_idle_seconds, "an agent's warm processes are dropped after this long without calls") \
 	X(SESSION_IDLE_SECONDS, "session_idle_seconds", INT, "3600", 1, 86400 * 30, runner, session_idle_seconds, "idle session sandboxes are reclaimed") \

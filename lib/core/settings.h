@@ -83,6 +83,8 @@ typedef struct {
 	long long shutdown_grace_seconds;
 	long long warm_max;
 	long long warm_idle_seconds;
+	long long blob_cache_mb;
+	long long blob_cache_idle_seconds;
 	long long session_idle_seconds;
 	long long session_give_way_seconds;
 } ah_runner_settings;

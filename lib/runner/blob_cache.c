@@ -23,6 +23,11 @@ static bool is_sha(const char *sha)
 	return strlen(sha) == SHA_LEN && strspn(sha, "0123456789abcdef") == SHA_LEN;
 }
 
+static bool cache_on(const ah_config *cfg)
+{
+	return ah_settings_of(cfg)->runner.blob_cache_mb > 0;
+}
+
 static void cache_dir(const ah_config *cfg, char *out, size_t cap)
 {
 	snprintf(out, cap, "%s/blob-cache", ah_settings_of(cfg)->host.data_dir);
@@ -32,7 +37,7 @@ int ah_blob_cache_read(const ah_config *cfg, const char *sha, char **buf, size_t
 {
 	char dir[1024], path[1200];
 	struct stat st;
-	if (!is_sha(sha))
+	if (!is_sha(sha) || !cache_on(cfg))
 		return AH_ENOTFOUND;
 	cache_dir(cfg, dir, sizeof dir);
 	snprintf(path, sizeof path, "%s/%s", dir, sha);
@@ -91,7 +96,7 @@ static int write_copy(const char *dir, const char *sha, const char *buf, size_t 
 void ah_blob_cache_keep(const ah_config *cfg, const char *sha, const char *buf, size_t len)
 {
 	char dir[1024];
-	if (!is_sha(sha))
+	if (!is_sha(sha) || !cache_on(cfg))
 		return;
 	if (!matches(sha, buf, len)) {
 		ah_log_error("blob %s from the store does not match its name: not kept", sha);
@@ -102,7 +107,7 @@ void ah_blob_cache_keep(const ah_config *cfg, const char *sha, const char *buf, 
 		ah_log_warn("blob cache %s: %s", dir, strerror(errno));
 		return;
 	}
-	ah_blob_cache_sweep(cfg, AH_BLOB_CACHE_IDLE_S, AH_BLOB_CACHE_MAX_BYTES);
+	ah_blob_cache_tidy(cfg);
 }
 
 typedef struct copy {
@@ -162,10 +167,16 @@ void ah_blob_cache_sweep(const ah_config *cfg, long long idle_s, long long max_b
 	long long total = 0;
 	for (long i = 0; i < n; i++)
 		total += c[i].size;
-	for (long i = 0; i < n && total > max_bytes; i++) {
+	for (long i = 0; i < n && (total > max_bytes || max_bytes <= 0); i++) {
 		unlinkat(dirfd(d), c[i].name, 0);
 		total -= c[i].size;
 	}
 	free(c);
 	closedir(d);
+}
+
+void ah_blob_cache_tidy(const ah_config *cfg)
+{
+	const ah_runner_settings *s = &ah_settings_of(cfg)->runner;
+	ah_blob_cache_sweep(cfg, s->blob_cache_idle_seconds, s->blob_cache_mb << 20);
 }

@@ -217,7 +217,7 @@ void *ah_heartbeat_thread(void *arg)
 			sweep_lost_deploys(db);
 			gc_deleted_agents(db, r);
 			purge_history(db, r->cfg);
-			ah_blob_cache_sweep(r->cfg, AH_BLOB_CACHE_IDLE_S, AH_BLOB_CACHE_MAX_BYTES);
+			ah_blob_cache_tidy(r->cfg);
 			next_sweep = now + 60000;
 		}
 		usleep(200 * 1000);

@@ -16,12 +16,12 @@
 
 static char dir[64], cache[128];
 
-static ah_config *config_in(const char *data_dir)
+static ah_config *config_in(const char *data_dir, const char *more)
 {
 	char path[] = "/tmp/ah-test-blobcache-conf-XXXXXX";
 	int fd = mkstemp(path);
 	FILE *f = fdopen(fd, "w");
-	fprintf(f, "data_dir = %s\n", data_dir);
+	fprintf(f, "data_dir = %s\n%s", data_dir, more);
 	fclose(f);
 	ah_config *c = NULL;
 	ah_err err = {0};
@@ -107,6 +107,29 @@ static void test_sweep(const ah_config *c)
 	   "a copy being written stays, one left for over a minute goes");
 }
 
+/* The operator's bounds (blob_cache_idle_seconds, blob_cache_mb) are the
+ * ones the minute sweep and each keep hold the cache to; 0 MiB keeps none. */
+static void test_configured(void)
+{
+	ah_config *idle = config_in(dir, "blob_cache_idle_seconds = 30\n");
+	ah_config *off = config_in(dir, "blob_cache_mb = 0\n");
+	char stale[65], fresh[65], other[65], *buf = NULL;
+	size_t len = 0;
+	sha_of("stale", 5, stale), sha_of("fresh", 5, fresh), sha_of("other", 5, other);
+	ah_blob_cache_keep(idle, stale, "stale", 5);
+	ah_blob_cache_keep(idle, fresh, "fresh", 5);
+	age(stale, 60), age(fresh, 5);
+	ah_blob_cache_tidy(idle);
+	ok(!present(stale) && present(fresh), "a copy unused past blob_cache_idle_seconds goes, a newer one stays");
+	ah_blob_cache_keep(off, other, "other", 5);
+	ok(!present(other), "with blob_cache_mb = 0 nothing is kept");
+	ok(ah_blob_cache_read(off, fresh, &buf, &len, 1 << 20) == AH_ENOTFOUND, "nor read");
+	ah_blob_cache_tidy(off);
+	ok(!present(fresh), "and the copies kept before are removed by the sweep");
+	ah_config_free(idle);
+	ah_config_free(off);
+}
+
 int main(void)
 {
 	if (sodium_init() < 0)
@@ -115,10 +138,11 @@ int main(void)
 	if (!mkdtemp(dir))
 		return 1;
 	snprintf(cache, sizeof cache, "%s/blob-cache", dir);
-	ah_config *c = config_in(dir);
+	ah_config *c = config_in(dir, "");
 	test_kept_and_read(c);
 	test_refused(c);
 	test_sweep(c);
+	test_configured();
 	ah_config_free(c);
 	char cmd[160];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
