@@ -33,77 +33,92 @@ static void cache_dir(const ah_config *cfg, char *out, size_t cap)
 	snprintf(out, cap, "%s/blob-cache", ah_settings_of(cfg)->host.data_dir);
 }
 
-int ah_blob_cache_read(const ah_config *cfg, const char *sha, char **buf, size_t *len, size_t max)
+int ah_blob_cache_open(const ah_config *cfg, const char *sha, int *fd)
 {
 	char dir[1024], path[1200];
 	struct stat st;
+	*fd = -1;
 	if (!is_sha(sha) || !cache_on(cfg))
 		return AH_ENOTFOUND;
 	cache_dir(cfg, dir, sizeof dir);
 	snprintf(path, sizeof path, "%s/%s", dir, sha);
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	int f = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (f < 0)
 		return AH_ENOTFOUND;
-	int rc = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size <= max ? 0 : AH_ENOTFOUND;
-	*buf = rc == 0 ? malloc((size_t)st.st_size + 1) : NULL;
-	size_t got = 0;
-	ssize_t n;
-	while (*buf && got < (size_t)st.st_size && (n = read(fd, *buf + got, (size_t)st.st_size - got)) > 0)
-		got += (size_t)n;
-	if (rc == 0 && (!*buf || got != (size_t)st.st_size)) {
-		free(*buf);
-		*buf = NULL;
-		rc = AH_ENOTFOUND;
+	if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(f);
+		return AH_ENOTFOUND;
 	}
-	if (rc == 0) {
-		*len = got;
-		futimens(fd, NULL); /* used now: the sweep goes by the time of last use */
-	}
-	close(fd);
-	return rc;
+	futimens(f, NULL); /* used now: the sweep goes by the time of last use */
+	*fd = f;
+	return 0;
 }
 
-/* buf's SHA-256 is sha. */
-static bool matches(const char *sha, const char *buf, size_t len)
+static int write_all(int fd, const char *p, size_t n)
 {
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w, n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* fd's bytes (from offset 0, whatever its position) into out, hashed on the
+ * way: 0 when all were copied and their SHA-256 is sha. */
+static int copy_checked(int fd, int out, const char *sha)
+{
+	crypto_hash_sha256_state h;
 	unsigned char d[crypto_hash_sha256_BYTES];
-	char hex[SHA_LEN + 1];
-	crypto_hash_sha256(d, (const unsigned char *)buf, len);
+	char hex[SHA_LEN + 1], buf[1 << 16];
+	off_t off = 0;
+	ssize_t n;
+	crypto_hash_sha256_init(&h);
+	while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
+		if (write_all(out, buf, (size_t)n) != 0)
+			return -1;
+		crypto_hash_sha256_update(&h, (const unsigned char *)buf, (unsigned long long)n);
+		off += n;
+	}
+	crypto_hash_sha256_final(&h, d);
 	sodium_bin2hex(hex, sizeof hex, d, sizeof d);
-	return strcmp(hex, sha) == 0;
+	return n == 0 && strcmp(hex, sha) == 0 ? 0 : 1;
 }
 
 /* Written under a name of its own, then renamed: a reader sees a whole copy
- * or none, and two calls keeping the same blob at once both succeed. */
-static int write_copy(const char *dir, const char *sha, const char *buf, size_t len)
+ * or none, and two calls keeping the same blob at once both succeed. A copy
+ * whose bytes do not match its name is not kept (1), and logged. */
+static int write_copy(const char *dir, const char *sha, int fd)
 {
 	char tmp[1200], path[1200];
 	snprintf(tmp, sizeof tmp, "%s/.%s.%08x", dir, sha, randombytes_random());
 	snprintf(path, sizeof path, "%s/%s", dir, sha);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
+	int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (out < 0)
 		return -1;
-	size_t put = 0;
-	ssize_t n;
-	while (put < len && (n = write(fd, buf + put, len - put)) > 0)
-		put += (size_t)n;
-	int rc = close(fd) == 0 && put == len && rename(tmp, path) == 0 ? 0 : -1;
+	int rc = copy_checked(fd, out, sha);
+	if (close(out) != 0 && rc == 0)
+		rc = -1;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = -1;
 	if (rc != 0)
 		unlink(tmp);
+	if (rc == 1)
+		ah_log_error("blob %s from the store does not match its name: not kept", sha);
 	return rc;
 }
 
-void ah_blob_cache_keep(const ah_config *cfg, const char *sha, const char *buf, size_t len)
+void ah_blob_cache_keep(const ah_config *cfg, const char *sha, int fd)
 {
 	char dir[1024];
 	if (!is_sha(sha) || !cache_on(cfg))
 		return;
-	if (!matches(sha, buf, len)) {
-		ah_log_error("blob %s from the store does not match its name: not kept", sha);
-		return;
-	}
 	cache_dir(cfg, dir, sizeof dir);
-	if ((mkdir(dir, 0700) != 0 && errno != EEXIST) || write_copy(dir, sha, buf, len) != 0) {
+	int rc = mkdir(dir, 0700) != 0 && errno != EEXIST ? -1 : write_copy(dir, sha, fd);
+	if (rc < 0) {
 		ah_log_warn("blob cache %s: %s", dir, strerror(errno));
 		return;
 	}

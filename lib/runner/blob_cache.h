@@ -9,19 +9,17 @@
 #ifndef AH_RUNNER_BLOB_CACHE_H
 #define AH_RUNNER_BLOB_CACHE_H
 
-#include <stddef.h>
-
 #include "core/config.h"
 
-/* The copy of sha into *buf (malloc'ed, *len bytes), marked used: 0, or
- * AH_ENOTFOUND when there is none (or it is over max bytes, or the cache is
- * configured off). */
-int ah_blob_cache_read(const ah_config *cfg, const char *sha, char **buf, size_t *len, size_t max);
+/* The copy of sha, open for reading in *fd and marked used: 0, or
+ * AH_ENOTFOUND when there is none (or the cache is configured off). */
+int ah_blob_cache_open(const ah_config *cfg, const char *sha, int *fd);
 
-/* Keeps buf as sha's copy when its SHA-256 is sha (a blob that does not
- * match is not kept, and logged) and the cache is on, then holds the cache
- * to its bounds. */
-void ah_blob_cache_keep(const ah_config *cfg, const char *sha, const char *buf, size_t len);
+/* Keeps fd's bytes (read from offset 0; its position is left alone) as sha's
+ * copy when their SHA-256 is sha (bytes that do not match are not kept, and
+ * logged) and the cache is on, then holds the cache to its bounds. Copied
+ * in pieces: a blob is never held in memory whole. */
+void ah_blob_cache_keep(const ah_config *cfg, const char *sha, int fd);
 
 /* Removes copies unused for idle_s seconds and, oldest first, those past
  * max_bytes. */

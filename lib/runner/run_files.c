@@ -12,8 +12,8 @@
  * never follows a path the agent controls. Files are handed over as a tar
  * stream on a program's stdin, as many in one as BATCH_MAX holds: a program
  * in a sandbox costs a few milliseconds, and one per file made five
- * attachments cost a call ~55 ms (issue 31). Each blob is read into memory
- * once: ATTACH_MAX caps one. */
+ * attachments cost a call ~55 ms (issue 31). ATTACH_MAX caps one blob; the
+ * tar goes through a file, not memory (struct batch). */
 #include "runner/run_files_int.h"
 #include "runner/blob_cache.h"
 #include "core/log.h"
@@ -69,9 +69,10 @@ int64_t ah_rf_now(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int ah_rf_sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2, const void *in,
-             size_t in_len, int out_fd, size_t max_out, int64_t deadline, ah_sandbox_result *res,
-             ah_err *err)
+/* ah_rf_sh, whose stdin may be in_len bytes of the file in_fd (>= 0) instead of in. */
+static int sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2, const void *in,
+              int in_fd, size_t in_len, int out_fd, size_t max_out, int64_t deadline,
+              ah_sandbox_result *res, ah_err *err)
 {
 	const char *argv[] = {"/bin/sh", "-c", script, "sh", a1, a2, NULL};
 	static const char *const envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
@@ -80,6 +81,7 @@ int ah_rf_sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2,
 	if (left <= 0)
 		return ah_err_set(err, AH_ETIMEOUT, "the call's time is up");
 	ah_sandbox_exec_spec x = {.argv = argv, .envp = envp, .stdin_data = in, .stdin_len = in_len,
+	                          .stdin_from_fd = in_fd >= 0, .stdin_fd = in_fd,
 	                          .timeout_ms = (int)(left < STEP_MS ? left : STEP_MS),
 	                          .max_output = max_out, .log_tag = "files", .cwd = "/files",
 	                          .stdout_to_fd = out_fd >= 0, .stdout_fd = out_fd};
@@ -94,64 +96,92 @@ int ah_rf_sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2,
 	return rc;
 }
 
-/* The blob's bytes in memory, read from the store's own file (local) or,
- * from S3, from this runner's copy (blob_cache.h), else fetched and kept. */
-static int blob_bytes(const ah_store *s, const char *sha, char **buf, size_t *len, ah_err *err)
+int ah_rf_sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2, const void *in,
+             size_t in_len, int out_fd, size_t max_out, int64_t deadline, ah_sandbox_result *res,
+             ah_err *err)
 {
-	bool s3 = ah_store_is_s3(s);
-	if (s3 && ah_blob_cache_read(store_cfg, sha, buf, len, ATTACH_MAX) == 0)
-		return 0;
-	ah_arena *a = ah_arena_new();
-	int fd = -1, rc = ah_store_open_blob(s, a, sha, &fd, err);
-	struct stat st;
-	if (rc == 0 && (fstat(fd, &st) != 0 || st.st_size > ATTACH_MAX))
-		rc = ah_err_set(err, AH_ETOOBIG, "blob %s unreadable or over %lld bytes", sha, ATTACH_MAX);
-	if (rc == 0) {
-		*len = (size_t)st.st_size;
-		*buf = malloc(*len + 1);
-		size_t got = 0;
-		ssize_t n;
-		while (*buf && got < *len && (n = read(fd, *buf + got, *len - got)) > 0)
-			got += (size_t)n;
-		if (!*buf || got != *len)
-			rc = ah_err_set(err, AH_EFAIL, "reading blob %s", sha);
+	return sh(sb, script, a1, a2, in, -1, in_len, out_fd, max_out, deadline, res, err);
+}
+
+/* The blob open in *fd, *size bytes: the store's own file (local) or, from
+ * S3, this runner's copy (blob_cache.h), else fetched and kept. */
+static int blob_open(const ah_store *s, const char *sha, int *fd, long long *size, ah_err *err)
+{
+	bool s3 = ah_store_is_s3(s), cached = s3 && ah_blob_cache_open(store_cfg, sha, fd) == 0;
+	int rc = 0;
+	if (!cached) {
+		ah_arena *a = ah_arena_new();
+		*fd = -1;
+		rc = ah_store_open_blob(s, a, sha, fd, err);
+		ah_arena_destroy(a);
 	}
-	if (fd >= 0)
-		close(fd);
-	ah_arena_destroy(a);
-	if (rc == 0 && s3)
-		ah_blob_cache_keep(store_cfg, sha, *buf, *len);
+	struct stat st;
+	if (rc == 0 && (fstat(*fd, &st) != 0 || st.st_size > ATTACH_MAX))
+		rc = ah_err_set(err, AH_ETOOBIG, "blob %s unreadable or over %lld bytes", sha, ATTACH_MAX);
+	if (rc == 0 && s3 && !cached)
+		ah_blob_cache_keep(store_cfg, sha, *fd);
+	if (rc == 0)
+		*size = st.st_size;
+	else if (*fd >= 0)
+		close(*fd), *fd = -1;
 	return rc;
 }
 
-/* Files for one tar in the sandbox, in memory: GNU format, whose names are
- * bytes as given (a pax name is UTF-8 that tar converts to its locale, C). */
+/* Files for one tar in the sandbox: GNU format, whose names are bytes as
+ * given (a pax name is UTF-8 that tar converts to its locale, C). The tar is
+ * written to an unlinked file of data_dir, each blob copied into it in
+ * pieces, and spliced into the program's stdin: a call holds no file in
+ * memory whole (a 100 MiB attachment had the runner's memory peak 200 MiB
+ * higher: its bytes, then the tar's). */
 typedef struct batch {
 	struct archive *ar;
-	char *buf;
-	size_t len, cap;
+	int fd;
+	size_t len;
+	char *chunk;
 } batch;
+
+#define CHUNK (256 << 10)
 
 static la_ssize_t batch_write(struct archive *ar, void *ud, const void *p, size_t n)
 {
 	batch *b = ud;
-	if (b->len + n > b->cap) {
-		size_t cap = (b->len + n) * 2;
-		char *grown = realloc(b->buf, cap);
-		if (!grown) {
-			archive_set_error(ar, ENOMEM, "out of memory");
+	for (size_t put = 0; put < n;) {
+		ssize_t w = write(b->fd, (const char *)p + put, n - put);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			archive_set_error(ar, errno ? errno : EIO, "writing the tar: %s", strerror(errno));
 			return -1;
 		}
-		b->buf = grown, b->cap = cap;
+		put += (size_t)w;
 	}
-	memcpy(b->buf + b->len, p, n);
 	b->len += n;
 	return (la_ssize_t)n;
+}
+
+/* The tar's file: made once per placing, emptied for each batch. */
+static int batch_file(batch *b)
+{
+	if (b->fd >= 0)
+		return ftruncate(b->fd, 0) == 0 && lseek(b->fd, 0, SEEK_SET) == 0 ? 0 : -1;
+	const char *dir = ah_settings_of(store_cfg)->host.data_dir;
+	b->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (b->fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) { /* no O_TMPFILE there */
+		char path[1100];
+		snprintf(path, sizeof path, "%s/.tar-XXXXXX", dir);
+		if ((b->fd = mkostemp(path, O_CLOEXEC)) >= 0)
+			unlink(path);
+	}
+	return b->fd >= 0 ? 0 : -1;
 }
 
 static int batch_open(batch *b, ah_err *err)
 {
 	b->len = 0;
+	if (!b->chunk && !(b->chunk = malloc(CHUNK)))
+		return ah_err_set(err, AH_EFAIL, "out of memory");
+	if (batch_file(b) != 0)
+		return ah_err_set(err, AH_EFAIL, "a file for the sandbox's tar: %s", strerror(errno));
 	b->ar = archive_write_new();
 	if (!b->ar || archive_write_set_format_gnutar(b->ar) != ARCHIVE_OK ||
 	    archive_write_set_bytes_in_last_block(b->ar, 1) != ARCHIVE_OK ||
@@ -161,45 +191,53 @@ static int batch_open(batch *b, ah_err *err)
 	return 0;
 }
 
-/* An entry of the batch: a directory (data NULL) or a regular file. */
-static int batch_entry(batch *b, const char *name, int mode, const char *data, size_t len, ah_err *err)
+/* An entry of the batch: a directory (fd -2), an empty file (fd -1) or
+ * size bytes of fd. */
+static int batch_entry(batch *b, const char *name, int mode, int fd, long long size, ah_err *err)
 {
 	struct archive_entry *e = archive_entry_new();
-	int rc = 0;
 	if (!e)
 		return ah_err_set(err, AH_EFAIL, "out of memory");
 	archive_entry_set_pathname(e, name);
-	archive_entry_set_filetype(e, data ? AE_IFREG : AE_IFDIR);
+	archive_entry_set_filetype(e, fd == -2 ? AE_IFDIR : AE_IFREG);
 	archive_entry_set_perm(e, (mode_t)mode);
-	archive_entry_set_size(e, (la_int64_t)len);
+	archive_entry_set_size(e, fd >= 0 ? (la_int64_t)size : 0);
 	archive_entry_set_mtime(e, time(NULL), 0);
-	if (archive_write_header(b->ar, e) != ARCHIVE_OK ||
-	    (len && archive_write_data(b->ar, data, len) != (la_ssize_t)len))
-		rc = ah_err_set(err, AH_EFAIL, "tar for the sandbox: %s", archive_error_string(b->ar));
+	bool ok = archive_write_header(b->ar, e) == ARCHIVE_OK;
 	archive_entry_free(e);
-	return rc;
+	ssize_t n = 0;
+	for (off_t off = 0; ok && fd >= 0 && off < size; off += n) {
+		size_t want = size - off < CHUNK ? (size_t)(size - off) : CHUNK;
+		n = pread(fd, b->chunk, want, off);
+		if (n <= 0)
+			return ah_err_set(err, AH_EFAIL, "reading blob for %s: %s", name,
+			                  n ? strerror(errno) : "shorter than its size");
+		ok = archive_write_data(b->ar, b->chunk, (size_t)n) == n;
+	}
+	return ok ? 0 : ah_err_set(err, AH_EFAIL, "tar for the sandbox: %s", archive_error_string(b->ar));
 }
 
 /* The blob sha as the file name. */
 static int batch_add(batch *b, const ah_store *s, const char *sha, const char *name, int mode,
                      ah_err *err)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	int rc = blob_bytes(s, sha, &buf, &len, err);
+	int fd = -1;
+	long long size = 0;
+	int rc = blob_open(s, sha, &fd, &size, err);
 	if (rc == 0)
-		rc = batch_entry(b, name, mode, buf, len, err);
-	free(buf);
+		rc = batch_entry(b, name, mode, fd, size, err);
+	if (fd >= 0)
+		close(fd);
 	return rc;
 }
 
-/* A script in the sandbox with stdin; *kept (when not NULL): whether it
+/* A script in the sandbox with stdin (len bytes of in_fd; none when -1); *kept (when not NULL): whether it
  * printed "kept" (KEPT_CHECK's answer). */
-static int run_script(ah_sandbox *sb, const char *script, const void *in, size_t len, int64_t deadline,
+static int run_script(ah_sandbox *sb, const char *script, int in_fd, size_t len, int64_t deadline,
                       bool *kept, ah_err *err)
 {
 	ah_sandbox_result res;
-	int rc = ah_rf_sh(sb, script, NULL, NULL, in, len, -1, 4096, deadline, &res, err);
+	int rc = sh(sb, script, NULL, NULL, NULL, in_fd, len, -1, 4096, deadline, &res, err);
 	if (kept)
 		*kept = rc == 0 && res.out && strncmp(res.out, "kept", 4) == 0;
 	ah_sandbox_result_free(&res);
@@ -216,7 +254,7 @@ static int batch_run(ah_sandbox *sb, batch *b, const char *script, int64_t deadl
 		rc = ah_err_set(err, AH_EFAIL, "tar for the sandbox: %s", archive_error_string(b->ar));
 	archive_write_free(b->ar);
 	b->ar = NULL;
-	return rc ? rc : run_script(sb, script, b->buf, b->len, deadline, kept, err);
+	return rc ? rc : run_script(sb, script, b->fd, b->len, deadline, kept, err);
 }
 
 /* One file to place: its blob, its name under the plan's directory, its mode. */
@@ -249,17 +287,17 @@ static const char *tar_script(ah_arena *a, const plan *p, bool first, bool last)
 static int place(ah_sandbox *sb, const ah_store *s, ah_arena *a, const placed *f, size_t n,
                  const plan *p, int64_t deadline, bool *kept, ah_err *err)
 {
-	batch b = {0};
+	batch b = {.fd = -1};
 	bool first = true, said = false;
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (!b.ar && (rc = batch_open(&b, err)) == 0 && first && p->fresh)
-			rc = batch_entry(&b, p->dir, 0755, NULL, 0, err);
+			rc = batch_entry(&b, p->dir, 0755, -2, 0, err);
 		if (rc == 0)
 			rc = batch_add(&b, s, f[i].sha, ah_sprintf(a, "%s/%s", p->dir, f[i].name), f[i].mode, err);
 		bool last = i + 1 == n;
 		if (rc == 0 && last && p->mark)
-			rc = batch_entry(&b, MARKER + strlen("/files/"), 0644, "", 0, err);
+			rc = batch_entry(&b, MARKER + strlen("/files/"), 0644, -1, 0, err);
 		if (rc == 0 && (b.len >= BATCH_MAX || last)) {
 			rc = batch_run(sb, &b, tar_script(a, p, first, last), deadline, &said, err);
 			first = false;
@@ -269,7 +307,9 @@ static int place(ah_sandbox *sb, const ah_store *s, ah_arena *a, const placed *f
 	}
 	if (b.ar)
 		archive_write_free(b.ar);
-	free(b.buf);
+	if (b.fd >= 0)
+		close(b.fd);
+	free(b.chunk);
 	return rc;
 }
 
@@ -371,7 +411,7 @@ int ah_run_files_in(const ah_config *cfg, ah_sandbox *sb, json_object *files, bo
 	static const char *const agent_dir[] = {"files/agent", NULL};
 	if ((!att || !json_object_array_length(att)) && (!ses || !json_object_array_length(ses)))
 		return !reused || ah_rf_dirs_empty(sb, agent_dir) ? 0
-		                                                  : run_script(sb, PREP, NULL, 0, deadline, NULL, err);
+		                                                  : run_script(sb, PREP, -1, 0, deadline, NULL, err);
 	ah_arena *a = ah_arena_new();
 	placed *fa, *fs;
 	size_t na, ns;
@@ -384,7 +424,7 @@ int ah_run_files_in(const ah_config *cfg, ah_sandbox *sb, json_object *files, bo
 	if (rc == 0 && na)
 		rc = place(sb, s, a, fa, na, &agent, deadline, &kept, err);
 	else if (rc == 0)
-		rc = run_script(sb, PREP " && " KEPT_CHECK, NULL, 0, deadline, &kept, err);
+		rc = run_script(sb, PREP " && " KEPT_CHECK, -1, 0, deadline, &kept, err);
 	if (rc == 0 && ns && !kept)
 		rc = place(sb, s, a, fs, ns, &session, deadline, NULL, err);
 	ah_arena_destroy(a);

@@ -409,7 +409,8 @@ static int exec_common(ah_sandbox *sb, const ah_sandbox_exec_spec *x, ah_sandbox
 {
 	if (!x->argv || !x->argv[0] || x->argv[0][0] != '/')
 		return ah_err_set(err, AH_EINVALID, "argv[0] must be an absolute path");
-	io s = { .in = x->stdin_data, .in_len = x->stdin_data ? x->stdin_len : 0,
+	io s = { .in = x->stdin_data, .in_len = x->stdin_data || x->stdin_from_fd ? x->stdin_len : 0,
+	         .in_is_file = x->stdin_from_fd, .in_file = x->stdin_fd,
 	         .max_out = x->max_output ? x->max_output : 10 << 20, .tag = x->log_tag,
 	         .fd_in = -1, .fd_out = -1, .fd_err = -1,
 	         .out_file = x->stdout_to_fd ? x->stdout_fd : -1,

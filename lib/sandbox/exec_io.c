@@ -8,6 +8,7 @@
 #include "core/redact.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,7 +147,10 @@ void sb_io_close_fd(int *fd)
 void sb_io_feed_stdin(io *s)
 {
 	while (s->in_off < s->in_len) {
-		ssize_t n = write(s->fd_in, s->in + s->in_off, s->in_len - s->in_off);
+		loff_t at = (loff_t)s->in_off;
+		ssize_t n = s->in_is_file
+		                ? splice(s->in_file, &at, s->fd_in, NULL, s->in_len - s->in_off, SPLICE_F_NONBLOCK)
+		                : write(s->fd_in, s->in + s->in_off, s->in_len - s->in_off);
 		if (n > 0) {
 			s->in_off += (size_t)n;
 			continue;

@@ -13,6 +13,7 @@
 
 typedef struct io {
 	const char *in; size_t in_len, in_off;
+	bool in_is_file; int in_file;  /* stdin from in_file (spliced), not in */
 	char *out; size_t out_len, out_cap, max_out; bool truncated;
 	char tail[TAIL_MAX]; size_t tail_len;
 	char line[1024]; size_t line_len; size_t logged; bool log_cut;

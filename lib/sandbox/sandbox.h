@@ -139,6 +139,11 @@ typedef struct ah_sandbox_exec_spec {
 	const char *const *envp;   /* the WHOLE environment: nothing of the host's leaks */
 	const void *stdin_data;
 	size_t stdin_len;
+	/* Instead of stdin_data: stdin_len bytes of this file from offset 0,
+	 * spliced into the program's stdin, never through the caller's memory
+	 * (a tar of attachments, lib/runner/run_files.c). */
+	bool stdin_from_fd;
+	int stdin_fd;
 	int timeout_ms;            /* <= 0: no timeout */
 	size_t max_output;         /* stdout cap; exceeding kills the process tree */
 	const char *log_tag;       /* stderr lines are logged prefixed with it */

@@ -4,10 +4,14 @@ writable one's changes saved back), and what the agent writes under
 /files/session/ becomes session files listed in the result, downloadable byte
 for byte, visible again in the session's later calls."""
 import hashlib
+import os
 import uuid
+
+import requests
 
 from agent_code import deployed_agent, needs_runner
 from conftest import assert_422
+from test_deploy import runner_pid
 
 FILES_JS = r"""
 const fs = require('fs');
@@ -154,6 +158,34 @@ def test_writable_attachment_is_saved_back(client):
     # Deleting the file detaches it everywhere.
     assert client.delete(f"/files/{f['file_id']}").status_code == 204
     assert client.get(f"/agents/{slug}/files").json() == []
+
+
+def proc_status_mib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
+
+
+@needs_runner
+def test_a_large_attachment_never_sits_in_the_runners_memory(client):
+    """64 MiB attached arrive byte for byte while the runner's peak memory
+    grows by a fraction of that: the attachments' tar goes through a file and
+    is spliced into the sandbox. Holding the blob and then the tar in memory,
+    it grew by twice the file (100 MiB: +200 MiB), on every call at once."""
+    slug = deployed_agent(client, FILES_JS)["slug"]
+    data = os.urandom(64 << 20)
+    sha = hashlib.sha256(data).hexdigest()
+    p = client.post("/files/presigned-upload", json={"filename": "big.bin", "size_bytes": len(data),
+                                                      "content_type": "application/octet-stream"}).json()
+    assert requests.put(p["upload_url"], data=data).status_code == 200
+    assert client.post(f"/files/{p['file_id']}/confirm", json={"sha256_hash": sha}).status_code == 200
+    assert client.post(f"/agents/{slug}/files", json={"file_id": p["file_id"]}).status_code == 201
+    pid = runner_pid()
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")  # the peak (VmHWM) starts again from what the runner holds now
+    before = proc_status_mib(pid, "VmRSS")
+    assert run(client, slug, "tree|/files/agent")["response_content"] == f"/files/agent/big.bin 444 {sha}\n"
+    grown = proc_status_mib(pid, "VmHWM") - before
+    assert grown < 24, f"the runner's peak memory grew by {grown:.0f} MiB for a 64 MiB attachment"
 
 
 def test_attach_bad_input(client, other_client, make_agent):

@@ -45,6 +45,30 @@ static bool present(const char *name)
 	return access(p, F_OK) == 0;
 }
 
+/* Keeps len bytes of p as sha's copy, from a file whose position is at its
+ * end (the cache reads from offset 0 whatever the position). */
+static void keep(const ah_config *c, const char *sha, const char *p, size_t len)
+{
+	char path[] = "/tmp/ah-test-blobcache-src-XXXXXX";
+	int fd = mkstemp(path);
+	unlink(path);
+	if (fd < 0 || write(fd, p, len) != (ssize_t)len)
+		fprintf(stderr, "source file: write failed\n");
+	ah_blob_cache_keep(c, sha, fd);
+	close(fd);
+}
+
+/* sha's copy read back through ah_blob_cache_open: 0, or AH_ENOTFOUND. */
+static int read_back(const ah_config *c, const char *sha, char *buf, size_t cap, size_t *len)
+{
+	int fd = -1, rc = ah_blob_cache_open(c, sha, &fd);
+	ssize_t n = rc == 0 ? read(fd, buf, cap) : 0;
+	if (fd >= 0)
+		close(fd);
+	*len = n > 0 ? (size_t)n : 0;
+	return rc;
+}
+
 /* Last used seconds_ago. */
 static void age(const char *name, long seconds_ago)
 {
@@ -57,31 +81,29 @@ static void age(const char *name, long seconds_ago)
 static void test_kept_and_read(const ah_config *c)
 {
 	const char *a = "the bytes of a";
-	char sha[65], *buf = NULL;
+	char sha[65], buf[64];
 	size_t len = 0;
 	sha_of(a, strlen(a), sha);
-	ok(ah_blob_cache_read(c, sha, &buf, &len, 1 << 20) == AH_ENOTFOUND, "no copy before one is kept");
-	ah_blob_cache_keep(c, sha, a, strlen(a));
-	ok(ah_blob_cache_read(c, sha, &buf, &len, 1 << 20) == 0 && len == strlen(a) && memcmp(buf, a, len) == 0,
+	ok(read_back(c, sha, buf, sizeof buf, &len) == AH_ENOTFOUND, "no copy before one is kept");
+	keep(c, sha, a, strlen(a));
+	ok(read_back(c, sha, buf, sizeof buf, &len) == 0 && len == strlen(a) && memcmp(buf, a, len) == 0,
 	   "a kept copy reads back whole");
-	free(buf);
 	struct stat st;
 	char p[256];
 	snprintf(p, sizeof p, "%s/%s", cache, sha);
 	ok(stat(p, &st) == 0 && (st.st_mode & 0777) == 0600 && stat(cache, &st) == 0 && (st.st_mode & 0777) == 0700,
 	   "the copy is 0600 in a 0700 directory");
-	ok(ah_blob_cache_read(c, sha, &buf, &len, 4) == AH_ENOTFOUND, "a copy over the reader's cap is not read");
 }
 
 static void test_refused(const ah_config *c)
 {
-	char sha[65], *buf = NULL;
+	char sha[65], buf[64];
 	size_t len = 0;
 	sha_of("other bytes", 11, sha);
-	ah_blob_cache_keep(c, sha, "not those", 9);
+	keep(c, sha, "not those", 9);
 	ok(!present(sha), "bytes that do not match their name are not kept");
-	ah_blob_cache_keep(c, "../../escape", "x", 1);
-	ok(ah_blob_cache_read(c, "../../etc/passwd", &buf, &len, 1 << 20) == AH_ENOTFOUND,
+	keep(c, "../../escape", "x", 1);
+	ok(read_back(c, "../../etc/passwd", buf, sizeof buf, &len) == AH_ENOTFOUND,
 	   "a name that is not a sha is no path");
 }
 
@@ -90,9 +112,9 @@ static void test_sweep(const ah_config *c)
 	char old[65], lru[65], recent[65];
 	const char *x = "xxxxxxxxxx", *y = "yyyyyyyyyy", *z = "zzzzzzzzzz";
 	sha_of(x, 10, old), sha_of(y, 10, lru), sha_of(z, 10, recent);
-	ah_blob_cache_keep(c, old, x, 10);
-	ah_blob_cache_keep(c, lru, y, 10);
-	ah_blob_cache_keep(c, recent, z, 10);
+	keep(c, old, x, 10);
+	keep(c, lru, y, 10);
+	keep(c, recent, z, 10);
 	age(old, 700), age(lru, 100), age(recent, 10);
 	char tmp_new[256], tmp_old[256];
 	snprintf(tmp_new, sizeof tmp_new, "%s/.%s.0001", cache, recent);
@@ -113,17 +135,17 @@ static void test_configured(void)
 {
 	ah_config *idle = config_in(dir, "blob_cache_idle_seconds = 30\n");
 	ah_config *off = config_in(dir, "blob_cache_mb = 0\n");
-	char stale[65], fresh[65], other[65], *buf = NULL;
+	char stale[65], fresh[65], other[65], buf[64];
 	size_t len = 0;
 	sha_of("stale", 5, stale), sha_of("fresh", 5, fresh), sha_of("other", 5, other);
-	ah_blob_cache_keep(idle, stale, "stale", 5);
-	ah_blob_cache_keep(idle, fresh, "fresh", 5);
+	keep(idle, stale, "stale", 5);
+	keep(idle, fresh, "fresh", 5);
 	age(stale, 60), age(fresh, 5);
 	ah_blob_cache_tidy(idle);
 	ok(!present(stale) && present(fresh), "a copy unused past blob_cache_idle_seconds goes, a newer one stays");
-	ah_blob_cache_keep(off, other, "other", 5);
+	keep(off, other, "other", 5);
 	ok(!present(other), "with blob_cache_mb = 0 nothing is kept");
-	ok(ah_blob_cache_read(off, fresh, &buf, &len, 1 << 20) == AH_ENOTFOUND, "nor read");
+	ok(read_back(off, fresh, buf, sizeof buf, &len) == AH_ENOTFOUND, "nor read");
 	ah_blob_cache_tidy(off);
 	ok(!present(fresh), "and the copies kept before are removed by the sweep");
 	ah_config_free(idle);
