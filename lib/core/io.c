@@ -45,6 +45,24 @@ int ah_send_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
+int ah_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n > 0) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return AH_EFAIL;
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
 int ah_hostport_split(const char *s, char *host, size_t hcap, char *port, size_t pcap)
 {
 	const char *colon, *h = s;

@@ -1,5 +1,6 @@
 /* The runner's copies of S3 blobs: see blob_cache.h. */
 #include "runner/blob_cache.h"
+#include "core/io.h"
 #include "core/log.h"
 #include "core/settings.h"
 
@@ -54,19 +55,6 @@ int ah_blob_cache_open(const ah_config *cfg, const char *sha, int *fd)
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w, n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* fd's bytes (from offset 0, whatever its position) into out, hashed on the
  * way: 0 when all were copied and their SHA-256 is sha. */
 static int copy_checked(int fd, int out, const char *sha)
@@ -78,7 +66,7 @@ static int copy_checked(int fd, int out, const char *sha)
 	ssize_t n;
 	crypto_hash_sha256_init(&h);
 	while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
-		if (write_all(out, buf, (size_t)n) != 0)
+		if (ah_write_all(out, buf, (size_t)n) != 0)
 			return -1;
 		crypto_hash_sha256_update(&h, (const unsigned char *)buf, (unsigned long long)n);
 		off += n;

@@ -16,6 +16,7 @@
  * tar goes through a file, not memory (struct batch). */
 #include "runner/run_files_int.h"
 #include "runner/blob_cache.h"
+#include "core/io.h"
 #include "core/log.h"
 #include "files/files.h"
 
@@ -105,16 +106,11 @@ int ah_rf_sh(ah_sandbox *sb, const char *script, const char *a1, const char *a2,
 
 /* The blob open in *fd, *size bytes: the store's own file (local) or, from
  * S3, this runner's copy (blob_cache.h), else fetched and kept. */
-static int blob_open(const ah_store *s, const char *sha, int *fd, long long *size, ah_err *err)
+static int blob_open(const ah_store *s, ah_arena *a, const char *sha, int *fd, long long *size,
+                     ah_err *err)
 {
 	bool s3 = ah_store_is_s3(s), cached = s3 && ah_blob_cache_open(store_cfg, sha, fd) == 0;
-	int rc = 0;
-	if (!cached) {
-		ah_arena *a = ah_arena_new();
-		*fd = -1;
-		rc = ah_store_open_blob(s, a, sha, fd, err);
-		ah_arena_destroy(a);
-	}
+	int rc = cached ? 0 : ah_store_open_blob(s, a, sha, fd, err);
 	struct stat st;
 	if (rc == 0 && (fstat(*fd, &st) != 0 || st.st_size > ATTACH_MAX))
 		rc = ah_err_set(err, AH_ETOOBIG, "blob %s unreadable or over %lld bytes", sha, ATTACH_MAX);
@@ -129,7 +125,7 @@ static int blob_open(const ah_store *s, const char *sha, int *fd, long long *siz
 
 /* Files for one tar in the sandbox: GNU format, whose names are bytes as
  * given (a pax name is UTF-8 that tar converts to its locale, C). The tar is
- * written to an unlinked file of data_dir, each blob copied into it in
+ * written to an unlinked file of the store's tmp/, each blob copied into it in
  * pieces, and spliced into the program's stdin: a call holds no file in
  * memory whole (a 100 MiB attachment had the runner's memory peak 200 MiB
  * higher: its bytes, then the tar's). */
@@ -145,43 +141,35 @@ typedef struct batch {
 static la_ssize_t batch_write(struct archive *ar, void *ud, const void *p, size_t n)
 {
 	batch *b = ud;
-	for (size_t put = 0; put < n;) {
-		ssize_t w = write(b->fd, (const char *)p + put, n - put);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			archive_set_error(ar, errno ? errno : EIO, "writing the tar: %s", strerror(errno));
-			return -1;
-		}
-		put += (size_t)w;
+	if (ah_write_all(b->fd, p, n) != 0) {
+		archive_set_error(ar, errno, "writing the tar: %s", strerror(errno));
+		return -1;
 	}
 	b->len += n;
 	return (la_ssize_t)n;
 }
 
-/* The tar's file: made once per placing, emptied for each batch. */
-static int batch_file(batch *b)
+/* The tar's file, in the store's tmp/ and unlinked at once: made once per
+ * placing, emptied for each batch. */
+static int batch_file(batch *b, const ah_store *s, ah_arena *a, ah_err *err)
 {
 	if (b->fd >= 0)
-		return ftruncate(b->fd, 0) == 0 && lseek(b->fd, 0, SEEK_SET) == 0 ? 0 : -1;
-	const char *dir = ah_settings_of(store_cfg)->host.data_dir;
-	b->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (b->fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) { /* no O_TMPFILE there */
-		char path[1100];
-		snprintf(path, sizeof path, "%s/.tar-XXXXXX", dir);
-		if ((b->fd = mkostemp(path, O_CLOEXEC)) >= 0)
-			unlink(path);
-	}
-	return b->fd >= 0 ? 0 : -1;
+		return ftruncate(b->fd, 0) == 0 && lseek(b->fd, 0, SEEK_SET) == 0
+		           ? 0 : ah_err_set(err, AH_EFAIL, "emptying the sandbox's tar: %s", strerror(errno));
+	char *path;
+	int rc = ah_store_tmp(s, a, &b->fd, &path, err);
+	if (rc == 0)
+		unlink(path);
+	return rc;
 }
 
-static int batch_open(batch *b, ah_err *err)
+static int batch_open(batch *b, const ah_store *s, ah_arena *a, ah_err *err)
 {
 	b->len = 0;
 	if (!b->chunk && !(b->chunk = malloc(CHUNK)))
 		return ah_err_set(err, AH_EFAIL, "out of memory");
-	if (batch_file(b) != 0)
-		return ah_err_set(err, AH_EFAIL, "a file for the sandbox's tar: %s", strerror(errno));
+	if (batch_file(b, s, a, err) != 0)
+		return AH_EFAIL;
 	b->ar = archive_write_new();
 	if (!b->ar || archive_write_set_format_gnutar(b->ar) != ARCHIVE_OK ||
 	    archive_write_set_bytes_in_last_block(b->ar, 1) != ARCHIVE_OK ||
@@ -218,12 +206,12 @@ static int batch_entry(batch *b, const char *name, int mode, int fd, long long s
 }
 
 /* The blob sha as the file name. */
-static int batch_add(batch *b, const ah_store *s, const char *sha, const char *name, int mode,
-                     ah_err *err)
+static int batch_add(batch *b, const ah_store *s, ah_arena *a, const char *sha, const char *name,
+                     int mode, ah_err *err)
 {
 	int fd = -1;
 	long long size = 0;
-	int rc = blob_open(s, sha, &fd, &size, err);
+	int rc = blob_open(s, a, sha, &fd, &size, err);
 	if (rc == 0)
 		rc = batch_entry(b, name, mode, fd, size, err);
 	if (fd >= 0)
@@ -231,8 +219,8 @@ static int batch_add(batch *b, const ah_store *s, const char *sha, const char *n
 	return rc;
 }
 
-/* A script in the sandbox with stdin (len bytes of in_fd; none when -1); *kept (when not NULL): whether it
- * printed "kept" (KEPT_CHECK's answer). */
+/* A script in the sandbox with stdin (len bytes of in_fd; none when -1);
+ * *kept (when not NULL): whether it printed "kept" (KEPT_CHECK's answer). */
 static int run_script(ah_sandbox *sb, const char *script, int in_fd, size_t len, int64_t deadline,
                       bool *kept, ah_err *err)
 {
@@ -291,10 +279,10 @@ static int place(ah_sandbox *sb, const ah_store *s, ah_arena *a, const placed *f
 	bool first = true, said = false;
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
-		if (!b.ar && (rc = batch_open(&b, err)) == 0 && first && p->fresh)
+		if (!b.ar && (rc = batch_open(&b, s, a, err)) == 0 && first && p->fresh)
 			rc = batch_entry(&b, p->dir, 0755, -2, 0, err);
 		if (rc == 0)
-			rc = batch_add(&b, s, f[i].sha, ah_sprintf(a, "%s/%s", p->dir, f[i].name), f[i].mode, err);
+			rc = batch_add(&b, s, a, f[i].sha, ah_sprintf(a, "%s/%s", p->dir, f[i].name), f[i].mode, err);
 		bool last = i + 1 == n;
 		if (rc == 0 && last && p->mark)
 			rc = batch_entry(&b, MARKER + strlen("/files/"), 0644, -1, 0, err);
