@@ -143,16 +143,20 @@ def test_session_keeps_claude_codes_state(sdk):
     client, sdk = sdk
     """Within a session the next call sees the files Claude Code's Bash wrote
     and Claude Code's own state under HOME/.claude."""
-    sid = "sdk-" + uuid.uuid4().hex[:10]
-    r = invoke(client, sdk, "RUN: echo kept > /app/note.txt; ls $HOME/.claude", session_id=sid)
+    sid, tok = "sdk-" + uuid.uuid4().hex[:10], uuid.uuid4().hex
+    r = invoke(client, sdk, f"RUN: echo kept > /app/note.txt; : tok-{tok}", session_id=sid)
     assert r.status_code == 200, r.text
-    r = invoke(client, sdk, "RUN: cat /app/note.txt; ls $HOME/.claude/projects/*/ | grep -c jsonl",
+    # The first call's transcript, found by the token its prompt held: the
+    # pattern is written in two quoted halves, so that this call's own
+    # transcript (which Claude Code may or may not have written yet when its
+    # Bash runs) never matches it.
+    r = invoke(client, sdk, f'RUN: cat /app/note.txt; grep -l "tok-""{tok}" $HOME/.claude/projects/*/*.jsonl | wc -l',
                session_id=sid)
     assert r.status_code == 200, r.text
     out = r.json()["response_content"]
     assert out.startswith("ran: kept\n"), out
-    # Both calls' transcripts are there: the first call's state survived.
-    assert out.split("\n")[-1].strip() == "2", out
+    # The first call's Claude Code state survived into the second.
+    assert out.split("\n")[-1].strip() == "1", out
     # A call outside the session starts from a fresh sandbox.
     r = invoke(client, sdk, "RUN: cat /app/note.txt 2>&1; true")
     assert "No such file" in r.json()["response_content"], r.text
