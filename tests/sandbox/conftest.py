@@ -58,6 +58,11 @@ class Sandbox:
             "AGENTHOST_CONFIG": conf,
             "AGENTHOST_SANDBOX_ROOT": os.path.join(root, "state"),
             "AGENTHOST_SANDBOX_POOL_SIZE": "1",
+            # Not the 10 GiB default: every live disk is promised in full
+            # against the host's free space (budget.c), and a CI host with
+            # 32 GB free and a 5 % reserve of 12.9 GB then admitted one
+            # sandbox, not the two a test with a pool has alive at once.
+            "AGENTHOST_SANDBOX_DISK_MB": "1024",
         }
 
     def write(self, name, text):
