@@ -89,6 +89,28 @@ static int read_limits(const ah_sandbox_settings *set, ah_err *err)
 	return 0;
 }
 
+static long long free_bytes(void);
+
+/* How many sandboxes of the default size fit now, by memory and by disk, so
+ * that an operator reads at start what the strict disk promise costs here:
+ * with the 10 GiB default, a disk with 30 GB free runs two calls at once
+ * whatever the memory allows. Another runner's live sandboxes are not
+ * counted: this is the room a start sees, not a promise. */
+static void log_room(void)
+{
+	long long avail = free_bytes();
+	if (sb_g.disk_bytes <= 0 || sb_g.memory_bytes <= 0 || avail < 0) /* tmpfs disks */
+		return;
+	long long by_mem = sb_g.memory_budget / sb_g.memory_bytes;
+	long long by_disk = avail > sb_g.disk_reserve ? (avail - sb_g.disk_reserve) / sb_g.disk_bytes : 0;
+	if (by_disk >= by_mem)
+		return;
+	ah_log_warn("sandbox: the disk has room for %lld sandbox(es) at once, the memory budget "
+	            "for %lld: %lld MiB free, %lld MiB kept in reserve (disk_reserve_mb), each "
+	            "sandbox's disk of %lld MiB promised in full; lower sandbox_disk_mb to run more",
+	            by_disk, by_mem, avail / MIB, sb_g.disk_reserve / MIB, sb_g.disk_bytes / MIB);
+}
+
 int sb_budget_init(const ah_sandbox_settings *set, ah_err *err)
 {
 	int rc = read_limits(set, err);
@@ -101,6 +123,7 @@ int sb_budget_init(const ah_sandbox_settings *set, ah_err *err)
 		ah_log_warn("sandbox: cannot set the memory budget as the cgroup limit: %s", why.msg);
 	ah_log_info("sandbox: memory budget %lld MiB under cgroup %s, disk reserve %lld MiB",
 	            sb_g.memory_budget / MIB, sb_g.cg_name, sb_g.disk_reserve / MIB);
+	log_room();
 	return 0;
 }
 

@@ -249,3 +249,22 @@ def test_disk_reserve_refuses_and_counts_what_disks_may_still_write(small_fs, bu
     b.stop(first)
     r = b.once()
     assert r.returncode == 0, r.stderr
+
+
+def test_the_start_says_when_the_disk_runs_fewer_sandboxes_than_the_memory(small_fs, budget_for):
+    # An operator whose disk, not memory, caps the calls at once reads so in
+    # the runner's first lines, with the setting that lifts it.
+    st = os.statvfs(small_fs)
+    free_mb = st.f_bavail * st.f_frsize // MIB
+    reserve = free_mb - 2 * 64 - 32  # two 64 MB disks above the reserve
+    conf = dict(sandbox_root=os.path.join(small_fs, "state"), sandbox_disk_mb=64,
+                disk_reserve_mb=reserve, sandbox_memory_mb=64)
+    r = budget_for(sandbox_memory_budget_mb=4096, **conf).once()
+    assert r.returncode == 0, r.stderr
+    assert ("the disk has room for 2 sandbox(es) at once, the memory budget for 64"
+            in r.stderr), r.stderr
+    assert "lower sandbox_disk_mb" in r.stderr
+    # Where memory is what limits, nothing to say.
+    r = budget_for(sandbox_memory_budget_mb=128, **conf).once()
+    assert r.returncode == 0, r.stderr
+    assert "the disk has room" not in r.stderr, r.stderr
