@@ -142,8 +142,8 @@ static int reaper_entry(void *arg)
 }
 
 /* Waits for the agent's status from the reaper while honouring KILL from the
- * runner; returns it (a killed reaper reads as SIGKILL). */
-static int supervise(int exec_fd, pid_t reaper, int status_fd)
+ * runner; returns it (a killed reaper reads as SIGKILL, *killed set). */
+static int supervise(int exec_fd, pid_t reaper, int status_fd, bool *killed)
 {
 	int st = SIGKILL, got = 0;
 	struct pollfd pf[2] = { { exec_fd, POLLIN, 0 }, { status_fd, POLLIN, 0 } };
@@ -151,7 +151,8 @@ static int supervise(int exec_fd, pid_t reaper, int status_fd)
 		if (poll(pf, 2, -1) < 0)
 			continue;
 		if (pf[1].revents) {
-			if (read(status_fd, &st, sizeof st) != sizeof st)
+			*killed = read(status_fd, &st, sizeof st) != sizeof st;
+			if (*killed)
 				st = SIGKILL;
 			got = 1;
 		}
@@ -161,17 +162,32 @@ static int supervise(int exec_fd, pid_t reaper, int status_fd)
 	return st;
 }
 
-/* Answers the run's status and reaps its reaper: after the answer, as the
- * reaper's exit tears its pid namespace down (whatever the agent left behind
- * dies with it), which the caller need not wait for. The next request is read
- * only after this. */
-static void finish_run(int exec_fd, pid_t reaper, int status_fd, bool premade)
+static void reap(pid_t reaper)
 {
-	sb_msg m = { .op = SB_EXITED, .arg = supervise(exec_fd, reaper, status_fd),
-	             .argc = premade };
-	sb_send(exec_fd, &m, NULL, 0, NULL, 0);
 	while (waitpid(reaper, NULL, 0) < 0 && errno == EINTR)
 		;
+}
+
+/* Answers the run's status and reaps its reaper. A run that ended on its
+ * own is answered first, as the reaper's exit tears its pid namespace down
+ * (whatever the agent left behind dies with it), which the caller need not
+ * wait for. A killed one is answered only once that is done: its status pipe
+ * reads empty when the dying reaper closes its files, before the kernel
+ * kills the namespace, and the runner closes the program's stdin at the
+ * answer. In that gap a program still alive read an end of input it never
+ * had: a session's waiting process, cancelled unused, ran on an empty
+ * prompt in the session's sandbox (seen once in a full test run). The next
+ * request is read only after this. */
+static void finish_run(int exec_fd, pid_t reaper, int status_fd, bool premade)
+{
+	bool killed = false;
+	sb_msg m = { .op = SB_EXITED, .arg = supervise(exec_fd, reaper, status_fd, &killed),
+	             .argc = premade };
+	if (killed)
+		reap(reaper);
+	sb_send(exec_fd, &m, NULL, 0, NULL, 0);
+	if (!killed)
+		reap(reaper);
 }
 
 /* The pre-made pair (premade.c), and how many in a row did not take their
