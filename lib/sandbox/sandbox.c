@@ -462,7 +462,8 @@ void ah_sandbox_destroy(ah_sandbox *sb)
 {
 	if (!sb)
 		return;
-	sb_exec_held_close(sb); /* its program dies with the sandbox */
+	/* A held program's pipes close at the teardown (keeper_kill), once it
+	 * is dead: closed here, its stdin's end reached it before the kill. */
 	if (sb->deploy || !inited) {
 		sb_teardown(sb);
 		return;

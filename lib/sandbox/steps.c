@@ -125,6 +125,10 @@ static void keeper_kill(ah_sandbox *sb)
 	if (sb->exec_fd >= 0)
 		close(sb->exec_fd);
 	sb->ctl_fd = sb->exec_fd = -1;
+	/* Only now: every process of the sandbox died with its keeper (its pid
+	 * namespace's init, waited for above), so a program started ahead and
+	 * never given a call cannot read its stdin's end as an empty prompt. */
+	sb_exec_held_close(sb);
 }
 
 /* The keeper's socket broke: say how the keeper ended, for the log. */
