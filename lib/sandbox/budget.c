@@ -89,7 +89,13 @@ static int read_limits(const ah_sandbox_settings *set, ah_err *err)
 	return 0;
 }
 
-static long long free_bytes(void);
+static long long free_bytes(void)
+{
+	struct statvfs vs;
+	if (statvfs(sb_g.root, &vs) < 0)
+		return -1;
+	return (long long)vs.f_bavail * (long long)vs.f_frsize;
+}
 
 /* How many sandboxes of the default size fit now, by memory and by disk, so
  * that an operator reads at start what the strict disk promise costs here:
@@ -251,14 +257,6 @@ static int sum_records(totals *t, int self)
 }
 
 /* ---- admission ---- */
-
-static long long free_bytes(void)
-{
-	struct statvfs vs;
-	if (statvfs(sb_g.root, &vs) < 0)
-		return -1;
-	return (long long)vs.f_bavail * (long long)vs.f_frsize;
-}
 
 /* 0 when p fits next to what t counts (and, ahead, one more default
  * sandbox fits too), else AH_EBUSY with the reason. */

@@ -227,11 +227,14 @@ def loops_on(path):
             if open(b).read().startswith(path + "/")]
 
 
+def reserve_for_two_disks(fs):
+    """A disk_reserve_mb leaving room for two 64 MB disks on fs, with 32 MB to spare."""
+    st = os.statvfs(fs)
+    return st.f_bavail * st.f_frsize // MIB - 2 * 64 - 32
+
+
 def test_disk_reserve_refuses_and_counts_what_disks_may_still_write(small_fs, budget_for):
-    st = os.statvfs(small_fs)
-    free_mb = st.f_bavail * st.f_frsize // MIB
-    # Room for two 64 MB disks above the reserve, with 32 MB to spare.
-    reserve = free_mb - 2 * 64 - 32
+    reserve = reserve_for_two_disks(small_fs)
     b = budget_for(sandbox_root=os.path.join(small_fs, "state"), sandbox_disk_mb=64,
                    disk_reserve_mb=reserve, sandbox_memory_mb=64,
                    sandbox_memory_budget_mb=4096)
@@ -254,11 +257,8 @@ def test_disk_reserve_refuses_and_counts_what_disks_may_still_write(small_fs, bu
 def test_the_start_says_when_the_disk_runs_fewer_sandboxes_than_the_memory(small_fs, budget_for):
     # An operator whose disk, not memory, caps the calls at once reads so in
     # the runner's first lines, with the setting that lifts it.
-    st = os.statvfs(small_fs)
-    free_mb = st.f_bavail * st.f_frsize // MIB
-    reserve = free_mb - 2 * 64 - 32  # two 64 MB disks above the reserve
     conf = dict(sandbox_root=os.path.join(small_fs, "state"), sandbox_disk_mb=64,
-                disk_reserve_mb=reserve, sandbox_memory_mb=64)
+                disk_reserve_mb=reserve_for_two_disks(small_fs), sandbox_memory_mb=64)
     r = budget_for(sandbox_memory_budget_mb=4096, **conf).once()
     assert r.returncode == 0, r.stderr
     assert ("the disk has room for 2 sandbox(es) at once, the memory budget for 64"
